@@ -1,0 +1,1 @@
+//! Ascend C lowering and host simulation.

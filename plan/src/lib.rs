@@ -1,0 +1,538 @@
+//! The symsched plan: a verified schedule instantiated for one group size, as per-rank ordered
+//! step lists. This crate is the contract between the compiler (which emits plans), the host
+//! runtime (which interprets them) and the Ascend C lowering (which turns them into kernels).
+//!
+//! Everything here is plain data with serde derives; the JSON form is versioned by
+//! [`PLAN_SCHEMA_VERSION`] and documented in `docs/plan-schema.md`.
+//!
+//! Vocabulary:
+//! - a **buffer** is symmetric: every rank of the group has its own copy at the same offset;
+//!   it is split into `chunks` chunks whose element extents are symbolic in the launch's size
+//!   variables (see [`Extent`]);
+//! - a **region** is a contiguous range of chunks of one buffer on one rank;
+//! - a **signal slot** is a 64-bit counter on its own 64-byte line, one per (group instance,
+//!   plan, slot); counters only grow, so waits are relative to the launch epoch (see [`WaitTarget`]).
+//!
+//! ```
+//! use symsched_plan::{SizeExpr, Bindings};
+//! let e = SizeExpr::var("n").scaled(4);
+//! let mut b = Bindings::default();
+//! b.insert("n".into(), 10);
+//! assert_eq!(e.eval(&b).unwrap(), 40);
+//! ```
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+mod extent;
+pub use extent::*;
+
+/// Version of the JSON plan schema. Bump on any incompatible change; runtimes refuse plans whose
+/// major version differs from theirs.
+pub const PLAN_SCHEMA_VERSION: u32 = 1;
+
+/// Bytes reserved for one signal slot: one counter per cache line, so hot signals never share one.
+pub const SIGNAL_LINE_BYTES: u32 = 64;
+
+/// A schedule instantiated for one group size (and one binding of its integer parameters).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub schema_version: u32,
+    /// Schedule name as written in the source.
+    pub schedule: String,
+    /// The collective the verifier proved this plan implements.
+    pub collective: CollectiveKind,
+    /// Group size P the plan was instantiated for.
+    pub group_size: u32,
+    /// Integer parameters bound at instantiation (e.g. `root`, `src`, `dst`, `L`).
+    pub params: BTreeMap<String, i64>,
+    /// Set for hierarchical schedules: shmem traffic stays inside blocks of `ranks_per_node`
+    /// consecutive ranks; traffic across blocks goes through `HostColl` steps only.
+    pub hierarchy: Option<Hierarchy>,
+    /// Symbolic size variables the extents use, with their meaning (e.g. `n`: elements per rank).
+    pub size_vars: Vec<SizeVar>,
+    /// Buffers, indexed by [`BufferId`]. Role buffers come first in signature order.
+    pub buffers: Vec<BufferDecl>,
+    /// Signal slots, indexed by [`SlotId`].
+    pub signals: Vec<SignalSlot>,
+    /// One program per rank, `ranks[r].rank == r`.
+    pub ranks: Vec<RankProgram>,
+    /// Backward forms declared by the schedule and proved by the verifier.
+    pub duals: Vec<DualDecl>,
+    /// Hex digest of the source text the plan was compiled from (for caches and diagnostics).
+    pub source_hash: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectiveKind {
+    Allgather,
+    ReduceScatter,
+    Allreduce,
+    Alltoall,
+    Alltoallv,
+    Broadcast,
+    /// Reduce to `root`; non-root buffers are left unspecified.
+    Reduce,
+    /// Point-to-point: `src` sends its buffer to `dst` (params `src`, `dst`).
+    Sendrecv,
+    AllgatherMatmul,
+    MatmulReduceScatter,
+}
+
+impl CollectiveKind {
+    pub const ALL: [CollectiveKind; 10] = [
+        CollectiveKind::Allgather,
+        CollectiveKind::ReduceScatter,
+        CollectiveKind::Allreduce,
+        CollectiveKind::Alltoall,
+        CollectiveKind::Alltoallv,
+        CollectiveKind::Broadcast,
+        CollectiveKind::Reduce,
+        CollectiveKind::Sendrecv,
+        CollectiveKind::AllgatherMatmul,
+        CollectiveKind::MatmulReduceScatter,
+    ];
+
+    /// The name used in `.sched` sources (`implements allgather(...)`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CollectiveKind::Allgather => "allgather",
+            CollectiveKind::ReduceScatter => "reduce_scatter",
+            CollectiveKind::Allreduce => "allreduce",
+            CollectiveKind::Alltoall => "alltoall",
+            CollectiveKind::Alltoallv => "alltoallv",
+            CollectiveKind::Broadcast => "broadcast",
+            CollectiveKind::Reduce => "reduce",
+            CollectiveKind::Sendrecv => "sendrecv",
+            CollectiveKind::AllgatherMatmul => "allgather_matmul",
+            CollectiveKind::MatmulReduceScatter => "matmul_reduce_scatter",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// Whether the collective combines values with the launch's reduce op.
+    pub fn reduces(self) -> bool {
+        matches!(
+            self,
+            CollectiveKind::ReduceScatter
+                | CollectiveKind::Allreduce
+                | CollectiveKind::Reduce
+                | CollectiveKind::MatmulReduceScatter
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hierarchy {
+    pub ranks_per_node: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeVar {
+    pub name: String,
+    pub meaning: String,
+}
+
+/// Index into [`Plan::buffers`].
+pub type BufferId = u32;
+/// Index into [`Plan::signals`].
+pub type SlotId = u32;
+/// Group-local rank.
+pub type Rank = u32;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BufferDecl {
+    pub name: String,
+    pub role: BufferRole,
+    pub chunks: u32,
+    pub extent: Extent,
+    pub elem: ElemClass,
+}
+
+/// How a buffer is bound at launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BufferRole {
+    /// A role of the collective's signature that is only read (e.g. allgather `in`).
+    Input,
+    /// A role that is only written (e.g. allgather `out`).
+    Output,
+    /// A role read and written in place (e.g. allreduce `x`).
+    InOut,
+    /// Schedule-private symmetric scratch, allocated by the runtime per (group, plan, sizes).
+    Scratch,
+}
+
+/// Element type class of a buffer; the concrete dtypes are launch parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElemClass {
+    /// The user's dtype.
+    Data,
+    /// The wire dtype (low-precision transport); equals the data dtype when none is chosen.
+    Wire,
+    /// The accumulator dtype (f32 for 16-bit and 8-bit floats, else the data dtype).
+    Acc,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalSlot {
+    /// Source name, with the index for signal arrays: `ready[2]`.
+    pub name: String,
+    /// How updates to this slot change it; a slot is either set or added to, never both.
+    pub mode: SignalMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignalMode {
+    Add,
+    Set,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankProgram {
+    pub rank: Rank,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// Stable id of the step within the plan (the IR node index).
+    pub id: u32,
+    /// Byte range of the statement in the schedule source, for diagnostics.
+    pub span: (u32, u32),
+    pub op: Op,
+}
+
+/// A contiguous range of chunks of one buffer, on the rank that executes the step unless the
+/// op says otherwise (`Put::dst` and `Get::src` live on `peer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Region {
+    pub buffer: BufferId,
+    pub first: u32,
+    pub count: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+}
+
+impl Cmp {
+    /// CANN / OpenSHMEM numbering: EQ=0, NE=1, GT=2, GE=3, LT=4, LE=5.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    pub fn holds(self, observed: u64, target: u64) -> bool {
+        match self {
+            Cmp::Eq => observed == target,
+            Cmp::Ne => observed != target,
+            Cmp::Gt => observed > target,
+            Cmp::Ge => observed >= target,
+            Cmp::Lt => observed < target,
+            Cmp::Le => observed <= target,
+        }
+    }
+}
+
+/// The value a wait compares against in launch `epoch` (0 for the first launch of this plan on
+/// this group instance): `epoch * stride + offset`. `stride` is the total amount added to the slot
+/// on the waiting rank by one launch (for `Add` slots) or the set-value period (for `Set` slots),
+/// so counters never need a reset between back-to-back launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitTarget {
+    pub stride: u64,
+    pub offset: u64,
+}
+
+impl WaitTarget {
+    pub fn at(self, epoch: u64) -> u64 {
+        epoch.wrapping_mul(self.stride).wrapping_add(self.offset)
+    }
+}
+
+/// A signal update delivered to `peer`'s copy of `slot`. For `Set` slots the value written is
+/// `epoch * stride + value`; for `Add` slots `value` is added and `stride` is unused (0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalUpdate {
+    pub slot: SlotId,
+    pub peer: Rank,
+    pub mode: SignalMode,
+    pub value: u64,
+    pub stride: u64,
+}
+
+impl SignalUpdate {
+    pub fn value_at(self, epoch: u64) -> u64 {
+        match self.mode {
+            SignalMode::Add => self.value,
+            SignalMode::Set => epoch.wrapping_mul(self.stride).wrapping_add(self.value),
+        }
+    }
+}
+
+/// Framework collectives a `HostColl` step may ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostCollOp {
+    Allreduce,
+    Allgather,
+    ReduceScatter,
+    Broadcast,
+}
+
+/// One step of one rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Op {
+    /// Copy local `src` into `peer`'s `dst`; with `signal`, the data is visible at the peer before
+    /// the signal update is (put_with_signal). When `src` and `dst` element classes differ the
+    /// data is converted on the way (round to nearest even).
+    Put {
+        src: Region,
+        dst: Region,
+        peer: Rank,
+        signal: Option<SignalUpdate>,
+    },
+    /// Copy `peer`'s `src` into local `dst`.
+    Get { src: Region, dst: Region, peer: Rank },
+    /// Update a signal slot on `update.peer`.
+    Signal { update: SignalUpdate },
+    /// Block until the local `slot` compares true against the epoch-relative target.
+    Wait {
+        slot: SlotId,
+        cmp: Cmp,
+        target: WaitTarget,
+    },
+    /// `dst = srcs[0] ⊕ srcs[1] ⊕ …` folded left to right with the launch's reduce op, in the
+    /// accumulator dtype, then rounded once into `dst`. All regions are local and have the same
+    /// extent; `dst` may also appear among `srcs`.
+    Reduce { dst: Region, srcs: Vec<Region> },
+    /// Local copy.
+    Copy { src: Region, dst: Region },
+    /// Local copy with conversion between element classes (round to nearest even).
+    Cast { src: Region, dst: Region },
+    /// `c = a × b` for one block: `a` is m×k, `b` is k×n, `c` is m×n, row-major; dims are the size
+    /// variables `m`, `k`, `n` of the launch.
+    Matmul { c: Region, a: Region, b: Region },
+    /// A collective done by the framework's own library over `members` (group-local ranks, this
+    /// rank included) on the local `region`.
+    HostColl {
+        op: HostCollOp,
+        region: Region,
+        members: Vec<Rank>,
+    },
+}
+
+/// A backward form the schedule declares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DualDecl {
+    /// The adjoint is the named schedule, with its params bound as given.
+    Schedule {
+        name: String,
+        params: BTreeMap<String, i64>,
+    },
+    /// Identity backward, valid only when the downstream computation is replicated (Megatron g).
+    IdentityAssumingReplicated,
+}
+
+/// Errors from reading or checking a plan.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("plan JSON is malformed: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("plan schema version {found} is not supported (this build reads version {expected})")]
+    Version { found: u32, expected: u32 },
+    #[error("plan is inconsistent: {0}")]
+    Inconsistent(String),
+    #[error("size variable `{0}` has no value at launch")]
+    UnboundSize(String),
+    #[error("size expression overflows for the given sizes")]
+    SizeOverflow,
+}
+
+impl Plan {
+    /// Parse and version-check a JSON plan, then check its internal references.
+    pub fn from_json(text: &str) -> Result<Plan, PlanError> {
+        #[derive(Deserialize)]
+        struct VersionOnly {
+            schema_version: u32,
+        }
+        let v: VersionOnly = serde_json::from_str(text)?;
+        if v.schema_version != PLAN_SCHEMA_VERSION {
+            return Err(PlanError::Version {
+                found: v.schema_version,
+                expected: PLAN_SCHEMA_VERSION,
+            });
+        }
+        let plan: Plan = serde_json::from_str(text)?;
+        plan.check_consistency()?;
+        Ok(plan)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("plan types serialize infallibly")
+    }
+
+    /// Checks every id and rank the steps use, so executors can index without further checks.
+    pub fn check_consistency(&self) -> Result<(), PlanError> {
+        let bad = |m: String| Err(PlanError::Inconsistent(m));
+        if self.ranks.len() != self.group_size as usize {
+            return bad(format!(
+                "{} rank programs for group size {}",
+                self.ranks.len(),
+                self.group_size
+            ));
+        }
+        for (r, prog) in self.ranks.iter().enumerate() {
+            if prog.rank as usize != r {
+                return bad(format!("rank program {r} is labelled {}", prog.rank));
+            }
+            for step in &prog.steps {
+                self.check_step(step)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_step(&self, step: &Step) -> Result<(), PlanError> {
+        let region = |reg: &Region| -> Result<(), PlanError> {
+            let Some(b) = self.buffers.get(reg.buffer as usize) else {
+                return Err(PlanError::Inconsistent(format!(
+                    "step {} names buffer {} of {}",
+                    step.id,
+                    reg.buffer,
+                    self.buffers.len()
+                )));
+            };
+            if reg.first.checked_add(reg.count).is_none_or(|end| end > b.chunks) {
+                return Err(PlanError::Inconsistent(format!(
+                    "step {} reads chunks {}..{} of `{}` which has {}",
+                    step.id,
+                    reg.first,
+                    reg.first as u64 + reg.count as u64,
+                    b.name,
+                    b.chunks
+                )));
+            }
+            Ok(())
+        };
+        let rank = |r: Rank| -> Result<(), PlanError> {
+            if r >= self.group_size {
+                return Err(PlanError::Inconsistent(format!(
+                    "step {} names rank {r} in a group of {}",
+                    step.id, self.group_size
+                )));
+            }
+            Ok(())
+        };
+        let slot = |s: SlotId| -> Result<(), PlanError> {
+            if s as usize >= self.signals.len() {
+                return Err(PlanError::Inconsistent(format!(
+                    "step {} names signal slot {s} of {}",
+                    step.id,
+                    self.signals.len()
+                )));
+            }
+            Ok(())
+        };
+        match &step.op {
+            Op::Put {
+                src,
+                dst,
+                peer,
+                signal,
+            } => {
+                region(src)?;
+                region(dst)?;
+                rank(*peer)?;
+                if let Some(u) = signal {
+                    slot(u.slot)?;
+                    rank(u.peer)?;
+                }
+            }
+            Op::Get { src, dst, peer } => {
+                region(src)?;
+                region(dst)?;
+                rank(*peer)?;
+            }
+            Op::Signal { update } => {
+                slot(update.slot)?;
+                rank(update.peer)?;
+            }
+            Op::Wait { slot: s, .. } => slot(*s)?,
+            Op::Reduce { dst, srcs } => {
+                region(dst)?;
+                for s in srcs {
+                    region(s)?;
+                }
+            }
+            Op::Copy { src, dst } | Op::Cast { src, dst } => {
+                region(src)?;
+                region(dst)?;
+            }
+            Op::Matmul { c, a, b } => {
+                region(c)?;
+                region(a)?;
+                region(b)?;
+            }
+            Op::HostColl {
+                region: reg,
+                members,
+                ..
+            } => {
+                region(reg)?;
+                for m in members {
+                    rank(*m)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_mismatch_is_a_typed_error() {
+        let text = r#"{"schema_version": 99}"#;
+        match Plan::from_json(text) {
+            Err(PlanError::Version { found: 99, .. }) => {}
+            other => panic!("expected version error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn cmp_codes_follow_cann_numbering() {
+        let codes: Vec<u32> = [Cmp::Eq, Cmp::Ne, Cmp::Gt, Cmp::Ge, Cmp::Lt, Cmp::Le]
+            .iter()
+            .map(|c| c.code())
+            .collect();
+        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn epoch_relative_targets() {
+        let t = WaitTarget {
+            stride: 3,
+            offset: 3,
+        };
+        assert_eq!(t.at(0), 3);
+        assert_eq!(t.at(2), 9);
+    }
+}

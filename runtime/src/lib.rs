@@ -1,0 +1,1 @@
+//! symsched host runtime.
