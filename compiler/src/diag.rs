@@ -14,7 +14,9 @@ use std::fmt;
 pub type FileId = usize;
 
 /// A byte range in one source file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct Span {
     pub file: FileId,
     pub start: u32,
@@ -71,7 +73,10 @@ impl SourceMap {
     }
 
     pub fn name(&self, file: FileId) -> &str {
-        self.names.get(file).map(String::as_str).unwrap_or("<unknown>")
+        self.names
+            .get(file)
+            .map(String::as_str)
+            .unwrap_or("<unknown>")
     }
 
     pub fn len(&self) -> usize {
@@ -87,7 +92,12 @@ impl SourceMap {
         let text = self.text(file);
         let upto = &text[..(offset as usize).min(text.len())];
         let line = upto.matches('\n').count() + 1;
-        let col = upto.rsplit('\n').next().map(|s| s.chars().count()).unwrap_or(0) + 1;
+        let col = upto
+            .rsplit('\n')
+            .next()
+            .map(|s| s.chars().count())
+            .unwrap_or(0)
+            + 1;
         (line, col)
     }
 }

@@ -198,6 +198,10 @@ pub enum SignalMode {
 pub struct RankProgram {
     pub rank: Rank,
     pub steps: Vec<Step>,
+    /// Signal updates the executor sends after the last step *and* after copying staged outputs
+    /// out: the launch credits that let peers start their next launch (see `docs/plan-schema.md`).
+    #[serde(default)]
+    pub exit_signals: Vec<SignalUpdate>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -307,7 +311,11 @@ pub enum Op {
         signal: Option<SignalUpdate>,
     },
     /// Copy `peer`'s `src` into local `dst`.
-    Get { src: Region, dst: Region, peer: Rank },
+    Get {
+        src: Region,
+        dst: Region,
+        peer: Rank,
+    },
     /// Update a signal slot on `update.peer`.
     Signal { update: SignalUpdate },
     /// Block until the local `slot` compares true against the epoch-relative target.
@@ -404,6 +412,14 @@ impl Plan {
             for step in &prog.steps {
                 self.check_step(step)?;
             }
+            for (i, u) in prog.exit_signals.iter().enumerate() {
+                let probe = Step {
+                    id: u32::MAX - i as u32,
+                    span: (0, 0),
+                    op: Op::Signal { update: *u },
+                };
+                self.check_step(&probe)?;
+            }
         }
         Ok(())
     }
@@ -418,7 +434,11 @@ impl Plan {
                     self.buffers.len()
                 )));
             };
-            if reg.first.checked_add(reg.count).is_none_or(|end| end > b.chunks) {
+            if reg
+                .first
+                .checked_add(reg.count)
+                .is_none_or(|end| end > b.chunks)
+            {
                 return Err(PlanError::Inconsistent(format!(
                     "step {} reads chunks {}..{} of `{}` which has {}",
                     step.id,

@@ -17,6 +17,7 @@ use symsched_plan::{
     SizeVar,
 };
 
+pub mod credits;
 pub mod graph;
 pub mod instantiate;
 
@@ -38,6 +39,8 @@ pub struct Program {
     pub signal_spans: Vec<Span>,
     /// `ranks[r]` is rank r's program, in order.
     pub ranks: Vec<Vec<Step>>,
+    /// Per rank, the signal updates sent on exit (launch credits, see [`credits`]).
+    pub exit_signals: Vec<Vec<symsched_plan::SignalUpdate>>,
     pub duals: Vec<(DualDecl, Span)>,
     /// Span of the schedule header (name and `implements` clause), for whole-schedule findings.
     pub header_span: Span,
@@ -122,7 +125,12 @@ impl Program {
                 SignalMode::Add => "+=",
                 SignalMode::Set => "=",
             };
-            format!("signal {} @ {} {sym} {}", self.slot_name(u.slot), u.peer, u.value)
+            format!(
+                "signal {} @ {} {sym} {}",
+                self.slot_name(u.slot),
+                u.peer,
+                u.value
+            )
         };
         match op {
             Op::Put {
@@ -214,23 +222,21 @@ impl Program {
         let slots = self.signals.len();
         // received[rank][slot] = sum of adds (or max set value + 1)
         let mut received = vec![vec![0u64; slots]; p];
-        for steps in &self.ranks {
-            for s in steps {
-                let upd = match &s.op {
-                    Op::Put {
-                        signal: Some(u), ..
-                    } => u,
-                    Op::Signal { update } => update,
-                    _ => continue,
-                };
-                let (r, sl) = (upd.peer as usize, upd.slot as usize);
-                if r >= p || sl >= slots {
-                    continue;
-                }
-                match upd.mode {
-                    SignalMode::Add => received[r][sl] = received[r][sl].saturating_add(upd.value),
-                    SignalMode::Set => received[r][sl] = received[r][sl].max(upd.value + 1),
-                }
+        let updates = self.ranks.iter().flatten().filter_map(|s| match &s.op {
+            Op::Put {
+                signal: Some(u), ..
+            } => Some(u),
+            Op::Signal { update } => Some(update),
+            _ => None,
+        });
+        for upd in updates.chain(self.exit_signals.iter().flatten()) {
+            let (r, sl) = (upd.peer as usize, upd.slot as usize);
+            if r >= p || sl >= slots {
+                continue;
+            }
+            match upd.mode {
+                SignalMode::Add => received[r][sl] = received[r][sl].saturating_add(upd.value),
+                SignalMode::Set => received[r][sl] = received[r][sl].max(upd.value + 1),
             }
         }
         // Set slots: every rank uses the same period so a setter need not know the receiver's.
@@ -267,4 +273,3 @@ impl Program {
         }
     }
 }
-
