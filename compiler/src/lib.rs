@@ -9,5 +9,7 @@ pub mod back;
 pub mod diag;
 pub mod front;
 pub mod ir;
+pub mod library;
 pub mod opt;
+pub mod pipeline;
 pub mod verify;

@@ -1,1 +1,44 @@
-//! symsched host runtime.
+//! symsched host runtime: ranks are processes of one node sharing a symmetric heap.
+//!
+//! Module map (one concept each): [`shm`] heap segments (memfd), [`bootstrap`] segment exchange
+//! over a Unix socket, [`launcher`] `symsched launch`, [`config`] environment, [`heap`] +
+//! [`allocator`] the symmetric allocator, [`signal`] + [`wait`] signal lines and waiting,
+//! [`monitor`] peer liveness, [`group`] + [`primitives`] groups and one-sided operations,
+//! [`log`] diagnostics, [`avail`] availability and version checks.
+//!
+//! Entry points: [`Runtime::init_from_env`], [`Runtime::group`], the [`Group`] methods.
+//!
+//! Environment: `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`,
+//! `MASTER_PORT` (torchrun), `SYMSCHED_RENDEZVOUS_DIR`, `SYMSCHED_JOB_ID`,
+//! `SYMMETRIC_MEMORY_HEAP_SIZE` (bytes, default 1 GiB), `SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS`
+//! (default 300000), `SYMSCHED_RENDEZVOUS_TIMEOUT_MS` (default 60000), `SYMSCHED_NODE_ID`,
+//! `SYMSCHED_SCRATCH_SIZE`, `HYPER_PARALLEL_SHMEM_LOG_LEVEL`, `SHMEM_LOG_TO_STDOUT`,
+//! `SYMSCHED_LOG_DIR`.
+
+pub mod allocator;
+pub mod avail;
+pub mod bootstrap;
+pub mod config;
+pub mod error;
+pub mod exec;
+pub mod group;
+pub mod heap;
+pub mod launcher;
+pub mod log;
+pub mod monitor;
+pub mod primitives;
+mod records;
+pub mod runtime;
+pub mod shm;
+pub mod signal;
+pub mod wait;
+
+pub use allocator::HeapStats;
+pub use avail::{check_plan_version, is_available};
+pub use config::RuntimeConfig;
+pub use error::{RankList, RuntimeError, WaitContext};
+pub use group::{Group, SlotRange};
+pub use heap::{Heap, HeapAlloc};
+pub use runtime::Runtime;
+pub use signal::SignalMode;
+pub use symsched_plan::Cmp;

@@ -1,1 +1,534 @@
-//! (being written)
+//! The petgraph view of a [`Program`]: one node per step, edges for program order, signal→wait
+//! synchronisation (and the implicit barrier of a host collective) and data flow.
+//!
+//! The graph is derived from [`Program::ranks`] and must be rebuilt after any edit. The rules
+//! that decide which updates are *guaranteed* to precede a wait are documented in
+//! `docs/verifier.md` ("Happens-before"); [`HappensBefore`] answers ordering queries with vector
+//! clocks in O(steps · P) time and memory.
+
+use super::credits::CREDIT_SLOT_PREFIX;
+use super::{Program, StepRef};
+use petgraph::graph::{DiGraph, NodeIndex};
+use std::collections::{BTreeMap, HashMap};
+use symsched_plan::{BufferId, Cmp, Op, Rank, Region, SignalMode, SlotId};
+
+/// Why one step is ordered before another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EdgeKind {
+    /// Consecutive steps of one rank.
+    Program,
+    /// A signal update guaranteed to precede a wait's completion, or the implicit barrier of a
+    /// host collective.
+    Sync,
+    /// A write whose data a later step reads (derived from happens-before; never adds order).
+    Data,
+}
+
+/// The dataflow graph of one program.
+#[derive(Debug, Clone)]
+pub struct DataflowGraph {
+    pub graph: DiGraph<StepRef, EdgeKind>,
+    /// `base[r]` is the node index of rank r's first step; nodes are rank-major.
+    base: Vec<usize>,
+    /// Happens-before, when the program-order and sync edges form no cycle.
+    hb: Option<HappensBefore>,
+    /// The nodes on a cycle, when there is one.
+    cycle: Option<NodeIndex>,
+}
+
+impl DataflowGraph {
+    /// Node of a step.
+    pub fn node(&self, at: StepRef) -> NodeIndex {
+        NodeIndex::new(self.base[at.rank as usize] + at.index as usize)
+    }
+
+    /// Step of a node.
+    pub fn step_ref(&self, n: NodeIndex) -> StepRef {
+        self.graph[n]
+    }
+
+    /// Happens-before, or `None` when the synchronisation edges form a cycle (a deadlock).
+    pub fn happens_before(&self) -> Option<&HappensBefore> {
+        self.hb.as_ref()
+    }
+
+    /// A step on a synchronisation cycle, if any.
+    pub fn cycle_step(&self) -> Option<StepRef> {
+        self.cycle.map(|n| self.graph[n])
+    }
+
+    /// Edges of one kind as step pairs.
+    pub fn edges_of(&self, kind: EdgeKind) -> Vec<(StepRef, StepRef)> {
+        use petgraph::visit::EdgeRef;
+        self.graph
+            .edge_references()
+            .filter(|e| *e.weight() == kind)
+            .map(|e| (self.graph[e.source()], self.graph[e.target()]))
+            .collect()
+    }
+}
+
+/// One memory access of a step: `count` chunks of `buffer` starting at `first`, in the memory of
+/// `rank` (the peer's memory for a put destination or a get source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    pub rank: Rank,
+    pub buffer: BufferId,
+    pub first: u32,
+    pub count: u32,
+    pub write: bool,
+}
+
+/// The memory accesses of `op` executed by rank `me`, reads before writes.
+pub fn accesses(op: &Op, me: Rank) -> Vec<Access> {
+    let acc = |rank: Rank, r: &Region, write: bool| Access {
+        rank,
+        buffer: r.buffer,
+        first: r.first,
+        count: r.count,
+        write,
+    };
+    match op {
+        Op::Put { src, dst, peer, .. } => vec![acc(me, src, false), acc(*peer, dst, true)],
+        Op::Get { src, dst, peer } => vec![acc(*peer, src, false), acc(me, dst, true)],
+        Op::Reduce { dst, srcs } => srcs
+            .iter()
+            .map(|s| acc(me, s, false))
+            .chain(std::iter::once(acc(me, dst, true)))
+            .collect(),
+        Op::Copy { src, dst } | Op::Cast { src, dst } => {
+            vec![acc(me, src, false), acc(me, dst, true)]
+        }
+        Op::Matmul { c, a, b } => vec![acc(me, a, false), acc(me, b, false), acc(me, c, true)],
+        Op::HostColl { region, .. } => vec![acc(me, region, false), acc(me, region, true)],
+        Op::Signal { .. } | Op::Wait { .. } => Vec::new(),
+    }
+}
+
+/// Whether a slot is an internal launch-credit slot (always satisfied within one launch).
+pub fn is_credit_slot(prog: &Program, slot: SlotId) -> bool {
+    prog.slot_name(slot).starts_with(CREDIT_SLOT_PREFIX)
+}
+
+/// One host collective: the k-th hostcoll over the same member set on every member.
+#[derive(Debug, Clone)]
+pub struct HostCollInstance {
+    /// Sorted, deduplicated member ranks.
+    pub members: Vec<Rank>,
+    /// The step of each member that takes part, in member order; `None` when a member never
+    /// reaches its k-th hostcoll over this set (a deadlock).
+    pub steps: Vec<Option<StepRef>>,
+}
+
+/// Group hostcoll steps into collective instances; also returns, per hostcoll step, its
+/// instance index.
+pub fn hostcoll_instances(prog: &Program) -> (Vec<HostCollInstance>, HashMap<StepRef, usize>) {
+    let mut by_key: BTreeMap<(Vec<Rank>, usize), usize> = BTreeMap::new();
+    let mut instances: Vec<HostCollInstance> = Vec::new();
+    let mut of_step = HashMap::new();
+    for (r, steps) in prog.ranks.iter().enumerate() {
+        let mut seen: HashMap<Vec<Rank>, usize> = HashMap::new();
+        for (i, s) in steps.iter().enumerate() {
+            if let Op::HostColl { members, .. } = &s.op {
+                let mut m = members.clone();
+                m.sort_unstable();
+                m.dedup();
+                let k = seen.entry(m.clone()).or_insert(0);
+                let key = (m.clone(), *k);
+                *k += 1;
+                let id = *by_key.entry(key).or_insert_with(|| {
+                    instances.push(HostCollInstance {
+                        steps: vec![None; m.len()],
+                        members: m.clone(),
+                    });
+                    instances.len() - 1
+                });
+                let at = StepRef {
+                    rank: r as Rank,
+                    index: i as u32,
+                };
+                if let Some(pos) = m.iter().position(|&x| x == r as Rank) {
+                    instances[id].steps[pos] = Some(at);
+                }
+                of_step.insert(at, id);
+            }
+        }
+    }
+    (instances, of_step)
+}
+
+/// Happens-before as vector clocks: `clock(s)[q]` is how many of rank q's first steps precede
+/// or equal step s.
+#[derive(Debug, Clone)]
+pub struct HappensBefore {
+    p: usize,
+    base: Vec<usize>,
+    clocks: Vec<u32>,
+    /// Nodes in a topological order of the program-order and sync edges.
+    pub topo: Vec<StepRef>,
+}
+
+impl HappensBefore {
+    fn clock(&self, s: StepRef) -> &[u32] {
+        let n = self.base[s.rank as usize] + s.index as usize;
+        &self.clocks[n * self.p..(n + 1) * self.p]
+    }
+
+    /// Whether `a` is guaranteed to complete before `b` starts (`a != b`).
+    pub fn before(&self, a: StepRef, b: StepRef) -> bool {
+        a != b && self.clock(b)[a.rank as usize] > a.index
+    }
+
+    /// Whether `a` and `b` are ordered either way (or equal).
+    pub fn ordered(&self, a: StepRef, b: StepRef) -> bool {
+        a == b || self.before(a, b) || self.before(b, a)
+    }
+}
+
+/// An update of a signal slot, as seen by the receiving rank.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Update {
+    pub at: StepRef,
+    pub mode: SignalMode,
+    pub value: u64,
+}
+
+/// Signal updates by (receiving rank, slot), from `Signal` steps and puts with signal.
+pub(crate) fn updates_by_slot(prog: &Program) -> HashMap<(Rank, SlotId), Vec<Update>> {
+    let mut out: HashMap<(Rank, SlotId), Vec<Update>> = HashMap::new();
+    for (at, s) in prog.steps() {
+        let u = match &s.op {
+            Op::Signal { update } => update,
+            Op::Put {
+                signal: Some(u), ..
+            } => u,
+            _ => continue,
+        };
+        out.entry((u.peer, u.slot)).or_default().push(Update {
+            at,
+            mode: u.mode,
+            value: u.value,
+        });
+    }
+    out
+}
+
+/// The smallest counter value that satisfies an add-slot wait, if the wait needs any update.
+pub(crate) fn add_threshold(cmp: Cmp, k: u64) -> Option<u64> {
+    match cmp {
+        Cmp::Ge | Cmp::Eq if k > 0 => Some(k),
+        Cmp::Gt => Some(k.saturating_add(1)),
+        Cmp::Ne if k == 0 => Some(1),
+        _ => None,
+    }
+}
+
+/// The sync edges (update → wait) guaranteed by the rules in `docs/verifier.md`. `hb`, when
+/// given, excludes updates that happen after the wait.
+fn sync_edges(
+    prog: &Program,
+    updates: &HashMap<(Rank, SlotId), Vec<Update>>,
+    hb: Option<&HappensBefore>,
+) -> Vec<(StepRef, StepRef)> {
+    let mut edges = Vec::new();
+    for (w, s) in prog.steps() {
+        let Op::Wait { slot, cmp, target } = &s.op else {
+            continue;
+        };
+        if is_credit_slot(prog, *slot) {
+            continue;
+        }
+        let Some(cands) = updates.get(&(w.rank, *slot)) else {
+            continue;
+        };
+        let can_contribute = |u: &&Update| match hb {
+            Some(hb) => !hb.before(w, u.at) && u.at != w,
+            None => !(u.at.rank == w.rank && u.at.index > w.index),
+        };
+        let cands: Vec<&Update> = cands.iter().filter(can_contribute).collect();
+        let k = target.offset;
+        let mode = prog
+            .signals
+            .get(*slot as usize)
+            .map(|x| x.mode)
+            .unwrap_or(SignalMode::Add);
+        match mode {
+            SignalMode::Add => {
+                let Some(need) = add_threshold(*cmp, k) else {
+                    continue;
+                };
+                let total: u64 = cands.iter().map(|u| u.value).fold(0, u64::saturating_add);
+                for u in &cands {
+                    if total.saturating_sub(u.value) < need {
+                        edges.push((u.at, w));
+                    }
+                }
+            }
+            SignalMode::Set => {
+                let sat: Vec<&&Update> = cands.iter().filter(|u| cmp.holds(u.value, k)).collect();
+                // Only a unique satisfying update is guaranteed; an initial 0 that already
+                // satisfies the wait needs no update at all.
+                if sat.len() == 1 && !cmp.holds(0, k) {
+                    edges.push((sat[0].at, w));
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// Implicit barrier of each host collective: every member's earlier steps precede every other
+/// member's hostcoll step, and every member's hostcoll step precedes the others' later steps.
+fn hostcoll_edges(prog: &Program) -> Vec<(StepRef, StepRef)> {
+    let (instances, _) = hostcoll_instances(prog);
+    let mut edges = Vec::new();
+    for inst in &instances {
+        let steps: Vec<StepRef> = inst.steps.iter().flatten().copied().collect();
+        for &a in &steps {
+            for &b in &steps {
+                if a.rank == b.rank {
+                    continue;
+                }
+                if a.index > 0 {
+                    edges.push((
+                        StepRef {
+                            rank: a.rank,
+                            index: a.index - 1,
+                        },
+                        b,
+                    ));
+                }
+                if (b.index as usize + 1) < prog.ranks[b.rank as usize].len() {
+                    edges.push((
+                        a,
+                        StepRef {
+                            rank: b.rank,
+                            index: b.index + 1,
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    edges
+}
+
+fn skeleton(prog: &Program, sync: &[(StepRef, StepRef)]) -> DataflowGraph {
+    let mut graph = DiGraph::with_capacity(prog.step_count(), prog.step_count() + sync.len());
+    let mut base = Vec::with_capacity(prog.ranks.len());
+    for (r, steps) in prog.ranks.iter().enumerate() {
+        base.push(graph.node_count());
+        for i in 0..steps.len() {
+            let n = graph.add_node(StepRef {
+                rank: r as Rank,
+                index: i as u32,
+            });
+            if i > 0 {
+                graph.add_edge(NodeIndex::new(n.index() - 1), n, EdgeKind::Program);
+            }
+        }
+    }
+    let mut g = DataflowGraph {
+        graph,
+        base,
+        hb: None,
+        cycle: None,
+    };
+    for &(a, b) in sync {
+        let (na, nb) = (g.node(a), g.node(b));
+        g.graph.add_edge(na, nb, EdgeKind::Sync);
+    }
+    g
+}
+
+fn compute_hb(g: &DataflowGraph, p: usize) -> Result<HappensBefore, NodeIndex> {
+    let order = petgraph::algo::toposort(&g.graph, None).map_err(|c| c.node_id())?;
+    let n = g.graph.node_count();
+    let mut clocks = vec![0u32; n * p];
+    for &v in &order {
+        let me = g.graph[v];
+        let vi = v.index();
+        let mut cur = vec![0u32; p];
+        for u in g.graph.neighbors_directed(v, petgraph::Direction::Incoming) {
+            let ui = u.index();
+            for (c, x) in cur.iter_mut().zip(&clocks[ui * p..(ui + 1) * p]) {
+                *c = (*c).max(*x);
+            }
+        }
+        cur[me.rank as usize] = me.index + 1;
+        clocks[vi * p..(vi + 1) * p].copy_from_slice(&cur);
+    }
+    Ok(HappensBefore {
+        p,
+        base: g.base.clone(),
+        clocks,
+        topo: order.iter().map(|&v| g.graph[v]).collect(),
+    })
+}
+
+/// Data edges: each read gets an edge from the last write (in a topological order) of each
+/// chunk it reads that happens before it.
+fn data_edges(prog: &Program, hb: &HappensBefore) -> Vec<(StepRef, StepRef)> {
+    let mut last: HashMap<(Rank, BufferId, u32), StepRef> = HashMap::new();
+    let mut edges = Vec::new();
+    for &at in &hb.topo {
+        let acc = accesses(&prog.step(at).op, at.rank);
+        let mut from: Vec<StepRef> = Vec::new();
+        for a in acc.iter().filter(|a| !a.write) {
+            for c in a.first..a.first.saturating_add(a.count) {
+                if let Some(&w) = last.get(&(a.rank, a.buffer, c)) {
+                    if hb.before(w, at) && !from.contains(&w) {
+                        from.push(w);
+                    }
+                }
+            }
+        }
+        edges.extend(from.into_iter().map(|w| (w, at)));
+        for a in acc.iter().filter(|a| a.write) {
+            for c in a.first..a.first.saturating_add(a.count) {
+                last.insert((a.rank, a.buffer, c), at);
+            }
+        }
+    }
+    edges
+}
+
+/// Build the dataflow graph of `prog`. Sync edges are computed to a fixpoint: each round's
+/// happens-before excludes more updates (those after the wait), which can only add edges.
+pub fn build(prog: &Program) -> DataflowGraph {
+    build_with(prog, true)
+}
+
+/// Like [`build`]; without `hostcoll_barrier` the implicit barrier of host collectives adds no
+/// edges. The interop rule uses that view: the framework's collective library does not complete
+/// or order symmetric-memory traffic, so only signals and waits separate shmem stages.
+pub fn build_with(prog: &Program, hostcoll_barrier: bool) -> DataflowGraph {
+    let p = prog.ranks.len().max(1);
+    let updates = updates_by_slot(prog);
+    let barrier = if hostcoll_barrier {
+        hostcoll_edges(prog)
+    } else {
+        Vec::new()
+    };
+    let mut sync = sync_edges(prog, &updates, None);
+    sync.extend(barrier.iter().copied());
+    let mut g = skeleton(prog, &sync);
+    // Each round adds edges or stops; the bound only guards against a rule bug.
+    for _ in 0..16 {
+        match compute_hb(&g, p) {
+            Err(n) => {
+                g.cycle = Some(n);
+                return g;
+            }
+            Ok(hb) => {
+                let mut next = sync_edges(prog, &updates, Some(&hb));
+                next.extend(barrier.iter().copied());
+                if next.len() == sync.len() {
+                    let data = data_edges(prog, &hb);
+                    for (a, b) in data {
+                        let (na, nb) = (g.node(a), g.node(b));
+                        g.graph.add_edge(na, nb, EdgeKind::Data);
+                    }
+                    g.hb = Some(hb);
+                    return g;
+                }
+                sync = next;
+                g = skeleton(prog, &sync);
+            }
+        }
+    }
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::testutil::*;
+
+    #[test]
+    fn put_signal_wait_orders_the_put_before_the_read() {
+        // rank 0: put x[0] -> y[0] @ 1, signal s @ 1 += 1   rank 1: wait s >= 1; copy y -> x
+        let mut b = Builder::new(2, &[("x", 1), ("y", 1)], &[("s", SignalMode::Add)]);
+        b.put_sig(0, reg(0, 0, 1), reg(1, 0, 1), 1, 0, 1);
+        b.wait(1, 0, Cmp::Ge, 1);
+        b.copy(1, reg(1, 0, 1), reg(0, 0, 1));
+        let prog = b.build();
+        let g = build(&prog);
+        let hb = g.happens_before().expect("acyclic");
+        assert!(hb.before(sr(0, 0), sr(1, 1)));
+        assert!(!hb.before(sr(1, 0), sr(0, 0)));
+        assert_eq!(g.edges_of(EdgeKind::Sync), vec![(sr(0, 0), sr(1, 0))]);
+        assert_eq!(g.edges_of(EdgeKind::Data), vec![(sr(0, 0), sr(1, 1))]);
+    }
+
+    #[test]
+    fn only_updates_the_wait_cannot_do_without_get_edges() {
+        // Three updates of 1 to rank 0's slot; `wait >= 2` is guaranteed by none alone,
+        // `wait >= 3` by all three.
+        let mut b = Builder::new(4, &[("x", 1)], &[("s", SignalMode::Add)]);
+        for r in 1..4 {
+            b.signal(r, 0, 0, SignalMode::Add, 1);
+        }
+        b.wait(0, 0, Cmp::Ge, 2);
+        b.wait(0, 0, Cmp::Ge, 3);
+        let g = build(&b.build());
+        let sync = g.edges_of(EdgeKind::Sync);
+        assert!(sync.iter().all(|(_, w)| *w == sr(0, 1)), "{sync:?}");
+        assert_eq!(sync.len(), 3);
+    }
+
+    #[test]
+    fn updates_after_the_wait_do_not_count() {
+        // rank 1 signals only after it saw rank 0's signal, which comes after rank 0's wait:
+        // so rank 0's `wait >= 1` can only be satisfied by rank 2.
+        let mut b = Builder::new(
+            3,
+            &[("x", 1)],
+            &[("s", SignalMode::Add), ("t", SignalMode::Add)],
+        );
+        b.wait(0, 0, Cmp::Ge, 1);
+        b.signal(0, 1, 1, SignalMode::Add, 1);
+        b.wait(1, 1, Cmp::Ge, 1);
+        b.signal(1, 0, 0, SignalMode::Add, 1);
+        b.signal(2, 0, 0, SignalMode::Add, 1);
+        let g = build(&b.build());
+        let hb = g.happens_before().expect("acyclic");
+        assert!(hb.before(sr(2, 0), sr(0, 0)));
+    }
+
+    #[test]
+    fn cycle_is_reported() {
+        let mut b = Builder::new(2, &[("x", 1)], &[("s", SignalMode::Add)]);
+        b.wait(0, 0, Cmp::Ge, 1);
+        b.signal(0, 0, 1, SignalMode::Add, 1);
+        b.wait(1, 0, Cmp::Ge, 1);
+        b.signal(1, 0, 0, SignalMode::Add, 1);
+        let g = build(&b.build());
+        assert!(g.happens_before().is_none());
+        assert!(g.cycle_step().is_some());
+    }
+
+    #[test]
+    fn hostcoll_is_a_barrier_among_members() {
+        let mut b = Builder::new(2, &[("x", 2)], &[]);
+        b.copy(0, reg(0, 0, 1), reg(0, 1, 1));
+        b.hostcoll(0, reg(0, 0, 2), &[0, 1]);
+        b.hostcoll(1, reg(0, 0, 2), &[0, 1]);
+        b.copy(1, reg(0, 0, 1), reg(0, 1, 1));
+        let g = build(&b.build());
+        let hb = g.happens_before().expect("acyclic");
+        assert!(hb.before(sr(0, 0), sr(1, 0)));
+        assert!(hb.before(sr(0, 1), sr(1, 1)));
+        assert!(!hb.before(sr(0, 1), sr(1, 0)));
+    }
+
+    #[test]
+    fn set_slot_wait_is_ordered_after_the_unique_setter() {
+        let mut b = Builder::new(2, &[("x", 1)], &[("f", SignalMode::Set)]);
+        b.signal(0, 0, 1, SignalMode::Set, 1);
+        b.signal(0, 0, 1, SignalMode::Set, 2);
+        b.wait(1, 0, Cmp::Eq, 2);
+        let g = build(&b.build());
+        assert_eq!(g.edges_of(EdgeKind::Sync), vec![(sr(0, 1), sr(1, 0))]);
+    }
+}

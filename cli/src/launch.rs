@@ -1,0 +1,43 @@
+//! `symsched launch -n N [--] CMD ARGS...`: run N ranks of a command on this node with the
+//! torchrun variables and a private rendezvous directory; forward their output with a
+//! `[rank k]` prefix; if one rank fails, kill the others and exit non-zero naming it.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use symsched_runtime::launcher::{launch, LaunchSpec};
+
+/// Arguments of `symsched launch`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Number of ranks to start (may exceed the number of cores).
+    #[arg(short = 'n', long = "nranks", value_parser = clap::value_parser!(u32).range(1..=250))]
+    nranks: u32,
+    /// Kill every rank and fail after this many seconds.
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// The command to run (use `--` before it when it has options of its own).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<OsString>,
+}
+
+/// Runs the launch; exit code 0 only when every rank exited with status 0.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (program, rest) = args.command.split_first().context("no command given")?;
+    let mut spec = LaunchSpec::new(args.nranks as usize, program.clone(), rest.iter().cloned());
+    spec.timeout = args.timeout.map(Duration::from_secs);
+    let outcome =
+        launch(&spec).with_context(|| format!("launching {}", program.to_string_lossy()))?;
+    match outcome.failure {
+        None => Ok(ExitCode::SUCCESS),
+        Some(f) => {
+            eprintln!(
+                "symsched launch: rank {} failed ({}); the other ranks were stopped",
+                f.rank, f.status
+            );
+            Ok(ExitCode::from(1))
+        }
+    }
+}

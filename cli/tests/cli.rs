@@ -1,0 +1,220 @@
+//! The `symsched` binary end to end: exit codes, messages and outputs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use symsched_plan::Plan;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+fn example(name: &str) -> PathBuf {
+    examples().join(format!("{name}.sched"))
+}
+
+fn symsched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_symsched"))
+        .args(args)
+        .output()
+        .expect("symsched runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn check_accepts_the_standard_library() {
+    let mut args: Vec<String> = vec!["check".into()];
+    let mut files: Vec<String> = std::fs::read_dir(examples())
+        .expect("examples/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "sched"))
+        .map(|p| p.display().to_string())
+        .collect();
+    files.sort();
+    args.extend(files);
+    args.extend(["--ranks".into(), "1,2,3,4".into()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = symsched(&refs);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("ok    allreduce_two_shot:"), "{stdout}");
+    // broadcast_push has root in 0..P: 1 + 2 + 3 + 4 instantiations.
+    assert!(
+        stdout.contains("ok    broadcast_push: 10 instantiation(s)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+}
+
+#[test]
+fn check_loads_neighbours_so_cross_file_duals_resolve() {
+    // allgather_push's dual lives in reduce_scatter_push.sched.
+    let out = symsched(&["check", s(&example("allgather_push")), "--ranks", "3"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("ok    allgather_push"), "{stdout}");
+    // Only schedules of the named files are checked.
+    assert!(!stdout.contains("reduce_scatter_push:"), "{stdout}");
+}
+
+#[test]
+fn check_refuses_a_schedule_with_a_missing_wait() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("broken.sched");
+    std::fs::write(
+        &file,
+        "schedule broken implements allgather(in: [1], out: [P]) {\n\
+         \x20   signal done;\n\
+         \x20   out[rank] = copy(in);\n\
+         \x20   for i in 1..P {\n\
+         \x20       let p = (rank + i) % P;\n\
+         \x20       put in -> out[rank] @ p, signal done @ p += 1;\n\
+         \x20   }\n\
+         }\n",
+    )
+    .expect("write");
+    let out = symsched(&["check", s(&file), "--ranks", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("error[E04"), "{stderr}");
+    assert!(stderr.contains("broken.sched"), "{stderr}");
+    assert!(text(&out.stdout).contains("FAIL  broken"));
+}
+
+#[test]
+fn check_reports_syntax_errors_with_a_code() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("bad.sched");
+    std::fs::write(
+        &file,
+        "schedule bad implements allreduce(x: [1]) { wait ; }\n",
+    )
+    .expect("write");
+    let out = symsched(&["check", s(&file), "--ranks", "2"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("error[E01"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn compile_emits_a_valid_plan_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("plan.json");
+    let out = symsched(&[
+        "compile",
+        s(&example("allreduce_two_shot")),
+        "--ranks",
+        "5",
+        "--emit",
+        "plan",
+        "-o",
+        s(&path),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan = Plan::from_json(&std::fs::read_to_string(&path).expect("plan written"))
+        .expect("a valid plan");
+    assert_eq!(plan.group_size, 5);
+    assert_eq!(plan.schedule, "allreduce_two_shot");
+}
+
+#[test]
+fn compile_emits_ir_and_dot_and_graph_prints_dot() {
+    let file = example("reduce_push");
+    let ir = symsched(&[
+        "compile",
+        s(&file),
+        "--ranks",
+        "3",
+        "--param",
+        "root=1",
+        "--emit",
+        "ir",
+    ]);
+    assert!(ir.status.success(), "{}", text(&ir.stderr));
+    let ir = text(&ir.stdout);
+    assert!(
+        ir.starts_with("schedule reduce_push implements reduce"),
+        "{ir}"
+    );
+    assert!(ir.contains("params [root=1]"), "{ir}");
+    assert!(ir.contains("rank 2:"), "{ir}");
+
+    let dot = symsched(&["graph", s(&file), "--ranks", "3", "--param", "root=1"]);
+    assert!(dot.status.success(), "{}", text(&dot.stderr));
+    let dot = text(&dot.stdout);
+    assert!(dot.starts_with("digraph"), "{dot}");
+    assert!(dot.contains("subgraph cluster_r2"), "{dot}");
+    assert!(dot.contains("style=dashed"), "{dot}");
+}
+
+#[test]
+fn compile_asks_for_unbound_params() {
+    let out = symsched(&["compile", s(&example("broadcast_push")), "--ranks", "4"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("--param root=V"), "{stderr}");
+}
+
+#[test]
+fn compile_without_optimiser_keeps_separate_steps() {
+    let file = example("allreduce_one_shot");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["compile", s(&file), "--ranks", "4", "--emit", "plan"];
+        args.extend_from_slice(extra);
+        let out = symsched(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        Plan::from_json(&text(&out.stdout)).expect("valid plan")
+    };
+    let steps = |p: &Plan| p.ranks.iter().map(|r| r.steps.len()).sum::<usize>();
+    assert!(steps(&run(&[])) <= steps(&run(&["--no-opt"])));
+}
+
+#[test]
+fn bad_arguments_are_usage_errors() {
+    let out = symsched(&["check", s(&example("allgather_push")), "--ranks", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = symsched(&[
+        "compile",
+        s(&example("allgather_push")),
+        "--ranks",
+        "2",
+        "--param",
+        "oops",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("NAME=VALUE"));
+}
+
+#[test]
+fn fmt_check_fails_on_unformatted_and_fmt_fixes_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("a.sched");
+    let original = std::fs::read_to_string(example("allgather_push")).expect("read");
+    // Same program, mangled layout.
+    let mangled = original.replace("    ", "  ").replace(" -> ", "->");
+    std::fs::write(&file, &mangled).expect("write");
+    let check = symsched(&["fmt", "--check", s(&file)]);
+    assert_eq!(check.status.code(), Some(1), "{}", text(&check.stdout));
+    assert!(text(&check.stdout).contains("not formatted"));
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("read"),
+        mangled,
+        "--check must not write"
+    );
+
+    let fix = symsched(&["fmt", s(&file)]);
+    assert!(fix.status.success(), "{}", text(&fix.stderr));
+    let again = symsched(&["fmt", "--check", s(&file)]);
+    assert!(again.status.success(), "{}", text(&again.stdout));
+    let formatted = std::fs::read_to_string(&file).expect("read");
+    assert!(formatted.contains("schedule allgather_push"), "{formatted}");
+}

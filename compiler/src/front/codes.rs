@@ -1,0 +1,77 @@
+//! Stable diagnostic codes of the front end (E01xx syntax, E02xx names and types) and of
+//! instantiation (E03xx). Each is documented with a broken example in `grammar/README.md`.
+
+/// Syntax error: the parser expected something else here.
+pub const E_SYNTAX: &str = "E0101";
+/// Integer literal does not fit in 63 bits.
+pub const E_INT_LITERAL: &str = "E0102";
+/// `/*` comment never closed.
+pub const E_UNTERMINATED_COMMENT: &str = "E0103";
+/// Brackets nested deeper than the parser accepts.
+pub const E_NESTING: &str = "E0104";
+
+/// Unknown name (variable, buffer, signal, group, schedule, collective param, size variable).
+pub const E_UNKNOWN_NAME: &str = "E0201";
+/// A name declared twice in one scope (or a schedule defined twice in a library).
+pub const E_DUPLICATE: &str = "E0202";
+/// The number of roles does not match the collective.
+pub const E_ROLE_COUNT: &str = "E0203";
+/// `implements` names no known collective.
+pub const E_UNKNOWN_COLLECTIVE: &str = "E0204";
+/// One signal both set and added to.
+pub const E_MIXED_SIGNAL: &str = "E0205";
+/// A name of the wrong kind (a signal used as a buffer, a buffer as an integer, …).
+pub const E_WRONG_KIND: &str = "E0206";
+/// `dual identity` not spelled `identity assuming replicated`.
+pub const E_IDENTITY_SPELLING: &str = "E0207";
+/// A condition where an integer is expected, or the reverse.
+pub const E_TYPE: &str = "E0208";
+/// A declaration's size uses a per-rank value (`rank`, a `let`, a loop variable, a group).
+pub const E_NOT_STATIC: &str = "E0209";
+/// The collective needs a param the schedule does not declare (`root`, `src`, `dst`).
+pub const E_MISSING_PARAM: &str = "E0210";
+/// A signal array used without an index, or a scalar signal indexed.
+pub const E_SIGNAL_INDEX: &str = "E0211";
+/// `hostcoll` names no known framework collective.
+pub const E_UNKNOWN_HOSTCOLL: &str = "E0212";
+/// A put-with-signal whose signal goes to another peer than the data.
+pub const E_SIGNAL_PEER: &str = "E0213";
+/// A `use` leaves a callee role or param unbound, or binds a role with an integer (or reverse).
+pub const E_USE_ARGS: &str = "E0214";
+/// A `dual` leaves a param of the dual schedule unbound.
+pub const E_DUAL_ARGS: &str = "E0215";
+/// `scratch … of BUF` where BUF has runtime-sized (alltoallv) chunks.
+pub const E_SCRATCH_OF_COUNTS: &str = "E0216";
+
+/// Group size outside 1..=64.
+pub const E_GROUP_SIZE: &str = "E0300";
+/// Division or modulo by zero.
+pub const E_DIV_ZERO: &str = "E0301";
+/// Integer overflow.
+pub const E_OVERFLOW: &str = "E0302";
+/// A peer (or group member index) outside the group.
+pub const E_PEER_RANGE: &str = "E0303";
+/// `use` recursion.
+pub const E_RECURSION: &str = "E0304";
+/// A param value outside its declared range.
+pub const E_PARAM_RANGE: &str = "E0305";
+/// A chunk or signal index outside its buffer or array.
+pub const E_BOUNDS: &str = "E0306";
+/// An empty or reversed chunk range where a non-empty one is needed.
+pub const E_EMPTY_REGION: &str = "E0307";
+/// A reduce whose operands are all empty ranges.
+pub const E_EMPTY_REDUCE: &str = "E0308";
+/// Ranks disagree on something that must be symmetric (the sequence of `use`d schedules).
+pub const E_ASYMMETRIC: &str = "E0309";
+/// `over nodes(L)` with L not a positive divisor of P.
+pub const E_NODES: &str = "E0310";
+/// A chunk count or array length that is not positive.
+pub const E_COUNT: &str = "E0311";
+/// A negative signal value or wait target.
+pub const E_NEGATIVE_SIGNAL: &str = "E0312";
+/// A `use` binds a region whose chunk count differs from the callee role's.
+pub const E_USE_CHUNKS: &str = "E0313";
+/// alltoallv roles must have P chunks (one per peer).
+pub const E_ALLTOALLV_CHUNKS: &str = "E0314";
+/// The unrolled program is too large (runaway loop).
+pub const E_TOO_LARGE: &str = "E0315";

@@ -1,0 +1,145 @@
+//! A library of schedules from many `.sched` files: parse, resolve, enumerate params and
+//! instantiate. Cross-file references (`dual NAME`, `use NAME`) resolve across every file
+//! added, checked when a schedule is instantiated (files arrive one by one).
+
+use crate::diag::{Diagnostic, FileId, SourceMap, Span};
+use crate::front::ast::Schedule;
+use crate::front::codes;
+use crate::front::resolve::{resolve, ResolvedSchedule};
+use crate::ir::instantiate::{self, ScheduleLookup};
+use std::collections::{BTreeMap, HashMap};
+use symsched_plan::CollectiveKind;
+
+/// One declared param of a schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamInfo {
+    pub name: String,
+    pub span: Span,
+}
+
+/// Summary of one schedule in the library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleInfo {
+    pub name: String,
+    pub collective: CollectiveKind,
+    pub params: Vec<ParamInfo>,
+    pub file: FileId,
+    /// The header (`schedule NAME … implements COLL(…)`).
+    pub span: Span,
+}
+
+struct Entry {
+    file: FileId,
+    ast: Schedule,
+    res: ResolvedSchedule,
+}
+
+/// Sources plus their parsed, resolved schedules.
+#[derive(Default)]
+pub struct Library {
+    sources: SourceMap,
+    entries: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+}
+
+impl ScheduleLookup for Library {
+    fn find(&self, name: &str) -> Option<(&Schedule, &ResolvedSchedule)> {
+        self.by_name.get(name).map(|&i| (&self.entries[i].ast, &self.entries[i].res))
+    }
+}
+
+impl Library {
+    pub fn new() -> Library {
+        Library::default()
+    }
+
+    /// Parse and resolve one file. On any error no schedule is added (the text is still kept in
+    /// [`Library::sources`] so the diagnostics render with snippets).
+    pub fn add_source(&mut self, name: &str, text: &str) -> Result<FileId, Vec<Diagnostic>> {
+        let file = self.sources.add(name, text);
+        let ast = crate::front::parse(file, text)?;
+        let mut diags = Vec::new();
+        let mut resolved = Vec::new();
+        let mut local: HashMap<&str, Span> = HashMap::new();
+        for s in &ast.schedules {
+            if let Some(prev) = local.get(s.name.name.as_str()) {
+                diags.push(
+                    Diagnostic::error(codes::E_DUPLICATE, format!("schedule `{}` is defined twice", s.name.name))
+                        .with_label(s.name.span, "defined again here")
+                        .with_label(*prev, "first defined here"),
+                );
+            } else if let Some(&i) = self.by_name.get(&s.name.name) {
+                diags.push(
+                    Diagnostic::error(codes::E_DUPLICATE, format!("schedule `{}` is already defined", s.name.name))
+                        .with_label(s.name.span, "defined again here")
+                        .with_label(self.entries[i].ast.name.span, "first defined here"),
+                );
+            }
+            local.insert(&s.name.name, s.name.span);
+            match resolve(s) {
+                Ok(r) => resolved.push(r),
+                Err(d) => diags.extend(d),
+            }
+        }
+        if !diags.is_empty() {
+            return Err(diags);
+        }
+        for (s, r) in ast.schedules.into_iter().zip(resolved) {
+            self.by_name.insert(s.name.name.clone(), self.entries.len());
+            self.entries.push(Entry { file, ast: s, res: r });
+        }
+        Ok(file)
+    }
+
+    /// Read and add a file; an I/O error is an E0001 diagnostic.
+    pub fn add_file(&mut self, path: &std::path::Path) -> Result<FileId, Vec<Diagnostic>> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => self.add_source(&path.display().to_string(), &text),
+            Err(e) => Err(vec![Diagnostic::error("E0001", format!("cannot read `{}`: {e}", path.display()))]),
+        }
+    }
+
+    pub fn sources(&self) -> &SourceMap {
+        &self.sources
+    }
+
+    fn info(e: &Entry) -> ScheduleInfo {
+        ScheduleInfo {
+            name: e.ast.name.name.clone(),
+            collective: e.res.kind,
+            params: e.ast.params.iter().map(|p| ParamInfo { name: p.name.name.clone(), span: p.span }).collect(),
+            file: e.file,
+            span: e.ast.header_span,
+        }
+    }
+
+    /// Every schedule, in file order then source order.
+    pub fn schedules(&self) -> Vec<ScheduleInfo> {
+        self.entries.iter().map(Self::info).collect()
+    }
+
+    pub fn schedule(&self, name: &str) -> Option<ScheduleInfo> {
+        self.by_name.get(name).map(|&i| Self::info(&self.entries[i]))
+    }
+
+    /// The parsed schedule (for tools that walk the AST).
+    pub fn ast(&self, name: &str) -> Option<&Schedule> {
+        self.find(name).map(|(s, _)| s)
+    }
+
+    fn unknown(name: &str) -> Vec<Diagnostic> {
+        vec![Diagnostic::error(codes::E_UNKNOWN_NAME, format!("no schedule named `{name}`"))]
+    }
+
+    /// Every param binding `check` must verify at this group size: the cartesian product of the
+    /// declared ranges, with `fixed` overriding (a fixed value out of range → E0305).
+    pub fn param_space(&self, name: &str, group_size: u32, fixed: &BTreeMap<String, i64>) -> Result<Vec<BTreeMap<String, i64>>, Vec<Diagnostic>> {
+        let (s, _) = self.find(name).ok_or_else(|| Self::unknown(name))?;
+        instantiate::param_space(s, group_size, fixed)
+    }
+
+    /// Instantiate a schedule for one group size and one complete param binding.
+    pub fn instantiate(&self, name: &str, group_size: u32, params: &BTreeMap<String, i64>) -> Result<crate::ir::Program, Vec<Diagnostic>> {
+        instantiate::instantiate(self, name, group_size, params)
+    }
+}

@@ -1,0 +1,382 @@
+//! Duals (E044x): a declared backward schedule must compute the adjoint (transpose) of the
+//! forward's linear map.
+//!
+//! Both programs are executed symbolically over unit inputs ([`super::symbolic`]); each gives a
+//! sparse matrix, rows = specified output chunks `(rank, role, chunk)`, columns = linear input
+//! chunks, entries = multiplicities per operator chain (matmul by an operand role). Roles are
+//! mapped positionally: the backward's linear inputs are the gradients of the forward's outputs,
+//! its outputs the gradients of the forward's linear inputs, and its matmul operand roles are
+//! the forward's operands *transposed* (the caller passes `bᵀ`). Then `M_bwd = M_fwdᵀ` is
+//! required entry by entry. Outputs the postconditions leave unspecified (non-root ranks of
+//! reduce) are excluded on both sides.
+//!
+//! - E0441: the first differing entry;
+//! - E0442: the role shapes do not correspond (role count, chunk counts, group size);
+//! - E0443: `identity assuming replicated` declared for a collective other than allreduce;
+//! - E0444: the dual cannot be checked (it fails to instantiate or to verify).
+
+use super::postcondition::{
+    expected, is_output_role, lin_text, operand_roles, role_access, term_text,
+};
+use super::symbolic::{execute, OpLabel};
+use crate::diag::{Diagnostic, Span};
+use crate::ir::{graph, Program};
+use std::collections::{BTreeMap, BTreeSet};
+use symsched_plan::{BufferRole, CollectiveKind, Rank};
+
+/// `(rank, role, chunk)` in the forward's coordinates.
+type Coord = (Rank, usize, u32);
+/// Operator chain → multiplicity.
+type Entry = BTreeMap<Vec<OpLabel>, u32>;
+/// (row, col) → entry; rows are forward inputs, columns forward outputs.
+type Matrix = BTreeMap<(Coord, Coord), Entry>;
+
+fn linear_inputs(prog: &Program) -> Vec<usize> {
+    let kind = prog.collective;
+    role_access(kind)
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| {
+            matches!(a, BufferRole::Input | BufferRole::InOut) && !operand_roles(kind).contains(i)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Outputs that carry gradients: every output role, except allgather_matmul's `g` (the gathered
+/// copy of `a`, an auxiliary result whose gradient the MC2 backward does not take).
+fn outputs(prog: &Program) -> Vec<usize> {
+    let kind = prog.collective;
+    (0..role_access(kind).len())
+        .filter(|&i| is_output_role(kind, i))
+        .filter(|&i| !(kind == CollectiveKind::AllgatherMatmul && i == 2))
+        .collect()
+}
+
+/// Whether rank `r`'s output is differentiated: for sendrecv only the destination's buffer is
+/// an output (the others' "unchanged" buffers are the caller's own tensors).
+fn differentiated_rank(prog: &Program, r: Rank) -> bool {
+    match prog.collective {
+        CollectiveKind::Sendrecv => prog.params.get("dst").copied() == Some(i64::from(r)),
+        _ => true,
+    }
+}
+
+/// Specified output chunks of `prog`, in its own coordinates.
+fn specified(prog: &Program) -> Result<BTreeSet<Coord>, Diagnostic> {
+    let mut out = BTreeSet::new();
+    for role in outputs(prog) {
+        for r in (0..prog.group_size).filter(|&r| differentiated_rank(prog, r)) {
+            for (j, e) in expected(prog, role, r)?.iter().enumerate() {
+                if e.is_some() {
+                    for c in super::postcondition::block_chunks(prog, role, j as u32) {
+                        out.insert((r, role, c));
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn transpose_chain(ops: &[OpLabel]) -> Vec<OpLabel> {
+    ops.iter()
+        .rev()
+        .map(|o| match o {
+            OpLabel::RightMul {
+                rank,
+                buffer,
+                first,
+                count,
+                transposed,
+            } => OpLabel::RightMul {
+                rank: *rank,
+                buffer: *buffer,
+                first: *first,
+                count: *count,
+                transposed: !transposed,
+            },
+            x => x.clone(),
+        })
+        .collect()
+}
+
+fn shape_error(fwd: &Program, bwd: &Program, decl_span: Span, why: String) -> Diagnostic {
+    Diagnostic::error(
+        "E0442",
+        format!(
+            "[dual] `{}` ({}) cannot be the adjoint of `{}` ({}): {why}",
+            bwd.schedule,
+            bwd.collective.name(),
+            fwd.schedule,
+            fwd.collective.name()
+        ),
+    )
+    .with_label(decl_span, "dual declared here")
+    .with_label(bwd.header_span, "the backward schedule")
+}
+
+/// Check that `bwd` computes the transpose of `fwd`'s linear map (both instantiated at the
+/// same group size). `decl_span` is the `dual` clause.
+pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), Diagnostic> {
+    if fwd.group_size != bwd.group_size {
+        return Err(shape_error(
+            fwd,
+            bwd,
+            decl_span,
+            format!("group sizes {} and {}", fwd.group_size, bwd.group_size),
+        ));
+    }
+    let (fi, fo) = (linear_inputs(fwd), outputs(fwd));
+    let (bi, bo) = (linear_inputs(bwd), outputs(bwd));
+    if fo.len() != bi.len() || fi.len() != bo.len() {
+        return Err(shape_error(
+            fwd,
+            bwd,
+            decl_span,
+            format!(
+                "{} output(s) and {} input(s) forward, {} input(s) and {} output(s) backward",
+                fo.len(),
+                fi.len(),
+                bi.len(),
+                bo.len()
+            ),
+        ));
+    }
+    // Backward role → forward role.
+    let mut role_map: BTreeMap<usize, usize> = BTreeMap::new();
+    for (b, f) in bi.iter().zip(&fo).chain(bo.iter().zip(&fi)) {
+        let (kb, kf) = (bwd.buffers[*b].chunks, fwd.buffers[*f].chunks);
+        if kb != kf {
+            return Err(shape_error(
+                fwd,
+                bwd,
+                decl_span,
+                format!(
+                    "`{}` has {kb} chunk(s) but corresponds to `{}` with {kf}",
+                    bwd.buffers[*b].name, fwd.buffers[*f].name
+                ),
+            ));
+        }
+        role_map.insert(*b, *f);
+    }
+    let operand_map: BTreeMap<u32, u32> = operand_roles(bwd.collective)
+        .iter()
+        .zip(operand_roles(fwd.collective))
+        .map(|(b, f)| (*b as u32, *f as u32))
+        .collect();
+    let unverified = |p: &Program| {
+        Diagnostic::error(
+            "E0444",
+            format!(
+                "[dual] `{}` cannot be executed (it has a deadlock)",
+                p.schedule
+            ),
+        )
+        .with_label(decl_span, "dual declared here")
+    };
+    let (gf, gb) = (graph::build(fwd), graph::build(bwd));
+    let hf = gf.happens_before().ok_or_else(|| unverified(fwd))?;
+    let hbw = gb.happens_before().ok_or_else(|| unverified(bwd))?;
+    let (sf, sb) = (execute(fwd, hf).state, execute(bwd, hbw).state);
+    let spec_f = specified(fwd).map_err(|d| d.with_label(decl_span, "dual declared here"))?;
+    let spec_b: BTreeSet<Coord> = specified(bwd)
+        .map_err(|d| d.with_label(decl_span, "dual declared here"))?
+        .into_iter()
+        .map(|(r, role, c)| (r, role_map[&role], c))
+        .collect();
+    let granularity = |p: &Program, (r, role, c): Coord| {
+        shape_error(
+            fwd,
+            bwd,
+            decl_span,
+            format!(
+                "`{}[{c}]` on rank {r} of `{}` is not one linear piece",
+                p.buffers[role].name, p.schedule
+            ),
+        )
+    };
+
+    // Transpose of the forward.
+    let mut want: Matrix = BTreeMap::new();
+    for &(r, o, c) in &spec_f {
+        let pieces = sf[r as usize][o][c as usize].flatten();
+        let [Some(lin)] = pieces.as_slice() else {
+            return Err(granularity(fwd, (r, o, c)));
+        };
+        for (t, m) in lin {
+            let (q, i, ci) = t.atom;
+            let row = (q, i as usize, ci);
+            if !spec_b.contains(&row) {
+                continue;
+            }
+            *want
+                .entry((row, (r, o, c)))
+                .or_default()
+                .entry(transpose_chain(&t.ops))
+                .or_insert(0) += m;
+        }
+    }
+    // The backward, in forward coordinates.
+    let mut got: Matrix = BTreeMap::new();
+    for (r, role, c) in specified(bwd).unwrap_or_default() {
+        let pieces = sb[r as usize][role][c as usize].flatten();
+        let [Some(lin)] = pieces.as_slice() else {
+            return Err(granularity(bwd, (r, role, c)));
+        };
+        let row = (r, role_map[&role], c);
+        for (t, m) in lin {
+            let (q, i, ci) = t.atom;
+            let Some(&fi_role) = role_map.get(&(i as usize)) else {
+                continue;
+            };
+            let col = (q, fi_role, ci);
+            if !spec_f.contains(&col) {
+                continue;
+            }
+            let ops: Vec<OpLabel> = t
+                .ops
+                .iter()
+                .map(|o| match o {
+                    OpLabel::RightMul {
+                        rank,
+                        buffer,
+                        first,
+                        count,
+                        transposed,
+                    } => match operand_map.get(buffer) {
+                        Some(fb) => OpLabel::RightMul {
+                            rank: *rank,
+                            buffer: *fb,
+                            first: *first,
+                            count: *count,
+                            transposed: !transposed,
+                        },
+                        None => OpLabel::Opaque(format!("{o:?}")),
+                    },
+                    x => x.clone(),
+                })
+                .collect();
+            *got.entry((row, col)).or_default().entry(ops).or_insert(0) += m;
+        }
+    }
+    if want == got {
+        return Ok(());
+    }
+    let keys: BTreeSet<&(Coord, Coord)> = want.keys().chain(got.keys()).collect();
+    let empty = Entry::new();
+    for key in keys {
+        let (w, g) = (
+            want.get(key).unwrap_or(&empty),
+            got.get(key).unwrap_or(&empty),
+        );
+        if w == g {
+            continue;
+        }
+        let ((r, i, ci), (q, o, co)) = *key;
+        let describe = |e: &Entry| {
+            if e.is_empty() {
+                return "nothing".to_string();
+            }
+            e.iter()
+                .map(|(ops, m)| {
+                    let lin = [(
+                        super::symbolic::Term {
+                            atom: (q, o as u32, co),
+                            ops: ops.clone(),
+                        },
+                        *m,
+                    )]
+                    .into_iter()
+                    .collect();
+                    lin_text(fwd, &lin)
+                })
+                .collect::<Vec<_>>()
+                .join(" + ")
+        };
+        return Err(Diagnostic::error(
+            "E0441",
+            format!(
+                "[dual] `{}` is not the adjoint of `{}` at P = {}: the gradient of {} should receive {} (from the gradient of {}) but the dual gives {}",
+                bwd.schedule,
+                fwd.schedule,
+                fwd.group_size,
+                term_text(fwd, &(r, i as u32, ci), &[]),
+                describe(w),
+                term_text(fwd, &(q, o as u32, co), &[]),
+                describe(g),
+            ),
+        )
+        .with_label(decl_span, "dual declared here")
+        .with_label(bwd.header_span, "the backward schedule")
+        .with_note("duals are checked as M_bwd = M_fwdᵀ over unit inputs; see docs/verifier.md"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::testutil::*;
+    use symsched_plan::{Cmp, CollectiveKind, SignalMode};
+
+    fn allgather(p: u32) -> Program {
+        let mut b = Builder::collective(CollectiveKind::Allgather, p, &[("in", 1), ("out", p)]);
+        b.signals(&[("ready", SignalMode::Add)]);
+        for r in 0..p {
+            for j in 0..p {
+                b.put_sig(r, reg(0, 0, 1), reg(1, r, 1), j, 0, 1);
+            }
+            b.wait(r, 0, Cmp::Ge, p as u64);
+        }
+        b.build()
+    }
+
+    /// Push reduce_scatter: rank r puts in[j] into land[r] of rank j, then reduces land.
+    /// `drop` skips one operand on rank 0.
+    fn reduce_scatter(p: u32, drop: bool) -> Program {
+        let mut b = Builder::collective(
+            CollectiveKind::ReduceScatter,
+            p,
+            &[("in", p), ("out", 1), ("land", p)],
+        );
+        b.signals(&[("ready", SignalMode::Add)]);
+        for r in 0..p {
+            for j in 0..p {
+                b.put_sig(r, reg(0, j, 1), reg(2, r, 1), j, 0, 1);
+            }
+            b.wait(r, 0, Cmp::Ge, p as u64);
+            let srcs: Vec<_> = (0..p)
+                .filter(|&j| !(drop && r == 0 && j == p - 1))
+                .map(|j| reg(2, j, 1))
+                .collect();
+            b.reduce(r, reg(1, 0, 1), &srcs);
+        }
+        b.build()
+    }
+
+    #[test]
+    fn allgather_and_reduce_scatter_are_adjoint() {
+        for p in [1, 2, 3, 4] {
+            verify_dual(&allgather(p), &reduce_scatter(p, false), Span::default())
+                .unwrap_or_else(|d| panic!("P={p}: {d}"));
+            verify_dual(&reduce_scatter(p, false), &allgather(p), Span::default())
+                .unwrap_or_else(|d| panic!("P={p}: {d}"));
+        }
+    }
+
+    #[test]
+    fn a_missing_operand_breaks_the_adjoint() {
+        let d =
+            verify_dual(&allgather(3), &reduce_scatter(3, true), Span::new(0, 5, 9)).unwrap_err();
+        assert_eq!(d.code, "E0441");
+        assert_eq!(d.span(), Some(Span::new(0, 5, 9)));
+        assert!(d.message.contains("r0:in[0]"), "{}", d.message);
+    }
+
+    #[test]
+    fn allgather_is_not_its_own_adjoint() {
+        let d = verify_dual(&allgather(2), &allgather(2), Span::default()).unwrap_err();
+        assert_eq!(d.code, "E0442");
+    }
+}

@@ -1,0 +1,241 @@
+//! Races (E041x): two accesses of one memory location (buffer, chunk, owning rank), at least one
+//! a write, not ordered by happens-before.
+//!
+//! - E0410: a read not ordered after the put that fills the location (the read may see the old
+//!   contents: typically a missing wait);
+//! - E0411: two unordered writes;
+//! - E0412: any other unordered read/write pair (e.g. a put that may overwrite a chunk before the
+//!   owner has read it: a missing "slot free" handshake).
+//!
+//! Pairs of a hostcoll and a shmem step are left to the interop rule (E045x).
+
+use super::{span_of, step_error, step_text};
+use crate::diag::Diagnostic;
+use crate::ir::graph::{accesses, HappensBefore};
+use crate::ir::{Program, StepRef};
+use std::collections::{BTreeMap, HashSet};
+use symsched_plan::{BufferId, Op, Rank};
+
+/// A memory location: (owning rank, buffer, chunk).
+pub(super) type Loc = (Rank, BufferId, u32);
+
+/// Every location's accesses (step, is-write), locations sorted, accesses in step order.
+pub(super) fn locations(prog: &Program) -> BTreeMap<Loc, Vec<(StepRef, bool)>> {
+    let mut map: BTreeMap<Loc, Vec<(StepRef, bool)>> = BTreeMap::new();
+    for (at, s) in prog.steps() {
+        for a in accesses(&s.op, at.rank) {
+            for c in a.first..a.first + a.count {
+                let v = map.entry((a.rank, a.buffer, c)).or_default();
+                // A step that reads and writes one location (reduce in place, hostcoll) is
+                // one access: a write.
+                match v.iter_mut().find(|(s, _)| *s == at) {
+                    Some(e) => e.1 |= a.write,
+                    None => v.push((at, a.write)),
+                }
+            }
+        }
+    }
+    map
+}
+
+/// Whether a step is a shmem step for the interop rule.
+pub(super) fn is_shmem(op: &Op) -> bool {
+    matches!(op, Op::Put { .. } | Op::Get { .. } | Op::Reduce { .. })
+}
+
+pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut reported: HashSet<(StepRef, StepRef)> = HashSet::new();
+    for (loc, acc) in locations(prog) {
+        for (i, &(a, wa)) in acc.iter().enumerate() {
+            for &(b, wb) in &acc[i + 1..] {
+                if !(wa || wb) || hb.ordered(a, b) {
+                    continue;
+                }
+                let (oa, ob) = (&prog.step(a).op, &prog.step(b).op);
+                let hc = |o: &Op| matches!(o, Op::HostColl { .. });
+                if (hc(oa) && is_shmem(ob)) || (hc(ob) && is_shmem(oa)) {
+                    continue;
+                }
+                if !reported.insert((a, b)) {
+                    continue;
+                }
+                out.push(race(prog, loc, (a, wa), (b, wb)));
+            }
+        }
+    }
+    out.extend(in_flight_at_return(prog, hb));
+    out
+}
+
+/// E0413: the caller owns a rank's role buffers again once that rank's program returns, so
+/// every access another rank makes to them must happen before the owner's last step.
+fn in_flight_at_return(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut reported: HashSet<StepRef> = HashSet::new();
+    for ((r, buf, c), acc) in locations(prog) {
+        let role = prog.buffers[buf as usize].role;
+        if role == symsched_plan::BufferRole::Scratch {
+            continue;
+        }
+        let len = prog.ranks[r as usize].len() as u32;
+        let end = (len > 0).then(|| StepRef {
+            rank: r,
+            index: len - 1,
+        });
+        for &(s, write) in &acc {
+            if s.rank == r || end.is_some_and(|e| hb.before(s, e)) || !reported.insert(s) {
+                continue;
+            }
+            let what = if write { "write into" } else { "read of" };
+            let mut d = step_error(
+                prog,
+                "E0413",
+                s,
+                format!(
+                    "[race] {} may still be in flight when rank {r} returns: {what} `{}[{c}]` on rank {r}, which the caller owns after the launch",
+                    step_text(prog, s),
+                    prog.buffers[buf as usize].name
+                ),
+                "not ordered before the owner's last step",
+            )
+            .with_help(format!("make rank {r} wait for it (signal + wait) before it finishes"));
+            if let Some(e) = end {
+                d = d.with_label(span_of(prog, e), format!("rank {r}'s last step"));
+            }
+            out.push(d);
+        }
+    }
+    out
+}
+
+fn race(prog: &Program, loc: Loc, a: (StepRef, bool), b: (StepRef, bool)) -> Diagnostic {
+    let (r, buf, c) = loc;
+    let place = format!(
+        "`{}[{c}]` on rank {r}",
+        prog.buffers
+            .get(buf as usize)
+            .map(|b| b.name.as_str())
+            .unwrap_or("?")
+    );
+    let is_put = |s: StepRef| matches!(prog.step(s).op, Op::Put { .. });
+    let (code, primary, other, msg, plabel, olabel) = if a.1 && b.1 {
+        (
+            "E0411",
+            b.0,
+            a.0,
+            "two unordered writes to",
+            "writes here",
+            "also writes, unordered",
+        )
+    } else {
+        let (read, write) = if a.1 { (b.0, a.0) } else { (a.0, b.0) };
+        if is_put(write) {
+            (
+                "E0410",
+                read,
+                write,
+                "a read not ordered after the put that fills",
+                "reads here, possibly before the data arrives",
+                "the put that fills it",
+            )
+        } else {
+            (
+                "E0412",
+                write,
+                read,
+                "a write unordered with a read of",
+                "may overwrite the data before it is read",
+                "the read",
+            )
+        }
+    };
+    step_error(
+        prog,
+        code,
+        primary,
+        format!(
+            "[race] {msg} {place}: {} and {}",
+            step_text(prog, primary),
+            step_text(prog, other)
+        ),
+        plabel,
+    )
+    .with_label(span_of(prog, other), olabel)
+    .with_help("order them with a signal and a wait")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::graph;
+    use crate::verify::testutil::*;
+    use symsched_plan::{Cmp, SignalMode};
+
+    fn run(p: &Program) -> Vec<Diagnostic> {
+        let g = graph::build(p);
+        check(p, g.happens_before().expect("acyclic"))
+    }
+
+    #[test]
+    fn read_before_the_put_arrives() {
+        let mut b = Builder::new(2, &[("x", 1), ("land", 1)], &[("s", SignalMode::Add)]);
+        let put = b.put_sig(0, reg(0, 0, 1), reg(1, 0, 1), 1, 0, 1);
+        let read = b.copy(1, reg(1, 0, 1), reg(0, 0, 1));
+        b.wait(1, 0, Cmp::Ge, 1);
+        let prog = b.build();
+        let d = run(&prog);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].code, "E0410");
+        assert_eq!(d[0].span(), Some(prog.step(read).span));
+        assert_eq!(d[0].labels[1].0, prog.step(put).span);
+    }
+
+    #[test]
+    fn waiting_first_is_fine() {
+        let mut b = Builder::new(2, &[("x", 1), ("land", 1)], &[("s", SignalMode::Add)]);
+        b.put_sig(0, reg(0, 0, 1), reg(1, 0, 1), 1, 0, 1);
+        b.wait(1, 0, Cmp::Ge, 1);
+        b.copy(1, reg(1, 0, 1), reg(0, 0, 1));
+        assert!(run(&b.build()).is_empty());
+    }
+
+    #[test]
+    fn two_puts_into_one_slot() {
+        let mut b = Builder::new(3, &[("x", 1), ("land", 1)], &[]);
+        b.put(0, reg(0, 0, 1), reg(1, 0, 1), 2);
+        b.put(1, reg(0, 0, 1), reg(1, 0, 1), 2);
+        let d = run(&b.build());
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].code, "E0411");
+    }
+
+    #[test]
+    fn overwrite_before_read() {
+        let mut b = Builder::new(2, &[("x", 1), ("land", 1)], &[]);
+        b.copy(1, reg(1, 0, 1), reg(0, 0, 1));
+        b.get(0, reg(0, 0, 1), reg(1, 0, 1), 1);
+        let d = run(&b.build());
+        assert_eq!(d[0].code, "E0412");
+    }
+
+    #[test]
+    fn alltoall_at_64_is_fast_enough() {
+        // Every rank puts its chunk j to rank j with a signal, then waits for P updates.
+        let p = 64;
+        let mut b = Builder::new(p, &[("in", p), ("out", p)], &[("s", SignalMode::Add)]);
+        for r in 0..p {
+            for j in 0..p {
+                b.put_sig(r, reg(0, j, 1), reg(1, r, 1), j, 0, 1);
+            }
+            b.wait(r, 0, Cmp::Ge, p as u64);
+            b.copy(r, reg(1, 0, p), reg(0, 0, p));
+        }
+        let prog = b.build();
+        let t = std::time::Instant::now();
+        let d = run(&prog);
+        assert!(d.is_empty(), "{d:?}");
+        // Generous bound for a debug build on a loaded machine; catches quadratic blow-ups.
+        assert!(t.elapsed().as_secs() < 30);
+    }
+}

@@ -1,0 +1,66 @@
+//! Snapshots of every back end for every standard schedule at P = 4 (params root = 0, src = 0,
+//! dst = 1, L = 2), under `snapshots/{ir,plan,dot}/`. Review changes by reading the `.snap.new`
+//! files (or `cargo insta review`) before accepting them.
+
+use std::collections::BTreeMap;
+use symsched_compiler::back::{emit_dot, emit_ir};
+use symsched_compiler::pipeline::{
+    compile, example_params, standard_library, CompileOptions, Compiled,
+};
+
+const P: u32 = 4;
+
+fn compiled_examples() -> Vec<(String, Compiled)> {
+    let lib = standard_library();
+    let mut names: Vec<String> = lib.schedules().into_iter().map(|s| s.name).collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let params: BTreeMap<String, i64> = example_params(&name);
+            let c =
+                compile(&lib, &name, P, &params, &CompileOptions::default()).unwrap_or_else(|d| {
+                    panic!(
+                        "{name} P={P}:\n{}",
+                        symsched_compiler::diag::render_all(&d, lib.sources())
+                    )
+                });
+            (name, c)
+        })
+        .collect()
+}
+
+fn settings(backend: &str) -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path(format!("../../snapshots/{backend}"));
+    s.set_prepend_module_to_snapshot(false);
+    s.set_omit_expression(true);
+    s
+}
+
+#[test]
+fn ir_snapshots() {
+    settings("ir").bind(|| {
+        for (name, c) in compiled_examples() {
+            insta::assert_snapshot!(name, emit_ir(&c.program));
+        }
+    });
+}
+
+#[test]
+fn plan_snapshots() {
+    settings("plan").bind(|| {
+        for (name, c) in compiled_examples() {
+            insta::assert_snapshot!(name, c.plan.to_json());
+        }
+    });
+}
+
+#[test]
+fn dot_snapshots() {
+    settings("dot").bind(|| {
+        for (name, c) in compiled_examples() {
+            insta::assert_snapshot!(name, emit_dot(&c.program));
+        }
+    });
+}

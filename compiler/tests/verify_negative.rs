@@ -1,0 +1,149 @@
+//! The verifier's negative suite: every file under `tests/negative/verify/` is a schedule the
+//! verifier must refuse. The first line says which diagnostic and where, in the header format
+//! of the front-end suite (`grammar/README.md`):
+//!
+//! ```text
+//! // expect: E0421 at 9:5 [ranks=4] [params=root=1] [schedule=NAME]
+//! ```
+//!
+//! The named schedule (default: the last in the file) is checked with `verify::check` (program
+//! and declared duals) at `ranks` (default 4) for the given params, or for every binding of its
+//! param space until one is refused. The first diagnostic must carry the code and its primary
+//! span must start at LINE:COL (1-based).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use symsched_compiler::diag::{render_all, Diagnostic};
+use symsched_compiler::library::Library;
+use symsched_compiler::verify;
+
+#[derive(Debug)]
+struct Expect {
+    code: String,
+    line: usize,
+    col: usize,
+    ranks: u32,
+    params: Option<BTreeMap<String, i64>>,
+    schedule: Option<String>,
+}
+
+fn parse_header(text: &str) -> Result<Expect, String> {
+    let first = text.lines().next().ok_or("empty file")?;
+    let rest = first
+        .strip_prefix("// expect:")
+        .ok_or("first line must be `// expect: CODE at LINE:COL …`")?;
+    let mut words = rest.split_whitespace();
+    let code = words.next().ok_or("missing code")?.to_string();
+    if words.next() != Some("at") {
+        return Err("expected `at LINE:COL` after the code".into());
+    }
+    let (l, c) = words
+        .next()
+        .and_then(|p| p.split_once(':'))
+        .ok_or("missing LINE:COL")?;
+    let mut e = Expect {
+        code,
+        line: l.parse().map_err(|_| "bad line")?,
+        col: c.parse().map_err(|_| "bad column")?,
+        ranks: 4,
+        params: None,
+        schedule: None,
+    };
+    for w in words {
+        let (k, v) = w
+            .split_once('=')
+            .ok_or_else(|| format!("bad option `{w}`"))?;
+        match k {
+            "ranks" => e.ranks = v.parse().map_err(|_| "bad ranks")?,
+            "schedule" => e.schedule = Some(v.to_string()),
+            "params" => {
+                let mut m = BTreeMap::new();
+                for kv in v.split(',').filter(|s| !s.is_empty()) {
+                    let (pk, pv) = kv.split_once('=').ok_or("params=k=v,k=v")?;
+                    m.insert(pk.to_string(), pv.parse().map_err(|_| "bad param value")?);
+                }
+                e.params = Some(m);
+            }
+            _ => return Err(format!("unknown option `{k}`")),
+        }
+    }
+    Ok(e)
+}
+
+/// The first refusal of the file, with the library (for rendering).
+fn refusal(path: &str, text: &str, e: &Expect) -> (Library, Option<Vec<Diagnostic>>) {
+    let mut lib = Library::new();
+    if let Err(d) = lib.add_source(path, text) {
+        return (lib, Some(d));
+    }
+    let Some(name) = e
+        .schedule
+        .clone()
+        .or_else(|| lib.schedules().last().map(|s| s.name.clone()))
+    else {
+        return (lib, None);
+    };
+    let space = match &e.params {
+        Some(p) => vec![p.clone()],
+        None => match lib.param_space(&name, e.ranks, &BTreeMap::new()) {
+            Ok(s) => s,
+            Err(d) => return (lib, Some(d)),
+        },
+    };
+    for params in space {
+        if let Err(d) = verify::check(&lib, &name, e.ranks, &params) {
+            return (lib, Some(d));
+        }
+    }
+    (lib, None)
+}
+
+#[test]
+fn every_broken_schedule_is_refused_with_its_code_and_span() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/negative/verify");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/negative/verify exists")
+        .map(|e| e.expect("readable entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sched"))
+        .collect();
+    files.sort();
+    let mut failures = Vec::new();
+    let mut per_family: BTreeMap<String, usize> = BTreeMap::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("readable");
+        let name = f.display().to_string();
+        let e = match parse_header(&text) {
+            Ok(e) => e,
+            Err(m) => {
+                failures.push(format!("{name}: {m}"));
+                continue;
+            }
+        };
+        *per_family.entry(e.code[..4].to_string()).or_default() += 1;
+        let (lib, diags) = refusal(&name, &text, &e);
+        let Some(diags) = diags else {
+            failures.push(format!("{name}: accepted, expected {}", e.code));
+            continue;
+        };
+        let d = &diags[0];
+        let at = d.span().map(|s| lib.sources().line_col(s.file, s.start));
+        if d.code != e.code || at != Some((e.line, e.col)) {
+            failures.push(format!(
+                "{name}: expected {} at {}:{}, found {} at {at:?}\n{}",
+                e.code,
+                e.line,
+                e.col,
+                d.code,
+                render_all(&diags[..1], lib.sources())
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    // At least two broken schedules per rule family (E040x … E046x).
+    for fam in ["E040", "E041", "E042", "E043", "E044", "E045", "E046"] {
+        assert!(
+            per_family.get(fam).copied().unwrap_or(0) >= 2,
+            "fewer than two negative cases for {fam}x: {per_family:?}"
+        );
+    }
+}

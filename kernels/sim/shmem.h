@@ -1,0 +1,191 @@
+// shmem.h — host simulation of the CANN shmem (aclshmem) device calls symsched's generated
+// kernels emit, mapped onto the launcher's device table (symsched_device.h). Non-blocking puts
+// are deferred until aclshmem_quiet so a missing quiet shows up as stale data as well as an error.
+#ifndef SYMSCHED_SIM_SHMEM_H
+#define SYMSCHED_SIM_SHMEM_H
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "kernel_operator.h"
+#include "symsched_sim_core.h"
+
+typedef int aclshmem_team_t;
+#define ACLSHMEM_TEAM_WORLD 0
+#define ACLSHMEM_TEAM_INVALID (-1)
+
+enum { ACLSHMEM_SIGNAL_SET = 0, ACLSHMEM_SIGNAL_ADD = 1 };
+enum { ACLSHMEM_CMP_EQ = 0, ACLSHMEM_CMP_NE, ACLSHMEM_CMP_GT, ACLSHMEM_CMP_GE, ACLSHMEM_CMP_LT, ACLSHMEM_CMP_LE };
+
+namespace symsim {
+
+inline void check_pe(int32_t pe, const char *what) {
+    if (pe < 0 || pe >= dev().n_pes) {
+        fail(SYMSCHED_SIM_E_BAD_ADDRESS, std::string(what) + ": PE " + std::to_string(pe) + " outside the team of " +
+                                             std::to_string(dev().n_pes));
+    }
+}
+
+inline void check_team(aclshmem_team_t team, const char *what) {
+    if (team != ACLSHMEM_TEAM_WORLD) {
+        fail(SYMSCHED_SIM_E_UNSUPPORTED, std::string(what) + ": only ACLSHMEM_TEAM_WORLD (the launch group) is simulated");
+    }
+}
+
+/// Peer address of a local symmetric address; the device requires symmetric destinations.
+inline void *remote(const void *local_sym, uint64_t bytes, int32_t pe, const char *what) {
+    check_pe(pe, what);
+    const symsched_device &d = dev();
+    int32_t owner = d.addr_pe(d.ctx, local_sym, bytes == 0 ? 1 : bytes);
+    if (owner != d.my_pe) {
+        fail(SYMSCHED_SIM_E_BAD_ADDRESS,
+             std::string(what) + ": the symmetric address must be a local heap address (got one owned by " +
+                 (owner < 0 ? std::string("no PE") : "PE " + std::to_string(owner)) + ")");
+    }
+    void *p = d.peer_ptr(d.ctx, local_sym, pe);
+    if (p == nullptr) {
+        fail(SYMSCHED_SIM_E_BAD_ADDRESS, std::string(what) + ": address not in the symmetric heap");
+    }
+    return p;
+}
+
+/// Local operand of a shmem call: this PE's GM or UB, never a peer's memory.
+inline void check_local_operand(const void *p, uint64_t bytes, const char *what) {
+    if (!in_ub(p, bytes)) {
+        check_local_gm(p, bytes, what);
+    }
+}
+
+inline void put_nbi(void *dst_local_sym, const void *src, uint64_t bytes, int32_t pe, const char *what) {
+    void *dst = remote(dst_local_sym, bytes, pe, what);
+    check_local_operand(src, bytes, what);
+    core().pending.push_back(PendingPut{dst, src, bytes, pe, false, false});
+}
+
+inline void signal(int32_t *sig_local, int32_t value, int op, int32_t pe, const char *what) {
+    if (has_undelivered()) {
+        fail(SYMSCHED_SIM_E_SIGNAL_BEFORE_QUIET,
+             std::string(what) + " to PE " + std::to_string(pe) +
+                 " while non-blocking puts are outstanding: the signal may overtake the data (aclshmem_quiet first)");
+    }
+    if (op != ACLSHMEM_SIGNAL_SET && op != ACLSHMEM_SIGNAL_ADD) {
+        fail(SYMSCHED_SIM_E_UNSUPPORTED, std::string(what) + ": unknown sig_op");
+    }
+    remote(sig_local, sizeof(int32_t), pe, what);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    dev().signal_op(dev().ctx, sig_local, value, op, pe);
+}
+
+}  // namespace symsim
+
+inline int aclshmem_my_pe(void) { return symsim::dev().my_pe; }
+inline int aclshmem_n_pes(void) { return symsim::dev().n_pes; }
+inline int aclshmem_team_my_pe(aclshmem_team_t team) {
+    symsim::check_team(team, "aclshmem_team_my_pe");
+    return symsim::dev().my_pe;
+}
+inline int aclshmem_team_n_pes(aclshmem_team_t team) {
+    symsim::check_team(team, "aclshmem_team_n_pes");
+    return symsim::dev().n_pes;
+}
+inline int aclshmem_team_translate_pe(aclshmem_team_t src_team, int src_pe, aclshmem_team_t dest_team) {
+    symsim::check_team(src_team, "aclshmem_team_translate_pe");
+    symsim::check_team(dest_team, "aclshmem_team_translate_pe");
+    return (src_pe >= 0 && src_pe < symsim::dev().n_pes) ? src_pe : -1;
+}
+
+inline __gm__ void *aclshmem_ptr(__gm__ void *ptr, int pe) {
+    return symsim::remote(ptr, 1, pe, "aclshmem_ptr");
+}
+
+inline void aclshmem_putmem_nbi(__gm__ void *dst, __gm__ void *src, uint32_t elem_size, int32_t pe) {
+    symsim::put_nbi(dst, src, elem_size, pe, "aclshmem_putmem_nbi");
+}
+
+inline void aclshmem_putmem_signal_nbi(__gm__ void *dst, __gm__ void *src, size_t elem_size, __gm__ int32_t *sig_addr,
+                                       int32_t signal, int sig_op, int pe) {
+    const char *what = "aclshmem_putmem_signal_nbi";
+    if (symsim::has_undelivered()) {
+        symsim::fail(SYMSCHED_SIM_E_SIGNAL_BEFORE_QUIET,
+                     std::string(what) + " while earlier non-blocking puts are outstanding: its signal does not "
+                                         "publish them (aclshmem_quiet first)");
+    }
+    void *d = symsim::remote(dst, elem_size, pe, what);
+    symsim::check_local_operand(src, elem_size, what);
+    // The call orders its own data before its signal; the source stays reserved until quiet.
+    std::memcpy(d, src, elem_size);
+    symsim::core().pending.push_back(symsim::PendingPut{d, src, elem_size, pe, true, false});
+    symsim::signal(sig_addr, signal, sig_op, pe, what);
+}
+
+inline void aclshmem_getmem(__gm__ void *dst, __gm__ void *src, uint32_t elem_size, int32_t pe) {
+    const char *what = "aclshmem_getmem";
+    void *s = symsim::remote(src, elem_size, pe, what);
+    symsim::check_local_operand(dst, elem_size, what);
+    symsim::check_local_write(dst, elem_size, what);
+    std::memcpy(dst, s, elem_size);
+}
+
+#define SYMSIM_UB_RMA(NAME, TYPE)                                                                         \
+    inline void aclshmem_##NAME##_put_nbi(__gm__ TYPE *dst, __ubuf__ TYPE *src, uint32_t elem_size, int32_t pe) { \
+        if (!symsim::in_ub(src, elem_size * sizeof(TYPE))) {                                              \
+            symsim::fail(SYMSCHED_SIM_E_BAD_ADDRESS, "aclshmem_" #NAME "_put_nbi: source is not in UB");  \
+        }                                                                                                 \
+        symsim::put_nbi(dst, src, uint64_t(elem_size) * sizeof(TYPE), pe, "aclshmem_" #NAME "_put_nbi"); \
+    }                                                                                                     \
+    inline void aclshmem_##NAME##_get_nbi(__ubuf__ TYPE *dst, __gm__ TYPE *src, uint32_t elem_size, int32_t pe) { \
+        uint64_t bytes = uint64_t(elem_size) * sizeof(TYPE);                                              \
+        if (!symsim::in_ub(dst, bytes)) {                                                                 \
+            symsim::fail(SYMSCHED_SIM_E_BAD_ADDRESS, "aclshmem_" #NAME "_get_nbi: destination is not in UB"); \
+        }                                                                                                 \
+        void *s = symsim::remote(src, bytes, pe, "aclshmem_" #NAME "_get_nbi");                           \
+        symsim::core().pending.push_back(symsim::PendingPut{dst, s, bytes, pe, false, true});            \
+    }
+
+SYMSIM_UB_RMA(float, float)
+SYMSIM_UB_RMA(half, half)
+SYMSIM_UB_RMA(bfloat16, bfloat16_t)
+#undef SYMSIM_UB_RMA
+
+inline void aclshmemx_signal_op(__gm__ int32_t *sig_addr, int32_t signal, int sig_op, int pe) {
+    symsim::signal(sig_addr, signal, sig_op, pe, "aclshmemx_signal_op");
+}
+
+inline int32_t aclshmem_signal_wait_until(__gm__ int32_t *sig_addr, int cmp, int32_t cmp_val) {
+    const symsched_device &d = symsim::dev();
+    if (d.addr_pe(d.ctx, sig_addr, sizeof(int32_t)) != d.my_pe) {
+        symsim::fail(SYMSCHED_SIM_E_BAD_ADDRESS, "aclshmem_signal_wait_until: the signal must be a local symmetric address");
+    }
+    if (cmp < ACLSHMEM_CMP_EQ || cmp > ACLSHMEM_CMP_LE) {
+        symsim::fail(SYMSCHED_SIM_E_UNSUPPORTED, "aclshmem_signal_wait_until: unknown comparison");
+    }
+    int32_t observed = 0;
+    if (d.signal_wait_until(d.ctx, sig_addr, cmp, cmp_val, &observed) != 0) {
+        symsim::fail(SYMSCHED_SIM_E_WAIT_FAILED, "aclshmem_signal_wait_until(cmp " + std::to_string(cmp) + ", " +
+                                                     std::to_string(cmp_val) + ") gave up; last value " +
+                                                     std::to_string(observed));
+    }
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return observed;
+}
+
+inline int32_t aclshmem_int32_g(__gm__ int32_t *src, int pe) {
+    void *p = symsim::remote(src, sizeof(int32_t), pe, "aclshmem_int32_g");
+    return __atomic_load_n(static_cast<int32_t *>(p), __ATOMIC_ACQUIRE);
+}
+
+inline void aclshmem_quiet(void) { symsim::complete_pending(); }
+/// CANN documents fence as implemented like quiet; the simulation does the same.
+inline void aclshmem_fence(void) { symsim::complete_pending(); }
+
+inline void aclshmem_barrier(aclshmem_team_t team) {
+    symsim::check_team(team, "aclshmem_barrier");
+    symsim::complete_pending();
+    if (symsim::dev().barrier(symsim::dev().ctx) != 0) {
+        symsim::fail(SYMSCHED_SIM_E_WAIT_FAILED, "aclshmem_barrier gave up");
+    }
+}
+inline void aclshmem_barrier_all(void) { aclshmem_barrier(ACLSHMEM_TEAM_WORLD); }
+
+#endif  // SYMSCHED_SIM_SHMEM_H

@@ -1,0 +1,298 @@
+//! Lowering a verified plan to Ascend C.
+//!
+//! The generated kernel is generic over the plan: every rank's steps are encoded as rows of a
+//! step table (see [`table`]) that one SPMD kernel interprets after reading its team rank, so
+//! the source stays the same size at P = 64 as at P = 2. What is plan-specific in code is small:
+//! the buffers' element classes and chunk extents (size expressions become C expressions over
+//! the kernel's size-variable argument, evaluated at run time, so one kernel serves every n),
+//! the element types, the reduce op and the UB budget (a template parameter of the kernel class).
+
+pub mod expr;
+pub mod table;
+
+use crate::{DType, KernelError, ReduceOp};
+use askama::Template;
+use symsched_plan::{CountsMatrix, ElemClass, Extent, Plan, Region};
+
+/// Launch types and budget a kernel is generated for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LowerOptions {
+    /// The user's dtype (buffers of class `data`).
+    pub dtype: DType,
+    /// The wire dtype (class `wire`); equal to `dtype` when no low-precision transport is used.
+    pub wire: DType,
+    pub op: ReduceOp,
+    /// Unified-buffer bytes the kernel's tiles may use (the `UbBytes` template argument).
+    pub ub_bytes: u32,
+}
+
+impl Default for LowerOptions {
+    fn default() -> Self {
+        LowerOptions {
+            dtype: DType::F32,
+            wire: DType::F32,
+            op: ReduceOp::Sum,
+            ub_bytes: DEFAULT_UB_BYTES,
+        }
+    }
+}
+
+/// Default UB budget: 96 KiB, half of an Atlas A2 vector core's 192 KiB, leaving room for the
+/// shmem library's own MTE staging buffer (`aclshmemx_set_mte_config`).
+pub const DEFAULT_UB_BYTES: u32 = 96 * 1024;
+
+/// Concrete dtype of each element class.
+#[derive(Debug, Clone, Copy)]
+pub struct Classes {
+    pub data: DType,
+    pub wire: DType,
+    pub acc: DType,
+}
+
+impl Classes {
+    pub fn of(&self, c: ElemClass) -> DType {
+        match c {
+            ElemClass::Data => self.data,
+            ElemClass::Wire => self.wire,
+            ElemClass::Acc => self.acc,
+        }
+    }
+
+    /// Whether moving `src` to `dst` converts element types.
+    pub fn differ(&self, plan: &Plan, src: &Region, dst: &Region) -> bool {
+        self.of(table::class_of(plan, src)) != self.of(table::class_of(plan, dst))
+    }
+}
+
+/// The generated files of one kernel.
+#[derive(Debug, Clone)]
+pub struct Lowered {
+    /// C identifier of the kernel (also the file stem).
+    pub name: String,
+    /// `<name>_kernel.cpp`: the device code.
+    pub kernel: String,
+    /// `<name>_table.h`: the step table (host data, copied to device memory by the stub).
+    pub table: String,
+    /// `<name>_launch.cpp`: the host launch stub (`<<<blockDim, nullptr, stream>>>`).
+    pub launch: String,
+    /// `<name>.h`: the C header frameworks include.
+    pub header: String,
+    /// `<name>_sim.cpp`: the simulation entry point (`symsched_sim_launch`), not for CANN.
+    pub sim_entry: String,
+    /// The encoded table, for tests and tools.
+    pub table_data: table::Table,
+    /// Number of buffers (kernel GM_ADDR buffer arguments, in plan order).
+    pub n_buffers: usize,
+}
+
+impl Lowered {
+    /// `(file name, contents)` of the files `symsched compile --emit ascendc` writes.
+    pub fn files(&self) -> Vec<(String, &str)> {
+        vec![
+            (format!("{}_kernel.cpp", self.name), self.kernel.as_str()),
+            (format!("{}_table.h", self.name), self.table.as_str()),
+            (format!("{}_launch.cpp", self.name), self.launch.as_str()),
+            (format!("{}.h", self.name), self.header.as_str()),
+        ]
+    }
+}
+
+/// A buffer as the templates see it.
+pub struct BufView {
+    pub index: usize,
+    pub name: String,
+    pub role: String,
+    pub class: String,
+    pub class_code: u32,
+    pub chunks: u32,
+    /// 0 split, 1 uniform, 2 counts-send, 3 counts-recv.
+    pub extent_kind: u32,
+    /// C expression: the split total or the uniform chunk size ("0ull" for counts).
+    pub extent_expr: String,
+    pub extent_doc: String,
+}
+
+#[derive(Template)]
+#[template(path = "kernel.cpp", escape = "none")]
+struct KernelTpl<'a> {
+    name: &'a str,
+    plan: &'a Plan,
+    opts: &'a LowerOptions,
+    classes: &'a Classes,
+    bufs: &'a [BufView],
+    n_size_vars: usize,
+    size_var_doc: String,
+    reduce_call: &'a str,
+    version: &'a str,
+}
+
+#[derive(Template)]
+#[template(path = "table.h", escape = "none")]
+struct TableTpl<'a> {
+    name: &'a str,
+    plan: &'a Plan,
+    header_words: String,
+    rows: Vec<(String, String)>,
+    n_words: usize,
+}
+
+#[derive(Template)]
+#[template(path = "launch.cpp", escape = "none")]
+struct LaunchTpl<'a> {
+    name: &'a str,
+    bufs: &'a [BufView],
+}
+
+#[derive(Template)]
+#[template(path = "header.h", escape = "none")]
+struct HeaderTpl<'a> {
+    name: &'a str,
+    upper: String,
+    plan: &'a Plan,
+    opts: &'a LowerOptions,
+    bufs: &'a [BufView],
+    size_var_doc: String,
+    n_signals: usize,
+}
+
+#[derive(Template)]
+#[template(path = "sim_entry.cpp", escape = "none")]
+struct SimTpl<'a> {
+    name: &'a str,
+    bufs: &'a [BufView],
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .collect()
+}
+
+/// The kernel name for a plan and options.
+pub fn kernel_name(plan: &Plan, opts: &LowerOptions) -> String {
+    let mut params = String::new();
+    for (k, v) in &plan.params {
+        params.push_str(&format!("_{}{}", sanitize(k), v));
+    }
+    format!(
+        "symsched_{}{}_p{}_{}_{}_{}",
+        sanitize(&plan.schedule),
+        params,
+        plan.group_size,
+        opts.dtype,
+        opts.wire,
+        opts.op
+    )
+}
+
+/// Lower `plan` (already verified) for the given launch types.
+pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
+    plan.check_consistency()?;
+    if opts.ub_bytes < 1024 {
+        return Err(KernelError::UbBudget(opts.ub_bytes));
+    }
+    let classes = Classes {
+        data: opts.dtype,
+        wire: opts.wire,
+        acc: DType::F32,
+    };
+    let name = kernel_name(plan, opts);
+    let mut bufs = Vec::with_capacity(plan.buffers.len());
+    for (i, b) in plan.buffers.iter().enumerate() {
+        let (kind, expr, doc) = match &b.extent {
+            Extent::Split { total } => (0, expr::to_c(total, &plan.size_vars)?, format!("split total {total}")),
+            Extent::Uniform { chunk } => (1, expr::to_c(chunk, &plan.size_vars)?, format!("uniform chunk {chunk}")),
+            Extent::Counts { matrix } => match matrix {
+                CountsMatrix::Send => (2, "0ull".to_string(), "counts[rank][j]".to_string()),
+                CountsMatrix::Recv => (3, "0ull".to_string(), "counts[j][rank]".to_string()),
+            },
+        };
+        let (class, code) = match b.elem {
+            ElemClass::Data => ("data", 0),
+            ElemClass::Wire => ("wire", 1),
+            ElemClass::Acc => ("acc", 2),
+        };
+        bufs.push(BufView {
+            index: i,
+            name: b.name.clone(),
+            role: format!("{:?}", b.role).to_lowercase(),
+            class: class.to_string(),
+            class_code: code,
+            chunks: b.chunks,
+            extent_kind: kind,
+            extent_expr: expr,
+            extent_doc: doc,
+        });
+    }
+    let tab = table::build(plan, &classes)?;
+    let size_var_doc = if plan.size_vars.is_empty() {
+        "(none)".to_string()
+    } else {
+        plan.size_vars
+            .iter()
+            .enumerate()
+            .map(|(i, v)| format!("sizes[{i}] = {} ({})", v.name, v.meaning))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let version = env!("CARGO_PKG_VERSION");
+    let kernel = KernelTpl {
+        name: &name,
+        plan,
+        opts,
+        classes: &classes,
+        bufs: &bufs,
+        n_size_vars: plan.size_vars.len(),
+        size_var_doc: size_var_doc.clone(),
+        reduce_call: opts.op.ascend_call(),
+        version,
+    }
+    .render()?;
+    let words = tab.words();
+    let head = 3 + tab.rank_first.len();
+    let header_words = words[..head]
+        .iter()
+        .map(|w| w.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows = tab
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                r.words.iter().map(|w| w.to_string()).collect::<Vec<_>>().join(", "),
+                r.comment.replace("*/", "* /"),
+            )
+        })
+        .collect();
+    let table_src = TableTpl {
+        name: &name,
+        plan,
+        header_words,
+        rows,
+        n_words: words.len(),
+    }
+    .render()?;
+    let launch = LaunchTpl { name: &name, bufs: &bufs }.render()?;
+    let header = HeaderTpl {
+        name: &name,
+        upper: name.to_uppercase(),
+        plan,
+        opts,
+        bufs: &bufs,
+        size_var_doc,
+        n_signals: plan.signals.len(),
+    }
+    .render()?;
+    let sim_entry = SimTpl { name: &name, bufs: &bufs }.render()?;
+    Ok(Lowered {
+        name,
+        kernel,
+        table: table_src,
+        launch,
+        header,
+        sim_entry,
+        n_buffers: bufs.len(),
+        table_data: tab,
+    })
+}

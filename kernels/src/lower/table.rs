@@ -1,0 +1,392 @@
+//! The step table: each rank's plan steps encoded as fixed-width int32 rows the generic kernel
+//! interprets, plus the static analysis that decides where `aclshmem_quiet` must precede a row.
+//!
+//! Layout (int32 words): `[magic, P, rows, first_row[0..=P], row…]`; a row is
+//! [`ROW_WORDS`] words: `kind, flags, a.buf, a.first, a.count, b.buf, b.first, b.count, peer,
+//! slot, aux, value_lo32, stride_lo32`. Only the low 32 bits of signal values and strides are
+//! stored: the device computes `epoch·stride + value` modulo 2^32 (see [`crate::signal32`]).
+
+use super::Classes;
+use crate::signal32;
+use crate::KernelError;
+use symsched_plan::{ElemClass, Op, Plan, Region, SignalMode, SignalUpdate};
+
+/// "SYM1": version tag of the table layout, checked by nothing but humans reading dumps.
+pub const MAGIC: i32 = 0x5359_4D31;
+/// Words per row.
+pub const ROW_WORDS: usize = 13;
+
+/// Row kinds (the `kind` word).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Kind {
+    Put = 1,
+    PutSignal = 2,
+    Get = 3,
+    Signal = 4,
+    Wait = 5,
+    Reduce = 6,
+    Operand = 7,
+    Copy = 8,
+    ExitSignal = 9,
+}
+
+/// `flags` bit: complete outstanding non-blocking puts before this row.
+pub const QUIET_BEFORE: i32 = 1;
+
+/// One encoded row and a human-readable description for the generated comment.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub words: [i32; ROW_WORDS],
+    pub comment: String,
+}
+
+/// The whole table.
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub group_size: u32,
+    pub rank_first: Vec<u32>,
+    pub rows: Vec<Row>,
+}
+
+impl Table {
+    /// All words in layout order.
+    pub fn words(&self) -> Vec<i32> {
+        let mut w = vec![MAGIC, self.group_size as i32, self.rows.len() as i32];
+        w.extend(self.rank_first.iter().map(|&x| x as i32));
+        for r in &self.rows {
+            w.extend_from_slice(&r.words);
+        }
+        w
+    }
+}
+
+fn overlaps(a: &Region, b: &Region) -> bool {
+    a.buffer == b.buffer
+        && a.count > 0
+        && b.count > 0
+        && a.first < b.first + b.count
+        && b.first < a.first + a.count
+}
+
+fn mode_code(m: SignalMode) -> i32 {
+    match m {
+        SignalMode::Set => 0,
+        SignalMode::Add => 1,
+    }
+}
+
+/// Per-rank state of the quiet analysis: sources of non-blocking puts not yet completed.
+#[derive(Default)]
+struct Pending {
+    sources: Vec<Region>,
+    undelivered: bool,
+}
+
+impl Pending {
+    fn flags_for_write(&mut self, writes: &[Region]) -> i32 {
+        if self
+            .sources
+            .iter()
+            .any(|s| writes.iter().any(|w| overlaps(s, w)))
+        {
+            self.clear();
+            QUIET_BEFORE
+        } else {
+            0
+        }
+    }
+    fn flags_for_signal(&mut self) -> i32 {
+        if self.undelivered {
+            self.clear();
+            QUIET_BEFORE
+        } else {
+            0
+        }
+    }
+    fn clear(&mut self) {
+        self.sources.clear();
+        self.undelivered = false;
+    }
+}
+
+struct Builder<'a> {
+    plan: &'a Plan,
+    classes: &'a Classes,
+    rows: Vec<Row>,
+}
+
+impl Builder<'_> {
+    fn region_name(&self, r: &Region) -> String {
+        let b = &self.plan.buffers[r.buffer as usize];
+        format!("{}[{}..{}]", b.name, r.first, r.first + r.count)
+    }
+
+    fn slot_name(&self, slot: u32) -> &str {
+        &self.plan.signals[slot as usize].name
+    }
+
+    fn check_slot(&self, slot: u32, stride: u64, offset: u64) -> Result<(), KernelError> {
+        if signal32::fits(stride, offset) {
+            Ok(())
+        } else {
+            Err(KernelError::SignalRange {
+                slot: self.slot_name(slot).to_string(),
+                stride,
+                offset,
+            })
+        }
+    }
+
+    fn push(&mut self, kind: Kind, flags: i32, fill: impl FnOnce(&mut [i32; ROW_WORDS]), comment: String) {
+        let mut words = [0i32; ROW_WORDS];
+        words[0] = kind as i32;
+        words[1] = flags;
+        fill(&mut words);
+        self.rows.push(Row { words, comment });
+    }
+
+    fn signal_row(&mut self, kind: Kind, flags: i32, u: &SignalUpdate) -> Result<(), KernelError> {
+        let offset = if u.mode == SignalMode::Set { u.value } else { 0 };
+        self.check_slot(u.slot, u.stride, offset.max(u.value))?;
+        let comment = format!(
+            "{} {}@{} {} {}{}",
+            if kind == Kind::ExitSignal { "exit-signal" } else { "signal" },
+            self.slot_name(u.slot),
+            u.peer,
+            if u.mode == SignalMode::Add { "+=" } else { "=" },
+            u.value,
+            if u.mode == SignalMode::Set { format!(" + epoch*{}", u.stride) } else { String::new() }
+        );
+        self.push(
+            kind,
+            flags,
+            |w| {
+                w[8] = u.peer as i32;
+                w[9] = u.slot as i32;
+                w[10] = mode_code(u.mode);
+                w[11] = u.value as u32 as i32;
+                w[12] = u.stride as u32 as i32;
+            },
+            comment,
+        );
+        Ok(())
+    }
+}
+
+fn set_region(w: &mut [i32; ROW_WORDS], at: usize, r: &Region) {
+    w[at] = r.buffer as i32;
+    w[at + 1] = r.first as i32;
+    w[at + 2] = r.count as i32;
+}
+
+/// Encode every rank's steps; fails on steps the Ascend lowering does not support.
+pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
+    let mut b = Builder {
+        plan,
+        classes,
+        rows: Vec::new(),
+    };
+    let mut rank_first = Vec::with_capacity(plan.ranks.len() + 1);
+    for prog in &plan.ranks {
+        rank_first.push(b.rows.len() as u32);
+        let mut pend = Pending::default();
+        for step in &prog.steps {
+            let tag = format!("r{} s{}", prog.rank, step.id);
+            match &step.op {
+                Op::Put {
+                    src,
+                    dst,
+                    peer,
+                    signal,
+                } => {
+                    let convert = b.classes.differ(b.plan, src, dst);
+                    let fused = signal.filter(|u| u.peer == *peer);
+                    let mut flags = 0;
+                    if fused.is_some() || convert {
+                        // Its signal (or the staged put's internal quiet) publishes everything
+                        // before it, so earlier plain puts must be complete first.
+                        flags |= pend.flags_for_signal();
+                    }
+                    let comment = format!(
+                        "{tag}: put {} -> {} @{}{}{}",
+                        b.region_name(src),
+                        b.region_name(dst),
+                        peer,
+                        if convert { " (convert via UB)" } else { "" },
+                        fused
+                            .map(|u| format!(", signal {}", b.slot_name(u.slot)))
+                            .unwrap_or_default()
+                    );
+                    let kind = if fused.is_some() { Kind::PutSignal } else { Kind::Put };
+                    if let Some(u) = fused {
+                        let offset = if u.mode == SignalMode::Set { u.value } else { 0 };
+                        b.check_slot(u.slot, u.stride, offset.max(u.value))?;
+                    }
+                    let (src, dst, peer) = (*src, *dst, *peer);
+                    b.push(
+                        kind,
+                        flags,
+                        |w| {
+                            set_region(w, 2, &src);
+                            set_region(w, 5, &dst);
+                            w[8] = peer as i32;
+                            if let Some(u) = fused {
+                                w[9] = u.slot as i32;
+                                w[10] = mode_code(u.mode);
+                                w[11] = u.value as u32 as i32;
+                                w[12] = u.stride as u32 as i32;
+                            }
+                        },
+                        comment,
+                    );
+                    if convert {
+                        pend.clear();
+                    } else {
+                        pend.sources.push(src);
+                        if fused.is_none() {
+                            pend.undelivered = true;
+                        }
+                    }
+                    if let Some(u) = signal.filter(|u| u.peer != peer) {
+                        let f = pend.flags_for_signal();
+                        b.signal_row(Kind::Signal, f, &u)?;
+                    }
+                }
+                Op::Get { src, dst, peer } => {
+                    let flags = pend.flags_for_write(&[*dst]);
+                    let convert = b.classes.differ(b.plan, src, dst);
+                    let comment = format!(
+                        "{tag}: get {} @{} -> {}{}",
+                        b.region_name(src),
+                        peer,
+                        b.region_name(dst),
+                        if convert { " (convert via UB)" } else { "" }
+                    );
+                    let (src, dst, peer) = (*src, *dst, *peer);
+                    b.push(
+                        Kind::Get,
+                        flags,
+                        |w| {
+                            set_region(w, 2, &src);
+                            set_region(w, 5, &dst);
+                            w[8] = peer as i32;
+                        },
+                        comment,
+                    );
+                    if convert {
+                        pend.clear();
+                    }
+                }
+                Op::Signal { update } => {
+                    let f = pend.flags_for_signal();
+                    b.signal_row(Kind::Signal, f, update)?;
+                    let last = b.rows.last_mut().expect("row just pushed");
+                    last.comment = format!("{tag}: {}", last.comment);
+                }
+                Op::Wait { slot, cmp, target } => {
+                    b.check_slot(*slot, target.stride, target.offset)?;
+                    let comment = format!(
+                        "{tag}: wait {} {:?} epoch*{} + {}",
+                        b.slot_name(*slot),
+                        cmp,
+                        target.stride,
+                        target.offset
+                    );
+                    let (slot, cmp, target) = (*slot, *cmp, *target);
+                    b.push(
+                        Kind::Wait,
+                        0,
+                        |w| {
+                            w[9] = slot as i32;
+                            w[10] = cmp.code() as i32;
+                            w[11] = target.offset as u32 as i32;
+                            w[12] = target.stride as u32 as i32;
+                        },
+                        comment,
+                    );
+                }
+                Op::Reduce { dst, srcs } => {
+                    let flags = pend.flags_for_write(&[*dst]);
+                    let names: Vec<String> = srcs.iter().map(|s| b.region_name(s)).collect();
+                    let comment = format!(
+                        "{tag}: {} = reduce({})",
+                        b.region_name(dst),
+                        names.join(", ")
+                    );
+                    let (dst, n) = (*dst, srcs.len() as i32);
+                    if n == 0 {
+                        return Err(KernelError::Unsupported {
+                            what: "a reduce without operands".into(),
+                            rank: prog.rank,
+                            step: step.id,
+                        });
+                    }
+                    b.push(
+                        Kind::Reduce,
+                        flags,
+                        |w| {
+                            set_region(w, 2, &dst);
+                            w[10] = n;
+                        },
+                        comment,
+                    );
+                    for s in srcs {
+                        let s = *s;
+                        b.push(Kind::Operand, 0, |w| set_region(w, 2, &s), "  operand".into());
+                    }
+                }
+                Op::Copy { src, dst } | Op::Cast { src, dst } => {
+                    let flags = pend.flags_for_write(&[*dst]);
+                    let what = if matches!(step.op, Op::Copy { .. }) { "copy" } else { "cast" };
+                    let comment = format!(
+                        "{tag}: {} = {what}({})",
+                        b.region_name(dst),
+                        b.region_name(src)
+                    );
+                    let (src, dst) = (*src, *dst);
+                    b.push(
+                        Kind::Copy,
+                        flags,
+                        |w| {
+                            set_region(w, 2, &src);
+                            set_region(w, 5, &dst);
+                        },
+                        comment,
+                    );
+                }
+                Op::Matmul { .. } => {
+                    return Err(KernelError::Unsupported {
+                        what: "matmul (the Cube-unit lowering is not written)".into(),
+                        rank: prog.rank,
+                        step: step.id,
+                    })
+                }
+                Op::HostColl { .. } => {
+                    return Err(KernelError::Unsupported {
+                        what: "hostcoll (a framework collective cannot run inside a kernel)".into(),
+                        rank: prog.rank,
+                        step: step.id,
+                    })
+                }
+            }
+        }
+        for u in &prog.exit_signals {
+            let f = pend.flags_for_signal();
+            b.signal_row(Kind::ExitSignal, f, u)?;
+            let last = b.rows.last_mut().expect("row just pushed");
+            last.comment = format!("r{}: {}", prog.rank, last.comment);
+        }
+    }
+    rank_first.push(b.rows.len() as u32);
+    Ok(Table {
+        group_size: plan.group_size,
+        rank_first,
+        rows: b.rows,
+    })
+}
+
+/// The element class of a region's buffer (helper for other modules).
+pub fn class_of(plan: &Plan, r: &Region) -> ElemClass {
+    plan.buffers[r.buffer as usize].elem
+}

@@ -1,0 +1,67 @@
+//! `#[repr(C)]` mirrors of `struct symsched_device` and `struct symsched_launch_args`.
+
+use std::ffi::{c_char, c_void};
+
+/// Must equal `SYMSCHED_DEVICE_ABI` in `sim/symsched_device.h`.
+pub const DEVICE_ABI: u32 = 1;
+
+/// Status codes of `symsched_sim_launch` (names as in the C header).
+pub mod status {
+    pub const OK: i32 = 0;
+    pub const REMOTE_DATACOPY: i32 = 1;
+    pub const UB_OVERFLOW: i32 = 2;
+    pub const SIGNAL_BEFORE_QUIET: i32 = 3;
+    pub const NBI_SOURCE_REUSED: i32 = 4;
+    pub const QUEUE_MISUSE: i32 = 5;
+    pub const EVENT_MISUSE: i32 = 6;
+    pub const BAD_ADDRESS: i32 = 7;
+    pub const WAIT_FAILED: i32 = 8;
+    pub const UNALIGNED: i32 = 9;
+    pub const CAST_MODE: i32 = 10;
+    pub const UNQUIETED_AT_EXIT: i32 = 11;
+    pub const ABI: i32 = 12;
+    pub const UNSUPPORTED: i32 = 13;
+}
+
+/// The device table a launcher fills in (see the C header for each callback's contract).
+#[repr(C)]
+pub struct SimDevice {
+    pub abi_version: u32,
+    pub ctx: *mut c_void,
+    pub my_pe: i32,
+    pub n_pes: i32,
+    pub peer_ptr: unsafe extern "C" fn(ctx: *mut c_void, local_sym: *const c_void, pe: i32) -> *mut c_void,
+    pub addr_pe: unsafe extern "C" fn(ctx: *mut c_void, addr: *const c_void, len: u64) -> i32,
+    pub signal_op: unsafe extern "C" fn(ctx: *mut c_void, local_sig: *mut i32, value: i32, op: i32, pe: i32),
+    pub signal_wait_until:
+        unsafe extern "C" fn(ctx: *mut c_void, local_sig: *mut i32, cmp: i32, value: i32, observed: *mut i32) -> i32,
+    pub quiet: unsafe extern "C" fn(ctx: *mut c_void),
+    pub barrier: unsafe extern "C" fn(ctx: *mut c_void) -> i32,
+}
+
+/// Arguments of one rank's launch.
+#[repr(C)]
+pub struct LaunchArgs {
+    pub abi_version: u32,
+    pub n_buffers: u32,
+    pub buffers: *const *mut u8,
+    pub signals: *mut u8,
+    pub sizes: *const u64,
+    pub counts: *const u64,
+    pub epoch: u64,
+    pub send_exit_signals: i32,
+    pub err_msg: *mut c_char,
+    pub err_cap: u32,
+}
+
+/// Signed int32 comparison with the CANN / OpenSHMEM codes (EQ=0 … LE=5).
+pub fn cmp_i32(observed: i32, cmp: i32, value: i32) -> bool {
+    match cmp {
+        0 => observed == value,
+        1 => observed != value,
+        2 => observed > value,
+        3 => observed >= value,
+        4 => observed < value,
+        _ => observed <= value,
+    }
+}

@@ -1,0 +1,50 @@
+//! Mapping of the runtime's typed errors onto Python exceptions.
+//!
+//! Bad inputs become `ValueError`; everything else (timeouts, dead peers, bootstrap failures)
+//! becomes `RuntimeError`. The Python layer wraps both in symsched's own exception types.
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::PyErr;
+use symsched_runtime::exec::ExecError;
+use symsched_runtime::RuntimeError;
+
+/// A runtime error as a Python exception.
+pub fn rt(e: RuntimeError) -> PyErr {
+    match e {
+        RuntimeError::RankOutsideGroup { .. }
+        | RuntimeError::RankOutsideWorld { .. }
+        | RuntimeError::NotAMember { .. }
+        | RuntimeError::InvalidGroup { .. }
+        | RuntimeError::OffsetPastHeap { .. }
+        | RuntimeError::ReservedRange { .. }
+        | RuntimeError::SizeMismatch { .. }
+        | RuntimeError::BadAlignment(_)
+        | RuntimeError::InvalidFree { .. } => PyValueError::new_err(e.to_string()),
+        other => PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+/// An executor error as a Python exception.
+pub fn exec(e: ExecError) -> PyErr {
+    match e {
+        ExecError::RankOutsideGroup { .. }
+        | ExecError::OffsetPastHeap { .. }
+        | ExecError::SizeMismatch { .. }
+        | ExecError::BindingCount { .. }
+        | ExecError::DtypeMismatch(_)
+        | ExecError::UnsupportedOp { .. }
+        | ExecError::UnknownName { .. }
+        | ExecError::GroupSizeMismatch { .. } => PyValueError::new_err(e.to_string()),
+        other => PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+/// A plain message as a `ValueError`.
+pub fn value(msg: impl Into<String>) -> PyErr {
+    PyValueError::new_err(msg.into())
+}
+
+/// A plain message as a `RuntimeError`.
+pub fn runtime(msg: impl Into<String>) -> PyErr {
+    PyRuntimeError::new_err(msg.into())
+}

@@ -1,0 +1,254 @@
+//! A group of the runtime as seen from Python: one-sided primitives on heap offsets, plan
+//! launches through the executor, and the duals of a schedule.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use symsched_plan::LaunchSizes;
+use symsched_runtime::exec::{Binding, DType, ElemTypes, Executor, LaunchArgs, ReduceOp};
+
+use crate::fabric::GroupFabric;
+use symsched_runtime::Group;
+
+use crate::errors;
+use crate::plans::{self, Dual};
+use crate::runtime::Shared;
+use crate::signals::{self, cmp_from_code, SigOp};
+
+/// One runtime group (`symsched._native.Group`): ordered global ranks, group-local peers.
+#[pyclass(name = "Group", module = "symsched._native", frozen)]
+pub struct PyGroup {
+    shared: Arc<Shared>,
+    group: Arc<Group>,
+    exec: Arc<Executor<GroupFabric>>,
+}
+
+impl PyGroup {
+    pub fn new(shared: Arc<Shared>, group: Arc<Group>) -> PyResult<Self> {
+        let fabric = GroupFabric::new(group.clone());
+        Ok(PyGroup {
+            shared,
+            group,
+            exec: Arc::new(Executor::new(fabric)),
+        })
+    }
+
+    fn heap_range(&self) -> (usize, usize) {
+        let h = self.shared.runtime.heap();
+        (h.base() as usize, h.size())
+    }
+
+    fn sig_ptr(&self, peer: usize, offset: usize, width: usize) -> PyResult<usize> {
+        if width != 4 && width != 8 {
+            return Err(errors::value(format!("signal width must be 4 or 8 bytes, got {width}")));
+        }
+        if offset % width != 0 {
+            return Err(errors::value(format!("signal offset {offset} is not {width}-byte aligned")));
+        }
+        Ok(self.group.peer_ptr(peer, offset, width).map_err(errors::rt)? as usize)
+    }
+}
+
+#[pymethods]
+impl PyGroup {
+    /// This rank's index in the group.
+    #[getter]
+    fn rank(&self) -> usize {
+        self.group.rank()
+    }
+
+    /// Number of ranks.
+    #[getter]
+    fn size(&self) -> usize {
+        self.group.size()
+    }
+
+    /// Global ranks in group order.
+    #[getter]
+    fn members(&self) -> Vec<usize> {
+        self.group.members().to_vec()
+    }
+
+    /// Copy `nbytes` from local address `src_ptr` into `peer`'s heap at `dst_offset`.
+    fn put(&self, py: Python<'_>, dst_offset: usize, src_ptr: usize, nbytes: usize, peer: usize) -> PyResult<()> {
+        let g = self.group.clone();
+        py.detach(move || {
+            // SAFETY: the Python layer passes the address and length of a live, contiguous tensor.
+            let src = unsafe { std::slice::from_raw_parts(src_ptr as *const u8, nbytes) };
+            g.put_bytes(peer, dst_offset, src)
+        })
+        .map_err(errors::rt)
+    }
+
+    /// Copy `nbytes` of `peer`'s heap at `src_offset` into local address `dst_ptr`.
+    fn get(&self, py: Python<'_>, dst_ptr: usize, src_offset: usize, nbytes: usize, peer: usize) -> PyResult<()> {
+        let g = self.group.clone();
+        py.detach(move || {
+            // SAFETY: the Python layer passes the address and length of a live, contiguous tensor.
+            let dst = unsafe { std::slice::from_raw_parts_mut(dst_ptr as *mut u8, nbytes) };
+            g.get_bytes(peer, src_offset, dst)
+        })
+        .map_err(errors::rt)
+    }
+
+    /// Set (op 0) or add to (op 1) the `width`-byte signal word at heap `offset` on `peer`.
+    fn signal(&self, offset: usize, value: i64, op: u32, peer: usize, width: usize) -> PyResult<()> {
+        let sop = SigOp::from_code(op).ok_or_else(|| errors::value(format!("signal op {op} is not SET=0 / ADD=1")))?;
+        let p = self.sig_ptr(peer, offset, width)?;
+        // SAFETY: sig_ptr bounds-checked and aligned the word inside the peer's mapping.
+        unsafe { signals::update(p as *mut u8, width, sop, value) };
+        Ok(())
+    }
+
+    /// Block until the local signal word at `offset` compares true (`cmp` in CANN numbering)
+    /// against `value`; bounded by `timeout_ms` or the runtime's signal timeout.
+    #[pyo3(signature = (offset, cmp, value, width, timeout_ms=None))]
+    fn wait(&self, py: Python<'_>, offset: usize, cmp: u32, value: i64, width: usize, timeout_ms: Option<u64>) -> PyResult<i64> {
+        let c = cmp_from_code(cmp).ok_or_else(|| errors::value(format!("compare op {cmp} is not in 0..=5")))?;
+        let p = self.sig_ptr(self.group.rank(), offset, width)?;
+        let timeout = timeout_ms.map(Duration::from_millis).unwrap_or_else(|| self.group.signal_timeout());
+        // SAFETY: as in `signal`; the mapping outlives the wait (the group holds it).
+        let r = py.detach(move || unsafe { signals::wait(p as *mut u8, width, c, value, timeout) });
+        r.map_err(|observed| {
+            errors::runtime(format!(
+                "rank {} (group {:?}): shmem_wait_for_signal timed out after {} ms waiting for signal at heap \
+                 offset {offset} {c:?} {value} (observed {observed})",
+                self.shared.runtime.rank(),
+                self.group.members(),
+                timeout.as_millis()
+            ))
+        })
+    }
+
+    /// `put` then a signal update on the same peer: the data is visible before the signal.
+    #[allow(clippy::too_many_arguments)]
+    fn put_with_signal(
+        &self,
+        py: Python<'_>,
+        dst_offset: usize,
+        src_ptr: usize,
+        nbytes: usize,
+        sig_offset: usize,
+        value: i64,
+        op: u32,
+        peer: usize,
+        width: usize,
+    ) -> PyResult<()> {
+        let sop = SigOp::from_code(op).ok_or_else(|| errors::value(format!("signal op {op} is not SET=0 / ADD=1")))?;
+        let p = self.sig_ptr(peer, sig_offset, width)?;
+        self.put(py, dst_offset, src_ptr, nbytes, peer)?;
+        // SAFETY: as in `signal`; the release update orders the copy above before it.
+        unsafe { signals::update(p as *mut u8, width, sop, value) };
+        Ok(())
+    }
+
+    /// Block until every member reached the barrier.
+    fn barrier(&self, py: Python<'_>) -> PyResult<()> {
+        let g = self.group.clone();
+        py.detach(move || g.barrier()).map_err(errors::rt)
+    }
+
+    /// Run standard schedule `schedule` on this group. `buffers` are (address, bytes) of the role
+    /// buffers in signature order: heap addresses are used in place, others staged. Returns the
+    /// step events for the trace when the executor reports them (currently it does not: None).
+    #[pyo3(signature = (schedule, params, buffers, dtype, op, wire, sizes, send_counts=None, recv_counts=None, trace=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        &self,
+        py: Python<'_>,
+        schedule: &str,
+        params: BTreeMap<String, i64>,
+        buffers: Vec<(usize, usize)>,
+        dtype: &str,
+        op: Option<&str>,
+        wire: Option<&str>,
+        sizes: BTreeMap<String, u64>,
+        send_counts: Option<Vec<u64>>,
+        recv_counts: Option<Vec<u64>>,
+        trace: bool,
+    ) -> PyResult<Option<Vec<Py<PyAny>>>> {
+        let _ = trace;
+        let size = u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
+        let plan = plans::plan(schedule, size, &params).map_err(errors::value)?;
+        let data = DType::parse(dtype).map_err(errors::exec)?;
+        let wire = wire.map(DType::parse).transpose().map_err(errors::exec)?;
+        let types = ElemTypes::new(data, wire).map_err(errors::exec)?;
+        let rop = ReduceOp::parse(op.unwrap_or("sum")).map_err(errors::exec)?;
+        let (base, len) = self.heap_range();
+        let exec = self.exec.clone();
+        let me = self.group.rank();
+        py.detach(move || -> PyResult<()> {
+            let lp = exec.load(&plan).map_err(errors::exec)?;
+            let mut ls = LaunchSizes {
+                vars: sizes,
+                counts: None,
+            };
+            if let Some(row) = send_counts {
+                let m = exec.gather_counts(&row).map_err(errors::exec)?;
+                if let Some(expect) = recv_counts {
+                    let got: Vec<u64> = m.iter().map(|r| r.get(me).copied().unwrap_or(0)).collect();
+                    if got != expect {
+                        return Err(errors::value(format!(
+                            "`receive_list` {expect:?} does not match what the peers send to this rank {got:?}"
+                        )));
+                    }
+                }
+                ls.counts = Some(m);
+            }
+            let mut binds: Vec<Binding<'_>> = buffers
+                .iter()
+                .map(|&(ptr, n)| {
+                    if ptr >= base && ptr + n <= base + len {
+                        Binding::Heap {
+                            offset: (ptr - base) as u64,
+                            bytes: n as u64,
+                        }
+                    } else {
+                        // SAFETY: (ptr, n) describe a live contiguous tensor the caller keeps alive
+                        // for the duration of the launch; no other Rust reference aliases it.
+                        Binding::Host(unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, n) })
+                    }
+                })
+                .collect();
+            exec.launch(
+                &lp,
+                LaunchArgs {
+                    types,
+                    op: rop,
+                    sizes: &ls,
+                    buffers: &mut binds,
+                },
+            )
+            .map_err(errors::exec)
+        })?;
+        Ok(None)
+    }
+
+    /// The duals `schedule` declares for this group size: dicts with `kind` ("schedule" or
+    /// "identity_assuming_replicated"), and for schedules `name`, `params`, `collective`.
+    fn duals<'py>(&self, py: Python<'py>, schedule: &str, params: BTreeMap<String, i64>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let size = u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
+        let plan = plans::plan(schedule, size, &params).map_err(errors::value)?;
+        let ds = plans::duals(&plan).map_err(errors::value)?;
+        ds.into_iter()
+            .map(|d| {
+                let out = PyDict::new(py);
+                match d {
+                    Dual::Schedule { name, params, collective } => {
+                        out.set_item("kind", "schedule")?;
+                        out.set_item("name", name)?;
+                        out.set_item("params", params)?;
+                        out.set_item("collective", collective)?;
+                    }
+                    Dual::IdentityAssumingReplicated => {
+                        out.set_item("kind", "identity_assuming_replicated")?;
+                    }
+                }
+                Ok(out)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,40 @@
+//! `symsched._native`: the PyO3 module the `symsched` Python package sits on.
+//!
+//! It exposes the host runtime (symmetric heap, groups, one-sided primitives) and the plan
+//! executor over compiled standard-library schedules. The Python package does argument
+//! validation, autograd and profiling; this crate does memory, synchronisation and execution,
+//! and releases the GIL for everything that can block.
+
+mod block;
+mod errors;
+mod fabric;
+mod group;
+mod plans;
+mod runtime;
+mod signals;
+
+use pyo3::prelude::*;
+
+/// None when this host can run the runtime, else the reason it cannot.
+#[pyfunction]
+fn availability() -> Option<String> {
+    runtime::availability()
+}
+
+/// Names of the schedules in the embedded standard library.
+#[pyfunction]
+fn schedules() -> Vec<String> {
+    plans::schedule_names()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("PLAN_SCHEMA_VERSION", symsched_plan::PLAN_SCHEMA_VERSION)?;
+    m.add_function(wrap_pyfunction!(availability, m)?)?;
+    m.add_function(wrap_pyfunction!(schedules, m)?)?;
+    m.add_class::<runtime::PyRuntime>()?;
+    m.add_class::<block::HeapBlock>()?;
+    m.add_class::<group::PyGroup>()?;
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! The process's runtime handle: bootstrap, heap allocation, stats, groups.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use symsched_runtime::Runtime;
+
+use crate::block::HeapBlock;
+use crate::errors;
+use crate::group::PyGroup;
+
+/// The runtime plus the bookkeeping the Python side needs, shared by blocks and groups.
+pub struct Shared {
+    pub runtime: Runtime,
+    pub groups: Mutex<Vec<(Vec<usize>, Py<PyGroup>)>>,
+}
+
+/// None when the runtime can run on this host, else why not.
+pub fn availability() -> Option<String> {
+    symsched_runtime::is_available().err()
+}
+
+/// The symsched host runtime of this process (`symsched._native.Runtime`).
+#[pyclass(name = "Runtime", module = "symsched._native", frozen)]
+pub struct PyRuntime {
+    pub(crate) shared: Arc<Shared>,
+}
+
+#[pymethods]
+impl PyRuntime {
+    /// Join the job from the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK,
+    /// LOCAL_WORLD_SIZE, MASTER_PORT, SYMSCHED_JOB_ID). Blocks until every local rank joined.
+    #[staticmethod]
+    fn from_env(py: Python<'_>) -> PyResult<Self> {
+        let runtime = py.detach(Runtime::init_from_env).map_err(errors::rt)?;
+        Ok(PyRuntime {
+            shared: Arc::new(Shared {
+                runtime,
+                groups: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    #[getter]
+    fn rank(&self) -> usize {
+        self.shared.runtime.rank()
+    }
+
+    #[getter]
+    fn world_size(&self) -> usize {
+        self.shared.runtime.world_size()
+    }
+
+    #[getter]
+    fn local_rank(&self) -> usize {
+        self.shared.runtime.local_rank()
+    }
+
+    /// Bytes of this rank's heap segment.
+    #[getter]
+    fn heap_size(&self) -> usize {
+        self.shared.runtime.heap().size()
+    }
+
+    /// Address of this rank's heap segment in this process.
+    #[getter]
+    fn heap_base(&self) -> usize {
+        self.shared.runtime.heap().base() as usize
+    }
+
+    /// Symmetric allocation of `nbytes` (64-byte aligned); collective in call order.
+    fn alloc(&self, nbytes: usize) -> PyResult<HeapBlock> {
+        let a = self.shared.runtime.malloc(nbytes.max(1)).map_err(errors::rt)?;
+        Ok(HeapBlock {
+            rt: self.shared.clone(),
+            offset: a.offset,
+            nbytes: nbytes.max(1),
+            freed: AtomicBool::new(false),
+        })
+    }
+
+    /// Release `block` (collective in call order). Tensors over it must not be used afterwards.
+    fn free(&self, block: &HeapBlock) -> PyResult<()> {
+        if block.freed.swap(true, Ordering::AcqRel) {
+            return Err(errors::value("block was already freed"));
+        }
+        self.shared.runtime.free(block.offset).map_err(|e| {
+            block.freed.store(false, Ordering::Release);
+            errors::rt(e)
+        })
+    }
+
+    /// Heap offset of `block` (the same on every rank).
+    fn offset_of(&self, block: &HeapBlock) -> usize {
+        block.offset
+    }
+
+    /// `{"allocated", "peak", "free"}` bytes of the symmetric heap.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.shared.runtime.stats();
+        let d = PyDict::new(py);
+        d.set_item("allocated", s.allocated)?;
+        d.set_item("peak", s.peak)?;
+        d.set_item("free", s.free)?;
+        Ok(d)
+    }
+
+    /// The group of `members` (global ranks in group order); collective over the members on
+    /// first use, cached afterwards.
+    fn group(&self, py: Python<'_>, members: Vec<usize>) -> PyResult<Py<PyGroup>> {
+        {
+            let groups = self.shared.groups.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((_, g)) = groups.iter().find(|(m, _)| *m == members) {
+                return Ok(g.clone_ref(py));
+            }
+        }
+        let shared = self.shared.clone();
+        let m = members.clone();
+        let g = py
+            .detach(move || shared.runtime.group(&m, false))
+            .map_err(errors::rt)?;
+        let pg = Py::new(py, PyGroup::new(self.shared.clone(), g)?)?;
+        self.shared
+            .groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((members, pg.clone_ref(py)));
+        Ok(pg)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Runtime(rank={}, world_size={}, heap={} bytes)",
+            self.shared.runtime.rank(),
+            self.shared.runtime.world_size(),
+            self.shared.runtime.heap().size()
+        )
+    }
+}

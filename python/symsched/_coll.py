@@ -1,0 +1,246 @@
+"""Validated, non-differentiable collective kernels. The public in-place and functional forms
+(``symsched.collectives``, ``symsched.functional``) wrap these with autograd.
+
+Every argument is checked before anything is sent, so a bad call on one rank fails there
+without leaving peers waiting on a half-started collective (peers still block in their own call
+until the signal timeout; the error on the faulty rank names the argument).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from . import _launch, _state
+from . import _validate as v
+from ._dtypes import DATA_DTYPES, FLOAT_DATA, resolve_wire
+from ._enums import ReduceOp, ReduceOpLike, parse_reduce_op
+from ._errors import SymschedArgumentError, SymschedRuntimeError, SymschedTypeError
+from .interop import note_symsched
+
+DTYPES = tuple(DATA_DTYPES)
+
+
+def _reduce_op(op: ReduceOpLike, dtype: torch.dtype) -> ReduceOp:
+    r = parse_reduce_op(op)
+    if r is ReduceOp.AVG and dtype not in FLOAT_DATA:
+        raise SymschedArgumentError(f"`op`='avg' needs a floating dtype, got {dtype}")
+    return r
+
+
+def allgather(output: torch.Tensor, input: torch.Tensor, group: Any = None) -> None:
+    """``output`` (P·n elements) ← concatenation of every rank's ``input`` (n elements)."""
+    v.tensor(output, "output_tensor", dtypes=DTYPES)
+    v.tensor(input, "input_tensor", dtypes=DTYPES)
+    v.same_dtype(output, "output_tensor", input, "input_tensor")
+    info = _state.resolve_group(group)
+    if output.numel() != info.size * input.numel():
+        raise SymschedArgumentError(
+            f"`output_tensor` must have group size × input elements = {info.size} × {input.numel()} = "
+            f"{info.size * input.numel()}, got {output.numel()}")
+    note_symsched(output, "allgather")
+    _launch.run("allgather", info, "allgather_push", [input, output], input.dtype, {"n": input.numel()},
+                nbytes=output.numel() * output.element_size())
+
+
+def _rs_schedule(wire: Optional[torch.dtype]) -> str:
+    if wire is None:
+        return "reduce_scatter_push"
+    names = _state.native().schedules()
+    if "reduce_scatter_push_wire" in names:
+        return "reduce_scatter_push_wire"
+    raise SymschedRuntimeError(
+        "low-precision reduce_scatter needs a wire-format reduce-scatter schedule "
+        "(`reduce_scatter_push_wire`) which the standard library does not ship yet; "
+        "pass low_precision_dtype=None or use shmem_allreduce")
+
+
+def reduce_scatter(output: torch.Tensor, input: torch.Tensor, op: ReduceOpLike = "sum", group: Any = None,
+                   low_precision_dtype: Union[None, str, torch.dtype] = None) -> None:
+    """``output`` (n) ← block ``rank`` of the element-wise reduction of every rank's ``input`` (P·n)."""
+    v.tensor(output, "output_tensor", dtypes=DTYPES)
+    v.tensor(input, "input_tensor", dtypes=DTYPES)
+    v.same_dtype(output, "output_tensor", input, "input_tensor")
+    r = _reduce_op(op, input.dtype)
+    wire = resolve_wire(low_precision_dtype, input.dtype)
+    info = _state.resolve_group(group)
+    if input.numel() != info.size * output.numel():
+        raise SymschedArgumentError(
+            f"`input_tensor` must have group size × output elements = {info.size} × {output.numel()} = "
+            f"{info.size * output.numel()}, got {input.numel()}")
+    schedule = _rs_schedule(wire)
+    note_symsched(input, "reduce_scatter")
+    _launch.run("reduce_scatter", info, schedule, [input, output], input.dtype, {"n": output.numel()},
+                reduce=r, wire=wire, nbytes=input.numel() * input.element_size())
+
+
+def allreduce(tensor: torch.Tensor, op: ReduceOpLike = "sum", group: Any = None,
+              low_precision_dtype: Union[None, str, torch.dtype] = None) -> None:
+    """In place: ``tensor`` ← element-wise reduction over the group, identical on every rank."""
+    v.tensor(tensor, "tensor", dtypes=DTYPES)
+    r = _reduce_op(op, tensor.dtype)
+    wire = resolve_wire(low_precision_dtype, tensor.dtype)
+    if wire is not None and r in (ReduceOp.MAX, ReduceOp.MIN) and low_precision_dtype is not None:
+        # max/min through a narrower wire would return values no rank holds
+        raise SymschedArgumentError(f"`low_precision_dtype` applies to 'sum'/'avg' only, got op='{r.value}'")
+    if r in (ReduceOp.MAX, ReduceOp.MIN):
+        wire = None
+    info = _state.resolve_group(group)
+    nbytes = tensor.numel() * tensor.element_size()
+    note_symsched(tensor, "allreduce")
+    _launch.run("allreduce", info, _launch.allreduce_schedule(nbytes, wire), [tensor], tensor.dtype,
+                {"n": tensor.numel()}, reduce=r, wire=wire, nbytes=nbytes)
+
+
+def _counts(lst: Any, arg: str, size: int) -> List[int]:
+    if isinstance(lst, torch.Tensor):
+        lst = lst.tolist()
+    if not isinstance(lst, (list, tuple)):
+        raise SymschedTypeError(f"`{arg}` must be a list (or 1-d tensor) of {size} element counts")
+    if len(lst) != size:
+        raise SymschedArgumentError(f"`{arg}` must have one entry per group rank ({size}), got {len(lst)}")
+    return [v.integer(c, f"{arg}[{i}]") for i, c in enumerate(lst)]
+
+
+def _packed(tensors: Sequence[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The flat tensor the list already is, when its members are consecutive views of one buffer."""
+    if not tensors:
+        return None
+    first = tensors[0]
+    ptr = first.data_ptr()
+    for t in tensors:
+        if t.data_ptr() != ptr or not t.is_contiguous():
+            return None
+        ptr += t.numel() * t.element_size()
+    total = sum(t.numel() for t in tensors)
+    base = first.untyped_storage()
+    if any(t.untyped_storage().data_ptr() != base.data_ptr() for t in tensors):
+        return None
+    return torch.empty(0, dtype=first.dtype).set_(base, first.storage_offset(), (total,))
+
+
+def alltoall(send_tensor_list: Sequence[torch.Tensor], receive_tensor: torch.Tensor,
+             receive_list: Any, group: Any = None) -> None:
+    """All-to-all-v: ``send_tensor_list[j]`` goes to rank j; ``receive_tensor`` holds, in rank
+    order, ``receive_list[j]`` elements from each rank j."""
+    info = _state.resolve_group(group)
+    if not isinstance(send_tensor_list, (list, tuple)):
+        raise SymschedTypeError("`send_tensor_list` must be a list of tensors, one per group rank")
+    if len(send_tensor_list) != info.size:
+        raise SymschedArgumentError(
+            f"`send_tensor_list` must have one tensor per group rank ({info.size}), got {len(send_tensor_list)}")
+    v.tensor(receive_tensor, "receive_tensor", dtypes=DTYPES)
+    for i, t in enumerate(send_tensor_list):
+        v.tensor(t, f"send_tensor_list[{i}]", dtypes=DTYPES, contiguous=False)
+        v.same_dtype(t, f"send_tensor_list[{i}]", receive_tensor, "receive_tensor")
+    recv = _counts(receive_list, "receive_list", info.size)
+    if sum(recv) != receive_tensor.numel():
+        raise SymschedArgumentError(
+            f"`receive_tensor` must hold sum(receive_list) = {sum(recv)} elements, got {receive_tensor.numel()}")
+    send = [int(t.numel()) for t in send_tensor_list]
+    flat = _packed(send_tensor_list)
+    if flat is None:
+        flat = torch.cat([t.reshape(-1) for t in send_tensor_list]) if sum(send) else receive_tensor.new_empty(0)
+    note_symsched(receive_tensor, "alltoall")
+    _launch.run("alltoall", info, "alltoallv_push", [flat, receive_tensor], receive_tensor.dtype, {},
+                send_counts=send, recv_counts=recv, nbytes=flat.numel() * flat.element_size())
+
+
+def broadcast(tensor: torch.Tensor, src: int, group: Any = None) -> None:
+    """In place: ``tensor`` ← ``src``'s tensor (``src`` group-local)."""
+    v.tensor(tensor, "tensor", dtypes=DTYPES)
+    info = _state.resolve_group(group)
+    root = _state.check_peer(src, info, "src")
+    note_symsched(tensor, "broadcast")
+    _launch.run("broadcast", info, "broadcast_push", [tensor], tensor.dtype, {"n": tensor.numel()},
+                params={"root": root}, nbytes=tensor.numel() * tensor.element_size())
+
+
+def reduce(tensor: torch.Tensor, dst: int, op: ReduceOpLike = "sum", group: Any = None) -> None:
+    """In place on ``dst``: ``tensor`` ← reduction over the group; other ranks' tensors unspecified."""
+    v.tensor(tensor, "tensor", dtypes=DTYPES)
+    r = _reduce_op(op, tensor.dtype)
+    info = _state.resolve_group(group)
+    root = _state.check_peer(dst, info, "dst")
+    _launch.run("reduce", info, "reduce_push", [tensor], tensor.dtype, {"n": tensor.numel()},
+                params={"root": root}, reduce=r, nbytes=tensor.numel() * tensor.element_size())
+
+
+def _pair(peer: int, info: _state.GroupInfo, arg: str) -> Tuple[_state.GroupInfo, int, int]:
+    """The two-rank group {me, peer} (sorted by global rank) and the local indices of (me, peer)."""
+    p = _state.check_peer(peer, info, arg)
+    if p == info.rank:
+        raise SymschedArgumentError(f"`{arg}`={peer} is this rank itself; send/recv need a different peer")
+    me_g, peer_g = info.ranks[info.rank], info.ranks[p]
+    pair = tuple(sorted((me_g, peer_g)))
+    pinfo = _state.resolve_group(list(pair), arg="group")
+    return pinfo, pair.index(me_g), pair.index(peer_g)
+
+
+def send(tensor: torch.Tensor, dst_rank: int, group: Any = None) -> None:
+    """Point-to-point send to ``dst_rank`` (group-local); pairs with ``recv`` on that rank."""
+    v.tensor(tensor, "tensor", dtypes=DTYPES)
+    pinfo, me, peer = _pair(dst_rank, _state.resolve_group(group), "dst_rank")
+    _launch.run("send", pinfo, "sendrecv_pair", [tensor], tensor.dtype, {"n": tensor.numel()},
+                params={"src": me, "dst": peer}, nbytes=tensor.numel() * tensor.element_size())
+
+
+def recv(tensor: torch.Tensor, src_rank: int, group: Any = None) -> None:
+    """Point-to-point receive from ``src_rank`` (group-local) into ``tensor`` (same numel and dtype)."""
+    v.tensor(tensor, "tensor", dtypes=DTYPES)
+    pinfo, me, peer = _pair(src_rank, _state.resolve_group(group), "src_rank")
+    _launch.run("recv", pinfo, "sendrecv_pair", [tensor], tensor.dtype, {"n": tensor.numel()},
+                params={"src": peer, "dst": me}, nbytes=tensor.numel() * tensor.element_size())
+
+
+def _matrix(t: Any, arg: str, dtypes: Sequence[torch.dtype]) -> torch.Tensor:
+    v.tensor(t, arg, dtypes=dtypes)
+    if t.dim() != 2:
+        raise SymschedArgumentError(f"`{arg}` must be a 2-d matrix, got shape {tuple(t.shape)}")
+    return t
+
+
+def allgather_matmul(a: torch.Tensor, b: torch.Tensor, gather_out: torch.Tensor, c: torch.Tensor,
+                     group: Any = None) -> None:
+    """MC2: ``gather_out`` ← allgather(a) (P·m×k) and ``c`` ← gather_out @ b (P·m×n), each block
+    multiplied as soon as it arrives."""
+    fl = FLOAT_DATA
+    _matrix(a, "a", fl), _matrix(b, "b", fl), _matrix(gather_out, "gather_out", fl), _matrix(c, "c", fl)
+    for name, t in (("b", b), ("gather_out", gather_out), ("c", c)):
+        v.same_dtype(t, name, a, "a")
+    info = _state.resolve_group(group)
+    m, k = a.shape
+    k2, n = b.shape
+    if k2 != k:
+        raise SymschedArgumentError(f"`b` must have {k} rows (a is {m}×{k}), got {k2}")
+    if tuple(gather_out.shape) != (info.size * m, k):
+        raise SymschedArgumentError(f"`gather_out` must be {info.size * m}×{k}, got {tuple(gather_out.shape)}")
+    if tuple(c.shape) != (info.size * m, n):
+        raise SymschedArgumentError(f"`c` must be {info.size * m}×{n}, got {tuple(c.shape)}")
+    _launch.run("fused_all_gather_matmul", info, "allgather_matmul", [a, b, gather_out, c], a.dtype,
+                {"m": m, "k": k, "n": n}, nbytes=gather_out.numel() * gather_out.element_size())
+
+
+def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, op: ReduceOpLike = "sum",
+                          group: Any = None) -> None:
+    """MC2: ``out`` (m×n) ← block ``rank`` of reduce_scatter(a @ b) with a P·m×k, b k×n."""
+    fl = FLOAT_DATA
+    _matrix(a, "x1", fl), _matrix(b, "x2", fl), _matrix(out, "output", fl)
+    v.same_dtype(b, "x2", a, "x1")
+    v.same_dtype(out, "output", a, "x1")
+    r = _reduce_op(op, a.dtype)
+    if r not in (ReduceOp.SUM, ReduceOp.AVG):
+        raise SymschedArgumentError(f"`reduce_op` must be 'sum' or 'avg' for matmul_reduce_scatter, got '{r.value}'")
+    info = _state.resolve_group(group)
+    mp, k = a.shape
+    k2, n = b.shape
+    if k2 != k:
+        raise SymschedArgumentError(f"`x2` must have {k} rows (x1 is {mp}×{k}), got {k2}")
+    if mp % info.size:
+        raise SymschedArgumentError(f"`x1` rows ({mp}) must be a multiple of the group size {info.size}")
+    m = mp // info.size
+    if tuple(out.shape) != (m, n):
+        raise SymschedArgumentError(f"`output` must be {m}×{n}, got {tuple(out.shape)}")
+    _launch.run("fused_matmul_reduce_scatter", info, "matmul_reduce_scatter", [a, b, out], a.dtype,
+                {"m": m, "k": k, "n": n}, reduce=r, nbytes=out.numel() * out.element_size() * info.size)

@@ -1,0 +1,45 @@
+"""Exception types raised by symsched.
+
+Every error a user can cause by passing a bad argument is a ``ValueError`` or ``TypeError``
+subclass, so ordinary ``except ValueError`` handling keeps working; runtime failures (timeouts,
+dead peers, a runtime that cannot start) are ``SymschedRuntimeError``.
+"""
+
+from __future__ import annotations
+
+
+class SymschedError(Exception):
+    """Base class of every symsched error."""
+
+
+class SymschedArgumentError(SymschedError, ValueError):
+    """An argument has a bad value; the message names the argument and what was expected."""
+
+
+class SymschedTypeError(SymschedError, TypeError):
+    """An argument has the wrong type; the message names the argument and the expected type."""
+
+
+class NotSymmetricError(SymschedArgumentError):
+    """A tensor that must live in the symmetric heap (a ``symm.empty`` tensor) does not."""
+
+
+class StaleTensorError(NotSymmetricError):
+    """A tensor whose symmetric allocation was released with ``symm.free``."""
+
+
+class UnavailableError(SymschedError, RuntimeError):
+    """The symmetric-memory runtime cannot be used here; ``symm.availability()`` says why."""
+
+
+class SymschedRuntimeError(SymschedError, RuntimeError):
+    """A failure reported by the native runtime (timeout, dead peer, executor error)."""
+
+
+class ForbiddenMixError(SymschedError, RuntimeError):
+    """One gradient bucket (storage) was reduced partly by gloo and partly by symsched in one step.
+
+    RFC §5.4 forbids mixing the framework's collectives and symmetric memory on the same data in
+    the same communication stage: each library synchronises differently, so the result is
+    inconsistent. See :mod:`symsched.interop`.
+    """

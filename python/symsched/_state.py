@@ -1,0 +1,204 @@
+"""Process-wide runtime state: bootstrap, availability and the group cache.
+
+The native runtime is started once per process. Bootstrap is collective over the ranks of the
+node: every local rank must reach :func:`init` (directly, or through the first ``symm.empty`` or
+collective on WORLD). Inside a ``torch.distributed`` job the rank variables come from the job
+and a job id is agreed through the job's store, so two jobs that reuse a ``MASTER_PORT`` never
+meet in the same rendezvous directory.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+import torch.distributed as dist
+
+from ._errors import SymschedArgumentError, SymschedRuntimeError, SymschedTypeError, UnavailableError
+
+try:  # the compiled module is absent when the package is imported from a source tree
+    from . import _native  # type: ignore[attr-defined]
+
+    _IMPORT_ERROR: Optional[str] = None
+except ImportError as exc:  # pragma: no cover - exercised only on broken installs
+    _native = None  # type: ignore[assignment]
+    _IMPORT_ERROR = f"the native module symsched._native could not be imported: {exc}"
+
+_lock = threading.RLock()
+_runtime: Any = None
+_groups: Dict[Tuple[int, ...], "GroupInfo"] = {}
+
+_STORE_KEY = "symsched/job_id"
+
+
+def native() -> Any:
+    """The ``symsched._native`` module, or :class:`UnavailableError` when it cannot be loaded."""
+    if _native is None:
+        raise UnavailableError(_IMPORT_ERROR or "symsched._native is missing")
+    return _native
+
+
+def availability() -> Optional[str]:
+    """None when symmetric memory can be used in this process, else the reason it cannot."""
+    if _native is None:
+        return _IMPORT_ERROR
+    reason = _native.availability()
+    if reason:
+        return reason
+    if _runtime is None and not dist.is_initialized() and "RANK" not in os.environ:
+        return ("no distributed job: call torch.distributed.init_process_group(...) (or run under "
+                "torchrun) before using symsched")
+    return None
+
+
+def is_shmem_available() -> bool:
+    """True when :func:`availability` reports no problem."""
+    return availability() is None
+
+
+def _job_id_from_store() -> str:
+    """Agree on a job id through the torch store (rank 0 writes, everyone reads)."""
+    if os.environ.get("SYMSCHED_JOB_ID"):
+        return os.environ["SYMSCHED_JOB_ID"]
+    rank = dist.get_rank()
+    try:
+        store = dist.distributed_c10d._get_default_store()  # noqa: SLF001 - the job's own store
+    except Exception:  # pragma: no cover - stores are always present for gloo jobs
+        store = None
+    if store is not None:
+        if rank == 0:
+            store.set(_STORE_KEY, uuid.uuid4().hex[:16])
+        return store.get(_STORE_KEY).decode()
+    box = [uuid.uuid4().hex[:16] if rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return str(box[0])
+
+
+def init() -> None:
+    """Start the symmetric-memory runtime (idempotent).
+
+    Collective over the ranks of this node. Inside a ``torch.distributed`` job the ranks are
+    the job's; otherwise the torchrun variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+    MASTER_PORT) are read.
+    """
+    global _runtime
+    with _lock:
+        if _runtime is not None:
+            return
+        nat = native()
+        reason = nat.availability()
+        if reason:
+            raise UnavailableError(reason)
+        if dist.is_initialized():
+            os.environ["RANK"] = str(dist.get_rank())
+            os.environ["WORLD_SIZE"] = str(dist.get_world_size())
+            os.environ.setdefault("MASTER_PORT", "0")
+            os.environ["SYMSCHED_JOB_ID"] = _job_id_from_store()
+            if dist.get_rank() == 0:
+                from .profiling import reset_trace_file
+
+                reset_trace_file()
+        elif "RANK" not in os.environ:
+            raise UnavailableError(
+                "no distributed job: call torch.distributed.init_process_group(...) (or run under "
+                "torchrun) before using symsched")
+        try:
+            _runtime = nat.Runtime.from_env()
+        except Exception as exc:  # the native error text is the useful part
+            raise SymschedRuntimeError(f"symsched runtime failed to start: {exc}") from exc
+
+
+def runtime() -> Any:
+    """The native runtime, started on first use."""
+    if _runtime is None:
+        init()
+    return _runtime
+
+
+def is_initialized() -> bool:
+    """Whether :func:`init` has run in this process."""
+    return _runtime is not None
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A resolved group: its global ranks in group-rank order, this rank's index, the handle."""
+
+    ranks: Tuple[int, ...]
+    rank: int
+    handle: Any
+
+    @property
+    def size(self) -> int:
+        return len(self.ranks)
+
+    def describe(self) -> str:
+        return "WORLD" if self.ranks == tuple(range(len(self.ranks))) and self.size == _world() else str(
+            list(self.ranks))
+
+
+def _world() -> int:
+    return dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _global_rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+
+
+def group_ranks(group: Any, arg: str = "group") -> Tuple[int, ...]:
+    """Global ranks of ``group`` in group-rank order (None = WORLD)."""
+    if group is None or (dist.is_initialized() and group is dist.group.WORLD):
+        return tuple(range(_world()))
+    if isinstance(group, (list, tuple)):
+        ranks = tuple(group)
+        if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+            raise SymschedTypeError(f"`{arg}` as a rank list must hold ints, got {list(group)!r}")
+        return ranks
+    if not isinstance(group, dist.ProcessGroup):
+        raise SymschedTypeError(
+            f"`{arg}` must be a torch.distributed ProcessGroup or None (WORLD), got {type(group).__name__}")
+    try:
+        return tuple(dist.get_process_group_ranks(group))
+    except Exception as exc:
+        raise SymschedArgumentError(f"`{arg}`: cannot read the ranks of this ProcessGroup: {exc}") from exc
+
+
+def resolve_group(group: Any, arg: str = "group") -> GroupInfo:
+    """Map a ProcessGroup (or None = WORLD) to the runtime group, cached per rank list."""
+    ranks = group_ranks(group, arg)
+    me = _global_rank()
+    if not ranks:
+        raise SymschedArgumentError(f"`{arg}` is empty")
+    if len(set(ranks)) != len(ranks):
+        raise SymschedArgumentError(f"`{arg}` lists a rank twice: {list(ranks)}")
+    world = _world()
+    bad = [r for r in ranks if not 0 <= r < world]
+    if bad:
+        raise SymschedArgumentError(f"`{arg}` names ranks {bad} outside the world of size {world}")
+    if me not in ranks:
+        raise SymschedArgumentError(f"`{arg}`: this rank ({me}) is not a member of group {list(ranks)}")
+    with _lock:
+        info = _groups.get(ranks)
+        if info is None:
+            rt = runtime()
+            try:
+                handle = rt.group(list(ranks))
+            except Exception as exc:
+                raise SymschedRuntimeError(f"cannot create group {list(ranks)}: {exc}") from exc
+            info = GroupInfo(ranks=ranks, rank=ranks.index(me), handle=handle)
+            _groups[ranks] = info
+        return info
+
+
+def check_peer(peer: Any, info: GroupInfo, arg: str) -> int:
+    """A group-local rank in ``0..size-1``."""
+    if isinstance(peer, bool) or not isinstance(peer, int):
+        raise SymschedTypeError(f"`{arg}` must be an int group-local rank, got {type(peer).__name__}")
+    if not 0 <= peer < info.size:
+        raise SymschedArgumentError(
+            f"`{arg}`={peer} is outside the group (expected a group-local rank in 0..{info.size - 1} "
+            f"of group {list(info.ranks)})")
+    return peer

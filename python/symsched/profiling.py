@@ -1,0 +1,127 @@
+"""Profiler integration and the ``SYMSCHED_TRACE`` Chrome/Perfetto trace.
+
+Every symsched op runs inside ``torch.profiler.record_function("symsched::<op>")`` and, nested in
+it, a second range named ``symsched::<op> bytes=<B> group=<ranks>`` (torch's record_function
+drops its ``args`` string from exported traces, so size and group travel in the name of the inner
+range while the outer name keeps ``key_averages()`` aggregation per op).
+
+With ``SYMSCHED_TRACE=PATH`` every rank records one complete event per op (name, bytes, group,
+schedule) and, when the native executor reports them, one event per executed plan step (puts,
+waits, reduces). At exit (or :func:`flush_trace`) each rank merges its events into ``PATH``
+under a file lock, so one JSON file holds the whole job (``pid`` = global rank, ``tid`` = group)
+and opens in chrome://tracing or ui.perfetto.dev.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import json
+import os
+import threading
+import time
+from typing import Any, Dict, Iterator, List, Optional
+
+import torch
+
+TRACE_ENV = "SYMSCHED_TRACE"
+
+_events: List[Dict[str, Any]] = []
+_events_lock = threading.Lock()
+_t0_ns = time.time_ns() - time.perf_counter_ns()
+_registered = False
+
+
+def trace_path() -> Optional[str]:
+    """The trace file from ``SYMSCHED_TRACE``, or None when tracing is off."""
+    p = os.environ.get(TRACE_ENV)
+    return p or None
+
+
+def _now_us() -> float:
+    # wall-clock based so events of different processes line up
+    return (_t0_ns + time.perf_counter_ns()) / 1000.0
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+
+
+def add_events(events: List[Dict[str, Any]]) -> None:
+    """Append already-formed trace events (used for the executor's step events)."""
+    global _registered
+    if not events:
+        return
+    with _events_lock:
+        _events.extend(events)
+        if not _registered:
+            atexit.register(flush_trace)
+            _registered = True
+
+
+@contextlib.contextmanager
+def op_range(op: str, nbytes: int, group: str, **args: Any) -> Iterator[Dict[str, Any]]:
+    """Profile one symsched op; yields a dict the caller may add trace args to."""
+    extra: Dict[str, Any] = dict(args)
+    with torch.profiler.record_function(f"symsched::{op}"):
+        with torch.profiler.record_function(f"symsched::{op} bytes={nbytes} group={group}"):
+            if trace_path() is None:
+                yield extra
+                return
+            start = _now_us()
+            try:
+                yield extra
+            finally:
+                end = _now_us()
+                extra.update({"bytes": nbytes, "group": group})
+                add_events([{
+                    "name": f"symsched::{op}", "cat": "symsched", "ph": "X",
+                    "ts": start, "dur": max(end - start, 0.001),
+                    "pid": _rank(), "tid": f"group {group}", "args": extra,
+                }])
+
+
+def flush_trace() -> None:
+    """Merge this rank's recorded events into ``SYMSCHED_TRACE`` (safe to call repeatedly)."""
+    path = trace_path()
+    if path is None:
+        return
+    with _events_lock:
+        mine = list(_events)
+        _events.clear()
+    if not mine:
+        return
+    rank = _rank()
+    meta = [{"name": "process_name", "ph": "M", "pid": rank, "args": {"name": f"rank {rank}"}}]
+    lock_path = path + ".lock"
+    with open(lock_path, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            data: Dict[str, Any] = {"traceEvents": [], "displayTimeUnit": "ms"}
+            if os.path.exists(path) and os.path.getsize(path) > 0:
+                try:
+                    with open(path) as f:
+                        data = json.load(f)
+                except (OSError, ValueError):
+                    data = {"traceEvents": [], "displayTimeUnit": "ms"}
+            events = data.setdefault("traceEvents", [])
+            if not any(e.get("ph") == "M" and e.get("pid") == rank for e in events):
+                events.extend(meta)
+            events.extend(mine)
+            tmp = f"{path}.tmp{os.getpid()}"
+            with open(tmp, "w") as f:
+                json.dump(data, f)
+            os.replace(tmp, path)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def reset_trace_file() -> None:
+    """Remove a previous run's trace (rank 0, at init, before any rank can write)."""
+    path = trace_path()
+    if path and os.path.exists(path):
+        with contextlib.suppress(OSError):
+            os.remove(path)

@@ -1,0 +1,57 @@
+"""Helpers shared by the scenarios (run inside rank processes)."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+import torch
+import torch.distributed as dist
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64]
+FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def make_groups(world: int) -> Dict[str, Tuple[object, List[int]]]:
+    """Every group shape of the test matrix this rank belongs to: name -> (ProcessGroup, ranks).
+
+    ``dist.new_group`` is collective over WORLD, so every rank creates every group in one order.
+    """
+    rank = dist.get_rank()
+    shapes: Dict[str, List[List[int]]] = {"world": [list(range(world))]}
+    if world >= 2 and world % 2 == 0:
+        h = world // 2
+        shapes["halves"] = [list(range(h)), list(range(h, world))]
+        shapes["strided"] = [list(range(0, world, 2)), list(range(1, world, 2))]
+    shapes["singleton"] = [[r] for r in range(world)]
+    out: Dict[str, Tuple[object, List[int]]] = {"world_none": (None, list(range(world)))}
+    for name, lists in shapes.items():
+        for ranks in lists:
+            pg = dist.new_group(ranks)
+            if rank in ranks:
+                out[name] = (pg, ranks)
+    return out
+
+
+def data(seed: int, n: int, dtype: torch.dtype) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return (torch.randn(n, generator=g, dtype=torch.float64) * 3).to(dtype)
+    return torch.randint(-1000, 1000, (n,), generator=g, dtype=torch.int64).to(dtype)
+
+
+def reference_reduce(parts: List[torch.Tensor], op: str) -> torch.Tensor:
+    """Sequential fold in rank order, accumulating 16-bit floats in f32 and rounding once."""
+    dtype = parts[0].dtype
+    acc_t = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    acc = parts[0].to(acc_t).clone()
+    for p in parts[1:]:
+        q = p.to(acc_t)
+        if op in ("sum", "avg"):
+            acc = acc + q
+        elif op == "max":
+            acc = torch.maximum(acc, q)
+        else:
+            acc = torch.minimum(acc, q)
+    if op == "avg":
+        acc = acc / len(parts)
+    return acc.to(dtype)

@@ -1,0 +1,525 @@
+//! Local bootstrap: the ranks of one node exchange their heap segments as memfd descriptors over
+//! a `SOCK_SEQPACKET` Unix socket in the private rendezvous directory (SCM_RIGHTS). Local rank 0
+//! listens; every other local rank sends `hello` with its descriptor; rank 0 answers each with
+//! the full table and every descriptor. Every step is bounded by the rendezvous timeout and a
+//! timeout names the ranks that never showed up.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::error::{RankList, RuntimeError};
+
+/// Name of the socket inside the rendezvous directory.
+pub const SOCKET_NAME: &str = "rdv.sock";
+/// Most descriptors one message can carry (kernel SCM_MAX_FD is 253).
+const MAX_FDS: usize = 250;
+
+/// What one local rank tells the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerInfo {
+    /// Global rank.
+    pub rank: usize,
+    /// Process id (for liveness checks).
+    pub pid: i32,
+    /// Segment size.
+    pub heap_size: u64,
+    /// Node identity.
+    pub node_id: String,
+}
+
+impl PeerInfo {
+    fn encode(&self) -> String {
+        let node: String = self
+            .node_id
+            .chars()
+            .map(|c| if c == '\n' { ' ' } else { c })
+            .collect();
+        format!("{}\t{}\t{}\t{}", self.rank, self.pid, self.heap_size, node)
+    }
+
+    fn decode(line: &str) -> Option<Self> {
+        let mut it = line.splitn(4, '\t');
+        Some(PeerInfo {
+            rank: it.next()?.parse().ok()?,
+            pid: it.next()?.parse().ok()?,
+            heap_size: it.next()?.parse().ok()?,
+            node_id: it.next()?.to_string(),
+        })
+    }
+}
+
+/// The outcome of the exchange: every local rank's info and segment descriptor, ordered by
+/// local rank.
+#[derive(Debug)]
+pub struct Exchanged {
+    /// Local ranks' info.
+    pub peers: Vec<PeerInfo>,
+    /// Their segment descriptors (this rank's own included).
+    pub fds: Vec<OwnedFd>,
+    /// A random number chosen by local rank 0, identical on every local rank: names this
+    /// incarnation of the job so records of an earlier run in the same directory are ignored.
+    pub nonce: u64,
+}
+
+/// A random 64-bit number from the kernel.
+pub fn random_u64() -> u64 {
+    let mut v = 0u64;
+    // SAFETY: writing 8 bytes into a u64.
+    let n = unsafe { libc::getrandom(&mut v as *mut u64 as *mut libc::c_void, 8, 0) };
+    if n != 8 {
+        // Entropy is only used to tell incarnations apart; time and pid are enough then.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        v = t ^ ((std::process::id() as u64) << 32);
+    }
+    v
+}
+
+fn sock() -> Result<OwnedFd, RuntimeError> {
+    // SAFETY: plain socket creation; result checked.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(RuntimeError::last_os("socket(AF_UNIX, SOCK_SEQPACKET)"));
+    }
+    // SAFETY: fresh descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn sockaddr(path: &Path) -> Result<(libc::sockaddr_un, libc::socklen_t), RuntimeError> {
+    // SAFETY: zeroed sockaddr_un is valid.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(RuntimeError::InvalidArgument(format!(
+            "rendezvous socket path {} is longer than {} bytes",
+            path.display(),
+            addr.sun_path.len() - 1
+        )));
+    }
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    Ok((addr, len as libc::socklen_t))
+}
+
+/// Waits until `fd` is readable or `deadline` passes (true = readable).
+fn poll_in(fd: RawFd, deadline: Instant) -> Result<bool, RuntimeError> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(RuntimeError::io("poll on the rendezvous socket", e));
+        }
+        return Ok(n > 0);
+    }
+}
+
+fn send_msg(fd: RawFd, data: &[u8], fds: &[RawFd]) -> Result<(), RuntimeError> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let space =
+        unsafe { libc::CMSG_SPACE((fds.len() * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let mut cbuf = vec![0u8; space.max(1)];
+    // SAFETY: msghdr zeroed then filled with valid pointers that outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = space as _;
+        // SAFETY: the control buffer has room for one cmsg carrying `fds`.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN((fds.len() * std::mem::size_of::<RawFd>()) as u32) as _;
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr(),
+                libc::CMSG_DATA(c) as *mut RawFd,
+                fds.len(),
+            );
+        }
+    }
+    // SAFETY: msg is valid for the call.
+    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+    if n < 0 || n as usize != data.len() {
+        return Err(RuntimeError::last_os("sendmsg on the rendezvous socket"));
+    }
+    Ok(())
+}
+
+fn recv_msg(fd: RawFd) -> Result<(Vec<u8>, Vec<OwnedFd>), RuntimeError> {
+    let mut buf = vec![0u8; 1 << 16];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let space =
+        unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let mut cbuf = vec![0u8; space];
+    // SAFETY: msghdr zeroed then filled with valid buffers.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = space as _;
+    // SAFETY: valid msghdr; CMSG_CLOEXEC so received fds are not inherited by children.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(RuntimeError::last_os("recvmsg on the rendezvous socket"));
+    }
+    let mut fds = Vec::new();
+    // SAFETY: walking the control messages the kernel filled in.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c) as *const RawFd;
+                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<RawFd>();
+                for i in 0..count {
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+        return Err(RuntimeError::Rendezvous {
+            rank: usize::MAX,
+            reason: "rendezvous message truncated".into(),
+        });
+    }
+    buf.truncate(n as usize);
+    Ok((buf, fds))
+}
+
+/// Exchanges segments among the `local_world` ranks of this node. `me` is this rank's info,
+/// `first_rank` the global rank of local rank 0.
+pub fn exchange(
+    dir: &Path,
+    me: &PeerInfo,
+    my_fd: RawFd,
+    local_rank: usize,
+    local_world: usize,
+    first_rank: usize,
+    timeout: Duration,
+) -> Result<Exchanged, RuntimeError> {
+    if local_world > MAX_FDS {
+        return Err(RuntimeError::Rendezvous {
+            rank: me.rank,
+            reason: format!("{local_world} local ranks exceed the supported {MAX_FDS}"),
+        });
+    }
+    let path = dir.join(SOCKET_NAME);
+    let deadline = Instant::now() + timeout;
+    if local_world == 1 {
+        // SAFETY: duplicating our own descriptor.
+        let dup = unsafe { libc::fcntl(my_fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if dup < 0 {
+            return Err(RuntimeError::last_os("dup of the heap segment"));
+        }
+        return Ok(Exchanged {
+            peers: vec![me.clone()],
+            // SAFETY: fresh descriptor.
+            fds: vec![unsafe { OwnedFd::from_raw_fd(dup) }],
+            nonce: random_u64(),
+        });
+    }
+    if local_rank == 0 {
+        serve(&path, me, my_fd, local_world, first_rank, deadline, timeout)
+    } else {
+        join(&path, me, my_fd, local_world, first_rank, deadline, timeout)
+    }
+}
+
+fn serve(
+    path: &Path,
+    me: &PeerInfo,
+    my_fd: RawFd,
+    local_world: usize,
+    first_rank: usize,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<Exchanged, RuntimeError> {
+    let listener = sock()?;
+    let (addr, len) = sockaddr(path)?;
+    let _ = std::fs::remove_file(path);
+    // SAFETY: valid address.
+    if unsafe {
+        libc::bind(
+            listener.as_raw_fd(),
+            &addr as *const _ as *const libc::sockaddr,
+            len,
+        )
+    } != 0
+    {
+        return Err(RuntimeError::last_os(format!("bind {}", path.display())));
+    }
+    let _unlink = Unlink(path.to_path_buf());
+    // SAFETY: valid listening socket.
+    if unsafe { libc::listen(listener.as_raw_fd(), local_world as i32) } != 0 {
+        return Err(RuntimeError::last_os("listen on the rendezvous socket"));
+    }
+    let mut infos: Vec<Option<PeerInfo>> = vec![None; local_world];
+    let mut fds: Vec<Option<OwnedFd>> = (0..local_world).map(|_| None).collect();
+    let mut conns = Vec::new();
+    infos[0] = Some(me.clone());
+    // SAFETY: duplicating our own descriptor.
+    let dup = unsafe { libc::fcntl(my_fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(RuntimeError::last_os("dup of the heap segment"));
+    }
+    // SAFETY: fresh descriptor.
+    fds[0] = Some(unsafe { OwnedFd::from_raw_fd(dup) });
+    let missing = |infos: &[Option<PeerInfo>]| {
+        RankList(
+            infos
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| i.is_none())
+                .map(|(l, _)| first_rank + l)
+                .collect(),
+        )
+    };
+    while infos.iter().any(Option::is_none) {
+        if !poll_in(listener.as_raw_fd(), deadline)? {
+            return Err(RuntimeError::RendezvousTimeout {
+                rank: me.rank,
+                step: "hello (local rank 0 waiting for its peers)".into(),
+                dir: path.parent().unwrap_or(path).display().to_string(),
+                timeout_ms: timeout.as_millis() as u64,
+                missing: missing(&infos),
+            });
+        }
+        // SAFETY: accepting on a valid listener.
+        let c = unsafe {
+            libc::accept4(
+                listener.as_raw_fd(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC,
+            )
+        };
+        if c < 0 {
+            continue;
+        }
+        // SAFETY: fresh descriptor.
+        let c = unsafe { OwnedFd::from_raw_fd(c) };
+        if !poll_in(c.as_raw_fd(), deadline)? {
+            continue;
+        }
+        let (data, mut got) = recv_msg(c.as_raw_fd())?;
+        let text = String::from_utf8_lossy(&data);
+        let info = text.strip_prefix("hello\t").and_then(PeerInfo::decode);
+        let (Some(info), 1) = (info, got.len()) else {
+            return Err(RuntimeError::Rendezvous {
+                rank: me.rank,
+                reason: format!("malformed hello `{text}` with {} descriptors", got.len()),
+            });
+        };
+        let Some(l) = info
+            .rank
+            .checked_sub(first_rank)
+            .filter(|&l| l < local_world)
+        else {
+            return Err(RuntimeError::Rendezvous {
+                rank: me.rank,
+                reason: format!("rank {} is not a local rank of this node", info.rank),
+            });
+        };
+        if infos[l].is_some() {
+            return Err(RuntimeError::Rendezvous {
+                rank: me.rank,
+                reason: format!(
+                    "rank {} joined twice (two processes with the same RANK?)",
+                    info.rank
+                ),
+            });
+        }
+        if info.heap_size != me.heap_size {
+            return Err(RuntimeError::Rendezvous {
+                rank: me.rank,
+                reason: format!(
+                    "rank {} has a segment of {} bytes but rank {} has {} (set SYMMETRIC_MEMORY_HEAP_SIZE and SYMSCHED_SCRATCH_SIZE alike on every rank)",
+                    info.rank, info.heap_size, me.rank, me.heap_size
+                ),
+            });
+        }
+        infos[l] = Some(info);
+        fds[l] = got.pop();
+        conns.push(c);
+    }
+    let peers: Vec<PeerInfo> = infos.into_iter().map(|i| i.expect("all present")).collect();
+    let fds: Vec<OwnedFd> = fds.into_iter().map(|f| f.expect("all present")).collect();
+    let nonce = random_u64();
+    let mut table = format!("table\t{nonce}");
+    for p in &peers {
+        table.push('\n');
+        table.push_str(&p.encode());
+    }
+    let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    for c in &conns {
+        send_msg(c.as_raw_fd(), table.as_bytes(), &raw)?;
+    }
+    Ok(Exchanged { peers, fds, nonce })
+}
+
+fn join(
+    path: &Path,
+    me: &PeerInfo,
+    my_fd: RawFd,
+    local_world: usize,
+    first_rank: usize,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<Exchanged, RuntimeError> {
+    let (addr, len) = sockaddr(path)?;
+    let dir = path.parent().unwrap_or(path).display().to_string();
+    let server_missing = |step: &str| RuntimeError::RendezvousTimeout {
+        rank: me.rank,
+        step: step.into(),
+        dir: dir.clone(),
+        timeout_ms: timeout.as_millis() as u64,
+        missing: RankList(vec![first_rank]),
+    };
+    let conn = loop {
+        let s = sock()?;
+        // SAFETY: valid address.
+        if unsafe {
+            libc::connect(
+                s.as_raw_fd(),
+                &addr as *const _ as *const libc::sockaddr,
+                len,
+            )
+        } == 0
+        {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            return Err(server_missing("connect (local rank 0 never listened)"));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let hello = format!("hello\t{}", me.encode());
+    send_msg(conn.as_raw_fd(), hello.as_bytes(), &[my_fd])?;
+    if !poll_in(conn.as_raw_fd(), deadline)? {
+        return Err(RuntimeError::RendezvousTimeout {
+            rank: me.rank,
+            step: "table (waiting for local rank 0 to collect every local rank)".into(),
+            dir,
+            timeout_ms: timeout.as_millis() as u64,
+            missing: RankList(Vec::new()),
+        });
+    }
+    let (data, fds) = recv_msg(conn.as_raw_fd())?;
+    let text = String::from_utf8_lossy(&data);
+    let mut lines = text.lines();
+    let nonce = lines
+        .next()
+        .and_then(|l| l.strip_prefix("table\t"))
+        .and_then(|n| n.parse::<u64>().ok());
+    let Some(nonce) = nonce else {
+        return Err(RuntimeError::Rendezvous {
+            rank: me.rank,
+            reason: if data.is_empty() {
+                format!("local rank 0 (rank {first_rank}) closed the connection (it failed or timed out)")
+            } else {
+                format!("unexpected message `{text}`")
+            },
+        });
+    };
+    let peers: Option<Vec<PeerInfo>> = lines.map(PeerInfo::decode).collect();
+    match peers {
+        Some(peers) if peers.len() == local_world && fds.len() == local_world => {
+            if peers.get(me.rank - first_rank) != Some(me) {
+                return Err(RuntimeError::Rendezvous {
+                    rank: me.rank,
+                    reason: "the table does not list this rank where expected".into(),
+                });
+            }
+            Ok(Exchanged { peers, fds, nonce })
+        }
+        _ => Err(RuntimeError::Rendezvous {
+            rank: me.rank,
+            reason: format!("malformed table with {} descriptors", fds.len()),
+        }),
+    }
+}
+
+struct Unlink(PathBuf);
+
+impl Drop for Unlink {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Creates `dir` with mode 0700, or checks that an existing one is ours and private.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), RuntimeError> {
+    let c = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| RuntimeError::InvalidArgument(format!("NUL in path {}", dir.display())))?;
+    // SAFETY: valid C string.
+    if unsafe { libc::mkdir(c.as_ptr(), 0o700) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EEXIST) {
+        return Err(RuntimeError::io(format!("mkdir {}", dir.display()), e));
+    }
+    check_private_dir(dir)
+}
+
+/// Checks that `dir` is a directory owned by this user with mode 0700.
+pub fn check_private_dir(dir: &Path) -> Result<(), RuntimeError> {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::symlink_metadata(dir)
+        .map_err(|e| RuntimeError::io(format!("stat {}", dir.display()), e))?;
+    // SAFETY: getuid never fails.
+    let uid = unsafe { libc::getuid() };
+    if !md.is_dir() || md.uid() != uid || md.mode() & 0o077 != 0 {
+        return Err(RuntimeError::Unavailable(format!(
+            "rendezvous directory {} must be a directory owned by uid {uid} with mode 0700 (found uid {}, mode {:o})",
+            dir.display(),
+            md.uid(),
+            md.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// Creates a fresh private directory `<base>/symsched-XXXXXX` (mode 0700, random name).
+pub fn make_private_dir(base: &Path) -> Result<PathBuf, RuntimeError> {
+    let mut tmpl = base.join("symsched-XXXXXX").into_os_string().into_vec();
+    tmpl.push(0);
+    // SAFETY: NUL-terminated writable template.
+    let p = unsafe { libc::mkdtemp(tmpl.as_mut_ptr() as *mut libc::c_char) };
+    if p.is_null() {
+        return Err(RuntimeError::last_os(format!(
+            "mkdtemp in {}",
+            base.display()
+        )));
+    }
+    tmpl.pop();
+    Ok(PathBuf::from(std::ffi::OsString::from_vec(tmpl)))
+}

@@ -1,0 +1,516 @@
+//! Element types and block conversions between them.
+//!
+//! Data types are what users hand us; fp8 (e4m3fn, e5m2) exists only as a *wire* format. The
+//! accumulator is f32 for every 16- and 8-bit float, otherwise the data type itself. All
+//! narrowing conversions round to nearest even: `half` for f16/bf16, the `float8` crate (a port
+//! of NVIDIA's `cuda_fp8.hpp` conversion, saturating to the largest finite value, NaN kept) for
+//! fp8, and Rust's `as` casts (IEEE RNE) for f64 → f32.
+//!
+//! Conversions work on blocks of at most [`BLOCK`] elements through stack buffers, so they never
+//! allocate and never need the source or destination to be aligned (staged user memory may not
+//! be).
+
+use super::error::ExecError;
+use float8::{F8E4M3, F8E5M2};
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+use std::fmt;
+use std::sync::OnceLock;
+
+/// Elements processed per inner block of a conversion or reduction.
+pub const BLOCK: usize = 1024;
+
+/// A concrete element type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F64,
+    F16,
+    Bf16,
+    I32,
+    I64,
+    U8,
+    /// fp8 with 4 exponent bits, 3 mantissa bits, no infinities (wire format only).
+    F8E4M3,
+    /// fp8 with 5 exponent bits, 2 mantissa bits (wire format only).
+    F8E5M2,
+}
+
+impl DType {
+    /// Every dtype, data types first.
+    pub const ALL: [DType; 9] = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::Bf16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::F8E4M3,
+        DType::F8E5M2,
+    ];
+
+    /// Parse the names used on the command line and in Python (`f32`, `float32`, `bf16`, `fp8_e4m3`, …).
+    pub fn parse(name: &str) -> Result<DType, ExecError> {
+        Ok(match name.to_ascii_lowercase().as_str() {
+            "f32" | "float32" | "float" => DType::F32,
+            "f64" | "float64" | "double" => DType::F64,
+            "f16" | "float16" | "half" | "fp16" => DType::F16,
+            "bf16" | "bfloat16" => DType::Bf16,
+            "i32" | "int32" | "int" => DType::I32,
+            "i64" | "int64" | "long" => DType::I64,
+            "u8" | "uint8" => DType::U8,
+            "e4m3" | "fp8_e4m3" | "f8e4m3" | "float8_e4m3fn" | "e4m3fn" | "fp8" => DType::F8E4M3,
+            "e5m2" | "fp8_e5m2" | "f8e5m2" | "float8_e5m2" => DType::F8E5M2,
+            _ => {
+                return Err(ExecError::UnknownName {
+                    what: "dtype",
+                    name: name.to_string(),
+                })
+            }
+        })
+    }
+
+    /// Short name (`f32`, `bf16`, `e4m3`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::F16 => "f16",
+            DType::Bf16 => "bf16",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::U8 => "u8",
+            DType::F8E4M3 => "e4m3",
+            DType::F8E5M2 => "e5m2",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F64 | DType::I64 => 8,
+            DType::F32 | DType::I32 => 4,
+            DType::F16 | DType::Bf16 => 2,
+            DType::U8 | DType::F8E4M3 | DType::F8E5M2 => 1,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        !matches!(self, DType::I32 | DType::I64 | DType::U8)
+    }
+
+    /// Whether users may hold tensors of this type (fp8 is a wire format only).
+    pub fn is_data(self) -> bool {
+        !matches!(self, DType::F8E4M3 | DType::F8E5M2)
+    }
+
+    /// The accumulator for reductions over this data type.
+    pub fn accumulator(self) -> DType {
+        match self {
+            DType::F16 | DType::Bf16 | DType::F8E4M3 | DType::F8E5M2 => DType::F32,
+            d => d,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The three dtypes of one launch, one per [`symsched_plan::ElemClass`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ElemTypes {
+    pub data: DType,
+    pub wire: DType,
+    pub acc: DType,
+}
+
+impl ElemTypes {
+    /// Checks that `data` is a user type and that `wire` can carry it: integers travel as
+    /// themselves, floats may use any float wire.
+    pub fn new(data: DType, wire: Option<DType>) -> Result<ElemTypes, ExecError> {
+        if !data.is_data() {
+            return Err(ExecError::DtypeMismatch(format!(
+                "{data} is a wire format only, not a data type"
+            )));
+        }
+        let wire = wire.unwrap_or(data);
+        if data.is_float() != wire.is_float() || (!data.is_float() && wire != data) {
+            return Err(ExecError::DtypeMismatch(format!(
+                "data type {data} cannot travel as {wire}"
+            )));
+        }
+        Ok(ElemTypes {
+            data,
+            wire,
+            acc: data.accumulator(),
+        })
+    }
+
+    pub fn of(&self, class: symsched_plan::ElemClass) -> DType {
+        match class {
+            symsched_plan::ElemClass::Data => self.data,
+            symsched_plan::ElemClass::Wire => self.wire,
+            symsched_plan::ElemClass::Acc => self.acc,
+        }
+    }
+}
+
+fn e4m3_table() -> &'static [f32; 256] {
+    static T: OnceLock<[f32; 256]> = OnceLock::new();
+    T.get_or_init(|| std::array::from_fn(|b| F8E4M3::from_bits(b as u8).to_f32()))
+}
+
+fn e5m2_table() -> &'static [f32; 256] {
+    static T: OnceLock<[f32; 256]> = OnceLock::new();
+    T.get_or_init(|| std::array::from_fn(|b| F8E5M2::from_bits(b as u8).to_f32()))
+}
+
+/// Decode one fp8 code.
+pub fn fp8_to_f32(dtype: DType, code: u8) -> f32 {
+    match dtype {
+        DType::F8E5M2 => e5m2_table()[code as usize],
+        _ => e4m3_table()[code as usize],
+    }
+}
+
+/// Encode one value as fp8 (round to nearest even, saturating, NaN kept).
+pub fn f64_to_fp8(dtype: DType, x: f64) -> u8 {
+    match dtype {
+        DType::F8E5M2 => F8E5M2::from_f64(x).to_bits(),
+        _ => F8E4M3::from_f64(x).to_bits(),
+    }
+}
+
+/// An accumulator element type: loads blocks from, and stores blocks into, raw bytes of a dtype.
+///
+/// # Safety contract of the raw-pointer methods
+/// `src`/`dst` must be valid for `out.len() * dtype.size()` bytes; no alignment is needed.
+pub trait Accum: Copy + Default + Send + Sync + 'static {
+    /// The dtype this accumulator is.
+    const DTYPE: DType;
+    /// Convert `out.len()` elements of `dtype` at `src` into `out`.
+    ///
+    /// # Safety
+    /// See the trait docs.
+    unsafe fn load(dtype: DType, src: *const u8, out: &mut [Self]);
+    /// Round `vals` into `dtype` at `dst`.
+    ///
+    /// # Safety
+    /// See the trait docs.
+    unsafe fn store(dtype: DType, vals: &[Self], dst: *mut u8);
+}
+
+/// Copy raw bytes into a typed stack buffer (alignment-agnostic).
+unsafe fn raw_into<T: Copy>(src: *const u8, out: &mut [T]) {
+    std::ptr::copy_nonoverlapping(
+        src,
+        out.as_mut_ptr() as *mut u8,
+        std::mem::size_of_val(out),
+    );
+}
+
+unsafe fn raw_from<T: Copy>(vals: &[T], dst: *mut u8) {
+    std::ptr::copy_nonoverlapping(vals.as_ptr() as *const u8, dst, std::mem::size_of_val(vals));
+}
+
+impl Accum for f32 {
+    const DTYPE: DType = DType::F32;
+    unsafe fn load(dtype: DType, src: *const u8, out: &mut [f32]) {
+        let n = out.len();
+        match dtype {
+            DType::F32 => raw_into(src, out),
+            DType::F16 => {
+                let mut tmp = [f16::ZERO; BLOCK];
+                for (o, t) in out.chunks_mut(BLOCK).zip((0..).step_by(BLOCK)) {
+                    let k = o.len();
+                    raw_into(src.add(t * 2), &mut tmp[..k]);
+                    tmp[..k].convert_to_f32_slice(o);
+                }
+            }
+            DType::Bf16 => {
+                let mut tmp = [bf16::ZERO; BLOCK];
+                for (o, t) in out.chunks_mut(BLOCK).zip((0..).step_by(BLOCK)) {
+                    let k = o.len();
+                    raw_into(src.add(t * 2), &mut tmp[..k]);
+                    tmp[..k].convert_to_f32_slice(o);
+                }
+            }
+            DType::F8E4M3 | DType::F8E5M2 => {
+                let table = if dtype == DType::F8E4M3 {
+                    e4m3_table()
+                } else {
+                    e5m2_table()
+                };
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = table[*src.add(i) as usize];
+                }
+            }
+            DType::F64 => {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = (src.add(i * 8) as *const f64).read_unaligned() as f32;
+                }
+            }
+            // Integer classes never meet a float accumulator: `ElemTypes::new` refuses the mix.
+            DType::I32 | DType::I64 | DType::U8 => out[..n].fill(0.0),
+        }
+    }
+
+    unsafe fn store(dtype: DType, vals: &[f32], dst: *mut u8) {
+        match dtype {
+            DType::F32 => raw_from(vals, dst),
+            DType::F16 => {
+                let mut tmp = [f16::ZERO; BLOCK];
+                for (v, t) in vals.chunks(BLOCK).zip((0..).step_by(BLOCK)) {
+                    let k = v.len();
+                    tmp[..k].convert_from_f32_slice(v);
+                    raw_from(&tmp[..k], dst.add(t * 2));
+                }
+            }
+            DType::Bf16 => {
+                let mut tmp = [bf16::ZERO; BLOCK];
+                for (v, t) in vals.chunks(BLOCK).zip((0..).step_by(BLOCK)) {
+                    let k = v.len();
+                    tmp[..k].convert_from_f32_slice(v);
+                    raw_from(&tmp[..k], dst.add(t * 2));
+                }
+            }
+            DType::F8E4M3 | DType::F8E5M2 => {
+                for (i, v) in vals.iter().enumerate() {
+                    *dst.add(i) = f64_to_fp8(dtype, *v as f64);
+                }
+            }
+            DType::F64 => {
+                for (i, v) in vals.iter().enumerate() {
+                    (dst.add(i * 8) as *mut f64).write_unaligned(*v as f64);
+                }
+            }
+            DType::I32 | DType::I64 | DType::U8 => {}
+        }
+    }
+}
+
+impl Accum for f64 {
+    const DTYPE: DType = DType::F64;
+    unsafe fn load(dtype: DType, src: *const u8, out: &mut [f64]) {
+        match dtype {
+            DType::F64 => raw_into(src, out),
+            _ => {
+                let mut tmp = [0f32; BLOCK];
+                for (o, t) in out.chunks_mut(BLOCK).zip((0..).step_by(BLOCK)) {
+                    let k = o.len();
+                    // Every non-f64 float widens exactly into f32, so going through it is exact.
+                    f32::load(dtype, src.add(t * dtype.size()), &mut tmp[..k]);
+                    for (d, s) in o.iter_mut().zip(&tmp[..k]) {
+                        *d = *s as f64;
+                    }
+                }
+            }
+        }
+    }
+
+    unsafe fn store(dtype: DType, vals: &[f64], dst: *mut u8) {
+        match dtype {
+            DType::F64 => raw_from(vals, dst),
+            DType::F32 => {
+                for (i, v) in vals.iter().enumerate() {
+                    (dst.add(i * 4) as *mut f32).write_unaligned(*v as f32);
+                }
+            }
+            // Round once, straight from f64 (going through f32 would round twice).
+            DType::F16 => {
+                for (i, v) in vals.iter().enumerate() {
+                    (dst.add(i * 2) as *mut u16).write_unaligned(f16::from_f64(*v).to_bits());
+                }
+            }
+            DType::Bf16 => {
+                for (i, v) in vals.iter().enumerate() {
+                    (dst.add(i * 2) as *mut u16).write_unaligned(bf16::from_f64(*v).to_bits());
+                }
+            }
+            DType::F8E4M3 | DType::F8E5M2 => {
+                for (i, v) in vals.iter().enumerate() {
+                    *dst.add(i) = f64_to_fp8(dtype, *v);
+                }
+            }
+            DType::I32 | DType::I64 | DType::U8 => {}
+        }
+    }
+}
+
+macro_rules! int_accum {
+    ($t:ty, $d:expr) => {
+        impl Accum for $t {
+            const DTYPE: DType = $d;
+            unsafe fn load(_dtype: DType, src: *const u8, out: &mut [$t]) {
+                raw_into(src, out)
+            }
+            unsafe fn store(_dtype: DType, vals: &[$t], dst: *mut u8) {
+                raw_from(vals, dst)
+            }
+        }
+    };
+}
+int_accum!(i32, DType::I32);
+int_accum!(i64, DType::I64);
+int_accum!(u8, DType::U8);
+
+/// Convert `n` elements from `src` (of `from`) to `dst` (of `to`), rounding to nearest even.
+/// Same-type conversions are a plain copy.
+///
+/// # Safety
+/// `src` must be valid for reading `n * from.size()` bytes and `dst` for writing
+/// `n * to.size()` bytes; the ranges must not overlap unless `from == to` and `src == dst`.
+pub unsafe fn convert(from: DType, src: *const u8, to: DType, dst: *mut u8, n: usize) {
+    if from == to {
+        if src != dst as *const u8 {
+            std::ptr::copy_nonoverlapping(src, dst, n * from.size());
+        }
+        return;
+    }
+    if from == DType::F64 || to == DType::F64 {
+        let mut tmp = [0f64; BLOCK];
+        for i in (0..n).step_by(BLOCK) {
+            let k = BLOCK.min(n - i);
+            f64::load(from, src.add(i * from.size()), &mut tmp[..k]);
+            f64::store(to, &tmp[..k], dst.add(i * to.size()));
+        }
+    } else {
+        let mut tmp = [0f32; BLOCK];
+        for i in (0..n).step_by(BLOCK) {
+            let k = BLOCK.min(n - i);
+            f32::load(from, src.add(i * from.size()), &mut tmp[..k]);
+            f32::store(to, &tmp[..k], dst.add(i * to.size()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reference decoding straight from the format definition.
+    fn reference_decode(code: u8, exp_bits: u32, man_bits: u32, bias: i32, fnuz_e4m3: bool) -> f32 {
+        let sign = if code & 0x80 != 0 { -1.0f64 } else { 1.0 };
+        let e = ((code >> man_bits) as u32) & ((1 << exp_bits) - 1);
+        let m = (code as u32) & ((1 << man_bits) - 1);
+        let emax = (1 << exp_bits) - 1;
+        if fnuz_e4m3 {
+            // e4m3fn: only S.1111.111 is NaN, no infinities.
+            if e == emax && m == (1 << man_bits) - 1 {
+                return f32::NAN;
+            }
+        } else if e == emax {
+            return if m == 0 {
+                (sign * f64::INFINITY) as f32
+            } else {
+                f32::NAN
+            };
+        }
+        let v = if e == 0 {
+            (m as f64) / (1u32 << man_bits) as f64 * 2f64.powi(1 - bias)
+        } else {
+            (1.0 + (m as f64) / (1u32 << man_bits) as f64) * 2f64.powi(e as i32 - bias)
+        };
+        (sign * v) as f32
+    }
+
+    fn check_format(dtype: DType, exp_bits: u32, man_bits: u32, bias: i32) {
+        let fn_e4m3 = dtype == DType::F8E4M3;
+        let mut finite: Vec<(f64, u8)> = Vec::new();
+        for code in 0..=255u8 {
+            let want = reference_decode(code, exp_bits, man_bits, bias, fn_e4m3);
+            let got = fp8_to_f32(dtype, code);
+            if want.is_nan() {
+                assert!(got.is_nan(), "{dtype} code {code:#04x}: want NaN got {got}");
+                continue;
+            }
+            assert_eq!(got, want, "{dtype} decode of {code:#04x}");
+            if want.is_finite() {
+                // Every finite code encodes back to itself (zeros keep their sign).
+                assert_eq!(f64_to_fp8(dtype, want as f64), code, "{dtype} roundtrip of {want}");
+                if code & 0x80 == 0 {
+                    finite.push((want as f64, code));
+                }
+            }
+        }
+        finite.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+        // Ties go to the even code; values off the midpoint go to the nearer code.
+        for w in finite.windows(2) {
+            let ((lo, lc), (hi, hc)) = (w[0], w[1]);
+            let mid = (lo + hi) / 2.0;
+            let even = if lc % 2 == 0 { lc } else { hc };
+            assert_eq!(f64_to_fp8(dtype, mid), even, "{dtype} tie between {lo} and {hi}");
+            assert_eq!(f64_to_fp8(dtype, -mid), even | 0x80, "{dtype} negative tie");
+            let eps = (hi - lo) / 8.0;
+            assert_eq!(f64_to_fp8(dtype, mid - eps), lc, "{dtype} below mid {mid}");
+            assert_eq!(f64_to_fp8(dtype, mid + eps), hc, "{dtype} above mid {mid}");
+        }
+        // Beyond the largest finite value the wire saturates instead of overflowing.
+        let max = finite.last().unwrap();
+        assert_eq!(f64_to_fp8(dtype, max.0 * 4.0), max.1);
+        assert!(fp8_to_f32(dtype, f64_to_fp8(dtype, f64::NAN)).is_nan());
+    }
+
+    #[test]
+    fn e4m3_all_codes_and_ties() {
+        check_format(DType::F8E4M3, 4, 3, 7);
+        assert_eq!(fp8_to_f32(DType::F8E4M3, 0x7e), 448.0);
+    }
+
+    #[test]
+    fn e5m2_all_codes_and_ties() {
+        check_format(DType::F8E5M2, 5, 2, 15);
+        assert_eq!(fp8_to_f32(DType::F8E5M2, 0x7b), 57344.0);
+    }
+
+    #[test]
+    fn conversions_round_to_nearest_even() {
+        // 1 + 2^-11 is exactly between two f16 values: ties to even (1.0).
+        let x = [1.0f32 + 2f32.powi(-11), 1.0 + 3.0 * 2f32.powi(-11)];
+        let mut out = [0u8; 4];
+        unsafe { convert(DType::F32, x.as_ptr() as *const u8, DType::F16, out.as_mut_ptr(), 2) };
+        let h0 = f16::from_bits(u16::from_le_bytes([out[0], out[1]]));
+        let h1 = f16::from_bits(u16::from_le_bytes([out[2], out[3]]));
+        assert_eq!(h0.to_f32(), 1.0);
+        assert_eq!(h1.to_f32(), 1.0 + 2.0 * 2f32.powi(-10));
+    }
+
+    #[test]
+    fn unaligned_blocks_convert() {
+        let vals: Vec<f32> = (0..3000).map(|i| i as f32 * 0.25).collect();
+        let mut bytes = vec![0u8; 1 + vals.len() * 2];
+        unsafe {
+            convert(
+                DType::F32,
+                vals.as_ptr() as *const u8,
+                DType::Bf16,
+                bytes.as_mut_ptr().add(1),
+                vals.len(),
+            );
+            let mut back = vec![0f32; vals.len()];
+            convert(
+                DType::Bf16,
+                bytes.as_ptr().add(1),
+                DType::F32,
+                back.as_mut_ptr() as *mut u8,
+                vals.len(),
+            );
+            for (a, b) in vals.iter().zip(&back) {
+                assert_eq!(bf16::from_f32(*a).to_f32(), *b);
+            }
+        }
+    }
+
+    #[test]
+    fn wire_rules() {
+        assert!(ElemTypes::new(DType::F8E4M3, None).is_err());
+        assert!(ElemTypes::new(DType::I32, Some(DType::F16)).is_err());
+        let t = ElemTypes::new(DType::Bf16, Some(DType::F8E5M2)).unwrap();
+        assert_eq!(t.acc, DType::F32);
+        assert!(DType::parse("nope").is_err());
+    }
+}

@@ -1,0 +1,79 @@
+//! Typed errors of the plan executor.
+
+use symsched_plan::{Cmp, PlanError};
+
+/// Everything that can go wrong when executing a plan. Every bad input maps to its own variant so
+/// callers (the CLI, the C ABI, the Python layer) can report it precisely.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// A peer index is not a member of the group.
+    #[error("rank {peer} is outside the group of size {size}")]
+    RankOutsideGroup { peer: u32, size: u32 },
+    /// A byte range does not fit in the symmetric heap.
+    #[error("heap range [{offset}, {offset}+{len}) is past the heap end {heap_len}")]
+    OffsetPastHeap { offset: u64, len: u64, heap_len: u64 },
+    /// A user buffer has the wrong number of bytes for the plan and sizes.
+    #[error("buffer `{buffer}` needs {expected} bytes but {found} were given")]
+    SizeMismatch {
+        buffer: String,
+        expected: u64,
+        found: u64,
+    },
+    /// The launch gave the wrong number of role buffers.
+    #[error("plan `{schedule}` has {expected} role buffers but {found} were bound")]
+    BindingCount {
+        schedule: String,
+        expected: usize,
+        found: usize,
+    },
+    /// Data and wire types do not go together (e.g. an integer with a float wire).
+    #[error("dtype mismatch: {0}")]
+    DtypeMismatch(String),
+    /// The reduce op (or matmul) is not defined for this dtype.
+    #[error("operation `{op}` is not supported for dtype {dtype}")]
+    UnsupportedOp { op: String, dtype: String },
+    /// An alltoallv plan was launched without the counts matrix.
+    #[error("plan `{0}` needs the alltoallv counts matrix (gather it with `Executor::gather_counts`)")]
+    MissingCounts(String),
+    /// The plan was compiled for another group size.
+    #[error("plan `{schedule}` was compiled for {plan_size} ranks but the group has {group_size}")]
+    GroupSizeMismatch {
+        schedule: String,
+        plan_size: u32,
+        group_size: u32,
+    },
+    /// An unknown dtype / op name.
+    #[error("unknown {what} `{name}`")]
+    UnknownName { what: &'static str, name: String },
+    /// A wait expired.
+    #[error(
+        "rank {rank} of group {group}: timed out after {timeout_ms} ms in schedule `{schedule}` \
+         step {step} waiting for signal `{slot}` {cmp:?} {expected} (observed {observed}); \
+         peers that signal this slot: {signallers:?}"
+    )]
+    Timeout {
+        rank: u32,
+        group: String,
+        schedule: String,
+        step: u32,
+        slot: String,
+        cmp: Cmp,
+        expected: u64,
+        observed: u64,
+        timeout_ms: u64,
+        signallers: Vec<u32>,
+    },
+    /// The fabric ran out of signal slots or scratch.
+    #[error("out of resources: {0}")]
+    Exhausted(String),
+    /// Evaluating the plan's extents failed.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// An error of the executor's own machinery (e.g. a rank thread panicked).
+    #[error("runtime: {0}")]
+    Runtime(String),
+    /// An error reported by the multi-process runtime core underneath (timeouts with the peers
+    /// that never signalled, dead peers, exhausted pads, …).
+    #[error(transparent)]
+    Core(#[from] crate::error::RuntimeError),
+}

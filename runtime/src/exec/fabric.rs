@@ -1,0 +1,51 @@
+//! What one rank of a group needs from the machinery underneath to execute plans.
+//!
+//! Two implementations exist: [`super::local::LocalFabric`] (ranks are threads of one process
+//! sharing one allocation; used by fast tests and the in-process engine) and
+//! [`super::group_fabric::GroupFabric`] (ranks are processes sharing the runtime's memfd heap).
+//! The executor only ever talks to this trait, so both run the very same interpreter.
+
+use super::error::ExecError;
+use symsched_plan::{Cmp, SignalMode};
+
+/// Context of a wait, so a timeout can say exactly what was stuck.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitContext<'a> {
+    /// Schedule name.
+    pub schedule: &'a str,
+    /// Plan step id (`u32::MAX` for executor-internal waits).
+    pub step: u32,
+    /// Name of the plan's signal slot (`ready[2]`, `__credit[1]`, …).
+    pub slot_name: &'a str,
+    /// Group-local ranks that update this slot on the waiting rank.
+    pub signallers: &'a [u32],
+}
+
+/// A rank's view of its group: symmetric memory, signal slots, waits.
+///
+/// Memory is addressed by *symmetric offsets*: the same offset names the same allocation on every
+/// rank. Signal slots are 64-bit counters, one per cache line, private to the group.
+pub trait Fabric: Send + Sync {
+    /// Group-local rank of the caller.
+    fn rank(&self) -> u32;
+    /// Number of ranks in the group.
+    fn size(&self) -> u32;
+    /// Short description of the group for messages (`"world[0,1,2]"`).
+    fn label(&self) -> &str;
+    /// Address of `len` bytes at `offset` in `peer`'s heap segment (`peer == rank()` is local).
+    /// Fails with [`ExecError::RankOutsideGroup`] or [`ExecError::OffsetPastHeap`].
+    fn heap_ptr(&self, peer: u32, offset: u64, len: u64) -> Result<*mut u8, ExecError>;
+    /// Symmetric scratch of at least `bytes`, the same offset on every rank for the same `key`;
+    /// repeated calls with the same key and a size not larger return the same allocation. All
+    /// ranks of the group ask for the same keys (not necessarily at the same moment).
+    fn scratch(&self, key: &str, bytes: u64) -> Result<u64, ExecError>;
+    /// `count` consecutive signal slots for `key`, zero-initialised on first use; returns the
+    /// first slot's index (the same on every rank).
+    fn signal_slots(&self, key: &str, count: u32) -> Result<u32, ExecError>;
+    /// Update `slot` on `peer`; release: every memory write of this thread before the call is
+    /// visible to a thread that observes the update.
+    fn signal(&self, peer: u32, slot: u32, mode: SignalMode, value: u64) -> Result<(), ExecError>;
+    /// Block until the local `slot` compares true against `target` (acquire), or the deadline
+    /// passes; returns the observed value.
+    fn wait(&self, slot: u32, cmp: Cmp, target: u64, ctx: &WaitContext) -> Result<u64, ExecError>;
+}

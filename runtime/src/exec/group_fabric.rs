@@ -1,0 +1,116 @@
+//! The multi-process fabric: the executor on top of the runtime core's [`Group`] (ranks are
+//! processes sharing memfd heap segments).
+//!
+//! Range and rank errors are mapped to the executor's own variants so callers see the same typed
+//! errors on both fabrics; everything else (signal timeouts naming the silent peers, dead peers,
+//! exhausted pads) is passed through as [`ExecError::Core`].
+
+use super::error::ExecError;
+use super::fabric::{Fabric, WaitContext as ExecWaitContext};
+use crate::error::{RuntimeError, WaitContext};
+use crate::group::Group;
+use std::sync::Arc;
+use symsched_plan::{Cmp, SignalMode};
+
+/// One rank's [`Fabric`] over a runtime [`Group`].
+#[derive(Clone)]
+pub struct GroupFabric {
+    group: Arc<Group>,
+}
+
+impl GroupFabric {
+    pub fn new(group: Arc<Group>) -> GroupFabric {
+        GroupFabric { group }
+    }
+
+    pub fn group(&self) -> &Arc<Group> {
+        &self.group
+    }
+}
+
+fn map(e: RuntimeError) -> ExecError {
+    match e {
+        RuntimeError::RankOutsideGroup { peer, size } => ExecError::RankOutsideGroup {
+            peer: peer as u32,
+            size: size as u32,
+        },
+        RuntimeError::OffsetPastHeap {
+            offset,
+            len,
+            heap_len,
+        } => ExecError::OffsetPastHeap {
+            offset,
+            len,
+            heap_len,
+        },
+        e => ExecError::Core(e),
+    }
+}
+
+fn usize_of(v: u64) -> Result<usize, ExecError> {
+    usize::try_from(v).map_err(|_| ExecError::OffsetPastHeap {
+        offset: v,
+        len: 0,
+        heap_len: usize::MAX as u64,
+    })
+}
+
+impl Fabric for GroupFabric {
+    fn rank(&self) -> u32 {
+        self.group.rank() as u32
+    }
+
+    fn size(&self) -> u32 {
+        self.group.size() as u32
+    }
+
+    fn label(&self) -> &str {
+        self.group.name()
+    }
+
+    fn heap_ptr(&self, peer: u32, offset: u64, len: u64) -> Result<*mut u8, ExecError> {
+        let (o, l) = (usize_of(offset)?, usize_of(len)?);
+        if peer as usize == self.group.rank() {
+            self.group.local_ptr(o, l).map_err(map)
+        } else {
+            self.group.peer_ptr(peer as usize, o, l).map_err(map)
+        }
+    }
+
+    fn scratch(&self, key: &str, bytes: u64) -> Result<u64, ExecError> {
+        Ok(self.group.scratch(key, usize_of(bytes)?).map_err(map)? as u64)
+    }
+
+    fn signal_slots(&self, key: &str, count: u32) -> Result<u32, ExecError> {
+        Ok(self
+            .group
+            .signal_slots(key, count as usize)
+            .map_err(map)?
+            .start as u32)
+    }
+
+    fn signal(&self, peer: u32, slot: u32, mode: SignalMode, value: u64) -> Result<(), ExecError> {
+        self.group
+            .signal(peer as usize, slot as usize, mode, value)
+            .map_err(map)
+    }
+
+    fn wait(&self, slot: u32, cmp: Cmp, target: u64, ctx: &ExecWaitContext) -> Result<u64, ExecError> {
+        // Most waits are already satisfied (credits, late waiters): check before building the
+        // core's owned context, so the fast path allocates nothing.
+        let v = self.group.read_signal(slot as usize).map_err(map)?;
+        if cmp.holds(v, target) {
+            return Ok(v);
+        }
+        let step = if ctx.step == u32::MAX {
+            "executor".to_string()
+        } else {
+            format!("step {}", ctx.step)
+        };
+        let c = WaitContext::new(ctx.schedule, step, ctx.slot_name)
+            .expecting(ctx.signallers.iter().map(|r| *r as usize));
+        self.group
+            .wait_value(slot as usize, cmp, target, &c)
+            .map_err(map)
+    }
+}

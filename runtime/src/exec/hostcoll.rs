@@ -1,0 +1,234 @@
+//! `HostColl` steps: collectives done by the framework's own library (gloo, HCCL, …), and the
+//! built-in stand-in that does them through the symmetric heap.
+//!
+//! The stand-in ([`HeapHostColl`]) is only correct when all members share one node's heap; it
+//! exists so hierarchical schedules can be executed and checked without a framework. The Python
+//! layer plugs the real library in with [`super::Executor::with_host_collectives`].
+//!
+//! In-place semantics on the step's region (`m` = number of members, blocks = ceil split of the
+//! region into `m` parts, member index = position in `members`):
+//! - allreduce: every member's region becomes the fold of all members' regions in member order;
+//! - allgather: block i of every member's region becomes block i of member i's region;
+//! - reduce_scatter: block i of member i's region becomes the fold of block i over all members;
+//! - broadcast: every member's region becomes member 0's region.
+//!
+//! `avg` launches fold with `sum` here: the executor divides once at the end of the launch.
+
+use super::dtype::DType;
+use super::error::ExecError;
+use super::fabric::{Fabric, WaitContext};
+use super::reduce::{reduce_raw, Operand, ReduceOp};
+use std::collections::HashMap;
+use symsched_plan::{Cmp, HostCollOp, SignalMode};
+
+/// One host collective to perform.
+pub struct HostCollRequest<'a> {
+    pub op: HostCollOp,
+    /// This rank's region (in the symmetric heap), in place.
+    pub data: &'a mut [u8],
+    pub dtype: DType,
+    pub acc: DType,
+    pub reduce: ReduceOp,
+    /// Group-local ranks taking part, this rank included.
+    pub members: &'a [u32],
+    /// Plan key and step id, for diagnostics.
+    pub key: &'a str,
+    pub step: u32,
+}
+
+/// A collective library for `HostColl` steps.
+pub trait HostCollectives: Send + Sync {
+    /// Perform the collective; every member calls it with the same op and region length.
+    fn run(&self, req: HostCollRequest) -> Result<(), ExecError>;
+    /// True only for [`HeapHostColl`], which the executor runs itself over its fabric.
+    fn is_builtin(&self) -> bool {
+        false
+    }
+}
+
+/// The built-in stand-in: exchanges through the heap of the executor's own group.
+pub struct HeapHostColl;
+
+impl HostCollectives for HeapHostColl {
+    fn run(&self, _req: HostCollRequest) -> Result<(), ExecError> {
+        Err(ExecError::Runtime(
+            "the heap host collective runs inside the executor".into(),
+        ))
+    }
+    fn is_builtin(&self) -> bool {
+        true
+    }
+}
+
+struct ExState {
+    epoch: u64,
+    slots: u32,
+    area: Option<(u64, u64)>,
+    buf: Vec<u8>,
+}
+
+/// Epoch-counted all-to-all byte exchanges through the heap (used for counts, barriers and the
+/// heap host collectives). Every member writes its bytes into slot `index` of every member's
+/// exchange area, then adds 1 to its `arrive` counter; after reading, it adds 1 to each peer's
+/// `done` counter, which a member waits for before overwriting that area in the next round.
+#[derive(Default)]
+pub struct Exchanges {
+    states: HashMap<String, ExState>,
+}
+
+impl Exchanges {
+    /// Exchange `bytes` (same length on every member) among `members`; returns all members'
+    /// bytes concatenated in member order.
+    pub fn exchange<F: Fabric>(
+        &mut self,
+        fabric: &F,
+        tag: &str,
+        members: &[u32],
+        bytes: &[u8],
+    ) -> Result<&[u8], ExecError> {
+        let me = fabric.rank();
+        let idx = members
+            .iter()
+            .position(|m| *m == me)
+            .ok_or(ExecError::RankOutsideGroup {
+                peer: me,
+                size: fabric.size(),
+            })?;
+        for &m in members {
+            if m >= fabric.size() {
+                return Err(ExecError::RankOutsideGroup {
+                    peer: m,
+                    size: fabric.size(),
+                });
+            }
+        }
+        let key = format!("exchange/{tag}/{members:?}");
+        if !self.states.contains_key(&key) {
+            let slots = fabric.signal_slots(&key, 2)?;
+            self.states.insert(
+                key.clone(),
+                ExState {
+                    epoch: 0,
+                    slots,
+                    area: None,
+                    buf: Vec::new(),
+                },
+            );
+        }
+        let st = self.states.get_mut(&key).expect("inserted above");
+        let m = members.len() as u64;
+        let len = bytes.len() as u64;
+        let need = m * len;
+        let area = match st.area {
+            Some((off, cap)) if cap >= need => off,
+            _ => {
+                let cap = need.max(64).next_power_of_two();
+                let off = fabric.scratch(&format!("{key}/{cap}"), cap)?;
+                st.area = Some((off, cap));
+                off
+            }
+        };
+        let ctx = |name: &'static str| WaitContext {
+            schedule: "<executor exchange>",
+            step: u32::MAX,
+            slot_name: name,
+            signallers: members,
+        };
+        let e = st.epoch;
+        if e > 0 && m > 1 {
+            fabric.wait(st.slots + 1, Cmp::Ge, e * (m - 1), &ctx("done"))?;
+        }
+        for &q in members {
+            if len > 0 {
+                let dst = fabric.heap_ptr(q, area + idx as u64 * len, len)?;
+                // SAFETY: checked heap range; nobody reads it until our arrive signal.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len as usize) };
+            }
+            fabric.signal(q, st.slots, SignalMode::Add, 1)?;
+        }
+        fabric.wait(st.slots, Cmp::Ge, (e + 1) * m, &ctx("arrive"))?;
+        st.buf.clear();
+        if need > 0 {
+            let src = fabric.heap_ptr(me, area, need)?;
+            // SAFETY: checked local range, complete after the arrive wait.
+            st.buf
+                .extend_from_slice(unsafe { std::slice::from_raw_parts(src, need as usize) });
+        }
+        for &q in members {
+            if q != me {
+                fabric.signal(q, st.slots + 1, SignalMode::Add, 1)?;
+            }
+        }
+        st.epoch += 1;
+        Ok(&st.buf)
+    }
+
+    /// A barrier over `members` (an exchange of nothing).
+    pub fn barrier<F: Fabric>(&mut self, fabric: &F, members: &[u32]) -> Result<(), ExecError> {
+        self.exchange(fabric, "barrier", members, &[]).map(|_| ())
+    }
+
+    /// Run a host collective through the heap (see the module docs for the semantics).
+    pub fn run<F: Fabric>(&mut self, fabric: &F, req: HostCollRequest) -> Result<(), ExecError> {
+        let me = fabric.rank();
+        let m = req.members.len();
+        let idx = req
+            .members
+            .iter()
+            .position(|x| *x == me)
+            .ok_or(ExecError::RankOutsideGroup {
+                peer: me,
+                size: fabric.size(),
+            })?;
+        let es = req.dtype.size();
+        let n = req.data.len() / es;
+        let len = req.data.len();
+        let all = self.exchange(fabric, "hostcoll", req.members, req.data)?;
+        let block = n.div_ceil(m.max(1));
+        let span = |i: usize| {
+            let s = (i * block).min(n);
+            let e = ((i + 1) * block).min(n);
+            (s, e - s)
+        };
+        let op = match req.reduce {
+            ReduceOp::Avg => ReduceOp::Sum,
+            o => o,
+        };
+        let fold = |data: &mut [u8], start: usize, count: usize| -> Result<(), ExecError> {
+            let srcs: Vec<Operand> = (0..m)
+                .map(|j| Operand {
+                    // SAFETY: `all` holds m regions of `len` bytes each.
+                    ptr: unsafe { all.as_ptr().add(j * len + start * es) },
+                    dtype: req.dtype,
+                })
+                .collect();
+            // SAFETY: ranges within `all` and `data`, which are disjoint.
+            unsafe {
+                reduce_raw(
+                    req.acc,
+                    op,
+                    data.as_mut_ptr().add(start * es),
+                    req.dtype,
+                    &srcs,
+                    count,
+                )
+            }
+        };
+        match req.op {
+            HostCollOp::Allreduce => fold(req.data, 0, n)?,
+            HostCollOp::ReduceScatter => {
+                let (s, c) = span(idx);
+                fold(req.data, s, c)?;
+            }
+            HostCollOp::Allgather => {
+                for j in 0..m {
+                    let (s, c) = span(j);
+                    let from = &all[j * len + s * es..j * len + (s + c) * es];
+                    req.data[s * es..(s + c) * es].copy_from_slice(from);
+                }
+            }
+            HostCollOp::Broadcast => req.data.copy_from_slice(&all[..len]),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,829 @@
+//! The plan interpreter: runs one rank's step list of a [`Plan`] on a [`Fabric`].
+//!
+//! Per group (one [`Executor`] per fabric) it caches, per plan: the signal slots (one block per
+//! plan key), the launch epoch, the symmetric scratch area and the resolved step list for the
+//! last sizes. A launch with the same sizes therefore allocates nothing.
+//!
+//! **Buffers.** Role buffers are bound per launch ([`Binding`]): memory already in the symmetric
+//! heap is used in place (its offset must be the same on every rank, as for any symmetric
+//! tensor); private memory is *staged*: copied into a heap staging area before the steps (inputs
+//! and in-out roles), copied back after them (outputs and in-out roles), and only then are the
+//! plan's exit signals (launch credits) sent, so no peer writes into the staging area of the next
+//! launch while this one is still copying out. Every rank of a group must bind a role the same way
+//! (heap or staged). Scratch and staging share one symmetric area per (group, plan) that grows by
+//! powers of two; every role gets a staging slot whether it is staged or not, so the layout (and
+//! hence every offset a peer computes) does not depend on how this rank bound its roles.
+//!
+//! **Extents** come from [`BufferDecl::chunk_span`] / [`BufferDecl::region_span`]; a region on a
+//! peer (put destination, get source) is measured with the *peer's* extents, which differ from
+//! ours only for alltoallv counts. A step moves the length of its data region (source of
+//! put/get/copy/cast, destination of reduce).
+//!
+//! **alltoallv counts.** Each rank knows only its own send counts. [`Executor::gather_counts`]
+//! exchanges the rows through the heap (every rank writes its row into every peer's exchange
+//! area, then signals) and returns the full `counts[sender][receiver]` matrix to put in
+//! [`LaunchSizes::counts`]; it is a collective over the group.
+//!
+//! **Epochs.** Every launch of a plan on a group increments its epoch; waits compare against
+//! `WaitTarget::at(epoch)` and set-signals write `SignalUpdate::value_at(epoch)`, so counters are
+//! never reset.
+
+use super::dtype::{convert, DType, ElemTypes};
+use super::error::ExecError;
+use super::fabric::{Fabric, WaitContext};
+use super::hostcoll::{HostCollRequest, HostCollectives};
+use super::reduce::{reduce_raw, scale_avg, Operand, ReduceOp};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use symsched_plan::{
+    BufferDecl, BufferRole, Cmp, HostCollOp, LaunchSizes, Op, Plan, Rank,
+    SignalUpdate, PLAN_SCHEMA_VERSION,
+};
+
+const AREA_ALIGN: u64 = 64;
+
+/// How one role buffer is bound for a launch.
+#[derive(Debug)]
+pub enum Binding<'a> {
+    /// The tensor is in the symmetric heap at `offset` (the same on every rank), `bytes` long;
+    /// used in place.
+    Heap { offset: u64, bytes: u64 },
+    /// Private memory; staged through heap scratch.
+    Host(&'a mut [u8]),
+    /// Private read-only memory for an input role; staged in.
+    HostRead(&'a [u8]),
+}
+
+/// Everything a launch needs besides the plan.
+pub struct LaunchArgs<'s, 'b, 'c> {
+    pub types: ElemTypes,
+    pub op: ReduceOp,
+    pub sizes: &'s LaunchSizes,
+    /// One binding per role buffer, in signature order.
+    pub buffers: &'b mut [Binding<'c>],
+}
+
+/// A region resolved for given sizes: buffer and element offset on the rank that holds it.
+#[derive(Debug, Clone, Copy)]
+struct RReg {
+    buf: u32,
+    elem: u64,
+}
+
+#[derive(Debug, Clone)]
+enum RStep {
+    Put {
+        src: RReg,
+        dst: RReg,
+        peer: Rank,
+        n: u64,
+        signal: Option<SignalUpdate>,
+    },
+    Get {
+        src: RReg,
+        dst: RReg,
+        peer: Rank,
+        n: u64,
+    },
+    Signal(SignalUpdate),
+    Wait {
+        slot: u32,
+        cmp: Cmp,
+        target: symsched_plan::WaitTarget,
+        id: u32,
+    },
+    Reduce {
+        dst: RReg,
+        srcs: Vec<RReg>,
+        n: u64,
+    },
+    Copy {
+        src: RReg,
+        dst: RReg,
+        n: u64,
+    },
+    Matmul {
+        c: RReg,
+        a: RReg,
+        b: RReg,
+        m: u64,
+        k: u64,
+        n: u64,
+    },
+    HostColl {
+        op: HostCollOp,
+        reg: RReg,
+        n: u64,
+        members: Vec<Rank>,
+        id: u32,
+    },
+}
+
+/// Steps and buffer sizes of one plan for one set of sizes on this rank.
+struct Resolved {
+    /// The size-variable values (plan order) this was resolved for; `None` for counts plans.
+    key: Option<Vec<u64>>,
+    steps: Vec<RStep>,
+    /// Elements of each buffer on this rank.
+    my_len: Vec<u64>,
+    /// Largest element count of each buffer over all ranks (staging and scratch capacity).
+    max_len: Vec<u64>,
+}
+
+/// A plan loaded on a group: its slots, epoch and caches.
+pub struct LoadedPlan {
+    plan: Plan,
+    key: String,
+    slot_base: u32,
+    /// For each slot, the ranks that update it on this rank.
+    signallers: Vec<Vec<u32>>,
+    roles: usize,
+    /// Whether any rank puts into, or gets from, a peer's role buffer: then staged roles need a
+    /// barrier after the copy-in, or a fast peer could write before (or read before) it.
+    remote_roles: bool,
+    state: Mutex<PlanState>,
+}
+
+struct PlanState {
+    epoch: u64,
+    resolved: Option<Resolved>,
+    area: Option<(u64, u64)>,
+    operands: Vec<Operand>,
+    mm: Vec<f64>,
+    area_off: Vec<u64>,
+    base: Vec<u64>,
+}
+
+impl LoadedPlan {
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Launches done so far on this group.
+    pub fn epoch(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).epoch
+    }
+}
+
+/// Executes plans for one rank of one group.
+pub struct Executor<F: Fabric> {
+    fabric: F,
+    plans: Mutex<HashMap<String, Arc<LoadedPlan>>>,
+    host: Box<dyn HostCollectives>,
+    internal: Mutex<super::hostcoll::Exchanges>,
+}
+
+impl<F: Fabric> Executor<F> {
+    /// An executor whose `HostColl` steps and counts exchange go through the heap itself.
+    pub fn new(fabric: F) -> Executor<F> {
+        Executor {
+            fabric,
+            plans: Mutex::new(HashMap::new()),
+            host: Box::new(super::hostcoll::HeapHostColl),
+            internal: Mutex::new(Default::default()),
+        }
+    }
+
+    /// Replace the host collective library (e.g. the framework's gloo group).
+    pub fn with_host_collectives(mut self, host: Box<dyn HostCollectives>) -> Self {
+        self.host = host;
+        self
+    }
+
+    pub fn fabric(&self) -> &F {
+        &self.fabric
+    }
+
+    /// Register a plan on this group (cached by schedule, source hash, size and params).
+    pub fn load(&self, plan: &Plan) -> Result<Arc<LoadedPlan>, ExecError> {
+        if plan.schema_version != PLAN_SCHEMA_VERSION {
+            return Err(symsched_plan::PlanError::Version {
+                found: plan.schema_version,
+                expected: PLAN_SCHEMA_VERSION,
+            }
+            .into());
+        }
+        if plan.group_size != self.fabric.size() {
+            return Err(ExecError::GroupSizeMismatch {
+                schedule: plan.schedule.clone(),
+                plan_size: plan.group_size,
+                group_size: self.fabric.size(),
+            });
+        }
+        plan.check_consistency()?;
+        let key = format!(
+            "{}#{}#P{}#{:?}",
+            plan.schedule, plan.source_hash, plan.group_size, plan.params
+        );
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = plans.get(&key) {
+            return Ok(p.clone());
+        }
+        let slot_base = self
+            .fabric
+            .signal_slots(&format!("plan/{key}"), plan.signals.len() as u32)?;
+        let me = self.fabric.rank();
+        let mut signallers = vec![Vec::new(); plan.signals.len()];
+        for prog in &plan.ranks {
+            let ups = prog
+                .steps
+                .iter()
+                .filter_map(|s| match &s.op {
+                    Op::Put { signal: Some(u), .. } => Some(u),
+                    Op::Signal { update } => Some(update),
+                    _ => None,
+                })
+                .chain(prog.exit_signals.iter());
+            for u in ups {
+                let list: &mut Vec<u32> = &mut signallers[u.slot as usize];
+                if u.peer == me && !list.contains(&prog.rank) {
+                    list.push(prog.rank);
+                }
+            }
+        }
+        let roles = plan
+            .buffers
+            .iter()
+            .take_while(|b| b.role != BufferRole::Scratch)
+            .count();
+        let is_role = |b: u32| (b as usize) < roles;
+        let remote_roles = plan.ranks.iter().any(|prog| {
+            prog.steps.iter().any(|s| match &s.op {
+                Op::Put { dst, peer, .. } => *peer != prog.rank && is_role(dst.buffer),
+                Op::Get { src, peer, .. } => *peer != prog.rank && is_role(src.buffer),
+                _ => false,
+            })
+        });
+        let loaded = Arc::new(LoadedPlan {
+            plan: plan.clone(),
+            key: key.clone(),
+            slot_base,
+            signallers,
+            roles,
+            remote_roles,
+            state: Mutex::new(PlanState {
+                epoch: 0,
+                resolved: None,
+                area: None,
+                operands: Vec::new(),
+                mm: Vec::new(),
+                area_off: Vec::new(),
+                base: Vec::new(),
+            }),
+        });
+        plans.insert(key, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Element count of each role buffer on this rank for the given sizes.
+    pub fn role_lens(&self, lp: &LoadedPlan, sizes: &LaunchSizes) -> Result<Vec<u64>, ExecError> {
+        let me = self.fabric.rank();
+        lp.plan.buffers[..lp.roles]
+            .iter()
+            .map(|b| b.total_len(me, sizes).map_err(ExecError::from))
+            .collect()
+    }
+
+    /// Gather every rank's alltoallv send counts into the `counts[sender][receiver]` matrix.
+    /// Collective over the group.
+    pub fn gather_counts(&self, my_row: &[u64]) -> Result<Vec<Vec<u64>>, ExecError> {
+        let p = self.fabric.size() as usize;
+        if my_row.len() != p {
+            return Err(ExecError::SizeMismatch {
+                buffer: "alltoallv counts row".into(),
+                expected: p as u64,
+                found: my_row.len() as u64,
+            });
+        }
+        self.allgather_u64("counts", my_row)
+    }
+
+    /// Allgather of small u64 vectors (same length on every rank) through the heap; returns
+    /// every rank's values in rank order. Collective over the group.
+    pub fn allgather_u64(&self, tag: &str, vals: &[u64]) -> Result<Vec<Vec<u64>>, ExecError> {
+        let members: Vec<u32> = (0..self.fabric.size()).collect();
+        let bytes: Vec<u8> = vals.iter().flat_map(|c| c.to_le_bytes()).collect();
+        let mut ex = self.internal.lock().unwrap_or_else(|e| e.into_inner());
+        let all = ex.exchange(&self.fabric, tag, &members, &bytes)?;
+        Ok(all
+            .chunks(vals.len().max(1) * 8)
+            .map(|row| {
+                row.chunks(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Block until every rank of the group has called `barrier` as often as this one.
+    pub fn barrier(&self) -> Result<(), ExecError> {
+        let members: Vec<u32> = (0..self.fabric.size()).collect();
+        let mut ex = self.internal.lock().unwrap_or_else(|e| e.into_inner());
+        ex.barrier(&self.fabric, &members)
+    }
+
+    fn resolve(
+        &self,
+        lp: &LoadedPlan,
+        sizes: &LaunchSizes,
+        key: Option<Vec<u64>>,
+    ) -> Result<Resolved, ExecError> {
+        let plan = &lp.plan;
+        let me = self.fabric.rank();
+        let p = plan.group_size;
+        let bufs = &plan.buffers;
+        let span = |r: &symsched_plan::Region, on: Rank| -> Result<(RReg, u64), ExecError> {
+            let s = bufs[r.buffer as usize].region_span(r.first, r.count, on, sizes)?;
+            Ok((
+                RReg {
+                    buf: r.buffer,
+                    elem: s.offset,
+                },
+                s.len,
+            ))
+        };
+        let fits = |need: u64, have: u64, id: u32| -> Result<(), ExecError> {
+            if have < need {
+                return Err(symsched_plan::PlanError::Inconsistent(format!(
+                    "step {id} moves {need} elements into a region of {have}"
+                ))
+                .into());
+            }
+            Ok(())
+        };
+        let var = |name: &str| -> Result<u64, ExecError> {
+            sizes
+                .vars
+                .get(name)
+                .copied()
+                .ok_or_else(|| symsched_plan::PlanError::UnboundSize(name.into()).into())
+        };
+        let mut steps = Vec::with_capacity(plan.ranks[me as usize].steps.len());
+        for step in &plan.ranks[me as usize].steps {
+            let id = step.id;
+            steps.push(match &step.op {
+                Op::Put {
+                    src,
+                    dst,
+                    peer,
+                    signal,
+                } => {
+                    let (s, n) = span(src, me)?;
+                    let (d, cap) = span(dst, *peer)?;
+                    fits(n, cap, id)?;
+                    RStep::Put {
+                        src: s,
+                        dst: d,
+                        peer: *peer,
+                        n,
+                        signal: *signal,
+                    }
+                }
+                Op::Get { src, dst, peer } => {
+                    let (s, n) = span(src, *peer)?;
+                    let (d, cap) = span(dst, me)?;
+                    fits(n, cap, id)?;
+                    RStep::Get {
+                        src: s,
+                        dst: d,
+                        peer: *peer,
+                        n,
+                    }
+                }
+                Op::Signal { update } => RStep::Signal(*update),
+                Op::Wait { slot, cmp, target } => RStep::Wait {
+                    slot: *slot,
+                    cmp: *cmp,
+                    target: *target,
+                    id,
+                },
+                Op::Reduce { dst, srcs } => {
+                    let (d, n) = span(dst, me)?;
+                    let mut rs = Vec::with_capacity(srcs.len());
+                    for s in srcs {
+                        let (r, len) = span(s, me)?;
+                        fits(n, len, id)?;
+                        rs.push(r);
+                    }
+                    RStep::Reduce { dst: d, srcs: rs, n }
+                }
+                Op::Copy { src, dst } | Op::Cast { src, dst } => {
+                    let (s, n) = span(src, me)?;
+                    let (d, cap) = span(dst, me)?;
+                    fits(n, cap, id)?;
+                    RStep::Copy { src: s, dst: d, n }
+                }
+                Op::Matmul { c, a, b } => {
+                    let (m, k, n) = (var("m")?, var("k")?, var("n")?);
+                    let (cr, cl) = span(c, me)?;
+                    let (ar, al) = span(a, me)?;
+                    let (br, bl) = span(b, me)?;
+                    fits(m * n, cl, id)?;
+                    fits(m * k, al, id)?;
+                    fits(k * n, bl, id)?;
+                    RStep::Matmul {
+                        c: cr,
+                        a: ar,
+                        b: br,
+                        m,
+                        k,
+                        n,
+                    }
+                }
+                Op::HostColl {
+                    op,
+                    region,
+                    members,
+                } => {
+                    let (r, n) = span(region, me)?;
+                    RStep::HostColl {
+                        op: *op,
+                        reg: r,
+                        n,
+                        members: members.clone(),
+                        id,
+                    }
+                }
+            });
+        }
+        let mut my_len = Vec::with_capacity(bufs.len());
+        let mut max_len = Vec::with_capacity(bufs.len());
+        for b in bufs {
+            my_len.push(b.total_len(me, sizes)?);
+            let mut mx = 0;
+            for r in 0..p {
+                mx = mx.max(b.total_len(r, sizes)?);
+            }
+            max_len.push(mx);
+        }
+        Ok(Resolved {
+            key,
+            steps,
+            my_len,
+            max_len,
+        })
+    }
+
+    /// Run one launch of `lp` on this rank. Collective: every rank of the group launches the
+    /// same plans in the same order.
+    pub fn launch(&self, lp: &LoadedPlan, args: LaunchArgs) -> Result<(), ExecError> {
+        let plan = &lp.plan;
+        let types = args.types;
+        if plan.collective.reduces() || has_reduce(plan) {
+            check_op(args.op, types.data)?;
+        }
+        if args.buffers.len() != lp.roles {
+            return Err(ExecError::BindingCount {
+                schedule: plan.schedule.clone(),
+                expected: lp.roles,
+                found: args.buffers.len(),
+            });
+        }
+        let uses_counts = plan
+            .buffers
+            .iter()
+            .any(|b| matches!(b.extent, symsched_plan::Extent::Counts { .. }));
+        if uses_counts && args.sizes.counts.is_none() {
+            return Err(ExecError::MissingCounts(plan.schedule.clone()));
+        }
+        let mut st = lp.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *st;
+        // Resolve steps for these sizes unless cached.
+        let cached = !uses_counts
+            && st.resolved.as_ref().is_some_and(|r| {
+                r.key.as_ref().is_some_and(|k| {
+                    k.len() == plan.size_vars.len()
+                        && plan
+                            .size_vars
+                            .iter()
+                            .zip(k)
+                            .all(|(v, x)| args.sizes.vars.get(&v.name) == Some(x))
+                })
+            });
+        if !cached {
+            let key = if uses_counts {
+                None
+            } else {
+                let mut k = Vec::with_capacity(plan.size_vars.len());
+                for v in &plan.size_vars {
+                    k.push(
+                        *args
+                            .sizes
+                            .vars
+                            .get(&v.name)
+                            .ok_or_else(|| symsched_plan::PlanError::UnboundSize(v.name.clone()))?,
+                    );
+                }
+                Some(k)
+            };
+            st.resolved = Some(self.resolve(lp, args.sizes, key)?);
+        }
+        let res = st.resolved.as_ref().expect("resolved above");
+        // Lay out the scratch/staging area: staged roles and scratch buffers, each sized for the
+        // largest rank. Heap-bound roles need no slot; every rank binds each role the same way,
+        // so the layout agrees across ranks.
+        let elem = |b: &BufferDecl| types.of(b.elem);
+        st.area_off.clear();
+        let mut need = 0u64;
+        for (i, b) in plan.buffers.iter().enumerate() {
+            st.area_off.push(need);
+            if matches!(args.buffers.get(i), Some(Binding::Heap { .. })) {
+                continue;
+            }
+            let bytes = res.max_len[i]
+                .checked_mul(elem(b).size() as u64)
+                .ok_or(symsched_plan::PlanError::SizeOverflow)?;
+            need = need
+                .checked_add(bytes.next_multiple_of(AREA_ALIGN))
+                .ok_or(symsched_plan::PlanError::SizeOverflow)?;
+        }
+        for (i, bnd) in args.buffers.iter().enumerate() {
+            let expected = res.my_len[i] * elem(&plan.buffers[i]).size() as u64;
+            let found = match bnd {
+                Binding::Heap { bytes, .. } => *bytes,
+                Binding::Host(s) => s.len() as u64,
+                Binding::HostRead(s) => s.len() as u64,
+            };
+            if found != expected {
+                return Err(ExecError::SizeMismatch {
+                    buffer: plan.buffers[i].name.clone(),
+                    expected,
+                    found,
+                });
+            }
+            if let Binding::HostRead(_) = bnd {
+                if plan.buffers[i].role != BufferRole::Input {
+                    return Err(ExecError::DtypeMismatch(format!(
+                        "buffer `{}` is written by the plan but was bound read-only",
+                        plan.buffers[i].name
+                    )));
+                }
+            }
+            if let Binding::Heap { offset, bytes } = bnd {
+                self.fabric.heap_ptr(self.fabric.rank(), *offset, *bytes)?;
+            }
+        }
+        let area = match st.area {
+            Some((off, cap)) if cap >= need => off,
+            old => {
+                // Grow geometrically so a sweep over sizes allocates O(largest) in total.
+                let cap = need.max(AREA_ALIGN).max(old.map_or(0, |(_, c)| 2 * c));
+                let off = self
+                    .fabric
+                    .scratch(&format!("plan/{}/area/{cap}", lp.key), cap)?;
+                st.area = Some((off, cap));
+                off
+            }
+        };
+        st.base.clear();
+        for i in 0..plan.buffers.len() {
+            st.base.push(match args.buffers.get(i) {
+                Some(Binding::Heap { offset, .. }) => *offset,
+                _ => area + st.area_off[i],
+            });
+        }
+        let base = std::mem::take(&mut st.base);
+        let me = self.fabric.rank();
+        // Copy staged inputs in.
+        for (i, bnd) in args.buffers.iter().enumerate() {
+            let src: &[u8] = match bnd {
+                Binding::Host(s) => s,
+                Binding::HostRead(s) => s,
+                Binding::Heap { .. } => continue,
+            };
+            if plan.buffers[i].role == BufferRole::Output || src.is_empty() {
+                continue;
+            }
+            let dst = self.fabric.heap_ptr(me, base[i], src.len() as u64)?;
+            // SAFETY: `dst` is a checked heap range of src.len() bytes, disjoint from `src`.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        }
+        let staged = args.buffers.iter().any(|b| !matches!(b, Binding::Heap { .. }));
+        if staged && lp.remote_roles {
+            let members: Vec<u32> = (0..self.fabric.size()).collect();
+            let mut ex = self.internal.lock().unwrap_or_else(|e| e.into_inner());
+            ex.barrier(&self.fabric, &members)?;
+        }
+        let epoch = st.epoch;
+        let ptr = |rank: Rank, r: &RReg, n: u64| -> Result<(*mut u8, DType), ExecError> {
+            let dt = elem(&plan.buffers[r.buf as usize]);
+            let sz = dt.size() as u64;
+            let p = self
+                .fabric
+                .heap_ptr(rank, base[r.buf as usize] + r.elem * sz, n * sz)?;
+            Ok((p, dt))
+        };
+        let sig = |u: &SignalUpdate| -> Result<(), ExecError> {
+            self.fabric
+                .signal(u.peer, lp.slot_base + u.slot, u.mode, u.value_at(epoch))
+        };
+        for step in &res.steps {
+            match step {
+                RStep::Put {
+                    src,
+                    dst,
+                    peer,
+                    n,
+                    signal,
+                } => {
+                    let (s, sd) = ptr(me, src, *n)?;
+                    let (d, dd) = ptr(*peer, dst, *n)?;
+                    // SAFETY: both ranges are bounds-checked heap ranges; distinct buffers or
+                    // ranks, or the identical range (a self-put), which `convert` allows.
+                    unsafe { convert(sd, s, dd, d, *n as usize) };
+                    if let Some(u) = signal {
+                        sig(u)?;
+                    }
+                }
+                RStep::Get { src, dst, peer, n } => {
+                    let (s, sd) = ptr(*peer, src, *n)?;
+                    let (d, dd) = ptr(me, dst, *n)?;
+                    // SAFETY: as for put.
+                    unsafe { convert(sd, s, dd, d, *n as usize) };
+                }
+                RStep::Signal(u) => sig(u)?,
+                RStep::Wait {
+                    slot,
+                    cmp,
+                    target,
+                    id,
+                } => {
+                    let ctx = WaitContext {
+                        schedule: &plan.schedule,
+                        step: *id,
+                        slot_name: &plan.signals[*slot as usize].name,
+                        signallers: &lp.signallers[*slot as usize],
+                    };
+                    self.fabric
+                        .wait(lp.slot_base + slot, *cmp, target.at(epoch), &ctx)?;
+                }
+                RStep::Reduce { dst, srcs, n } => {
+                    let (d, dd) = ptr(me, dst, *n)?;
+                    st.operands.clear();
+                    for s in srcs {
+                        let (p, dt) = ptr(me, s, *n)?;
+                        st.operands.push(Operand { ptr: p, dtype: dt });
+                    }
+                    // SAFETY: all ranges checked; the verifier guarantees `dst` is either one of
+                    // the operands or disjoint from all of them.
+                    unsafe { reduce_raw(types.acc, args.op, d, dd, &st.operands, *n as usize)? };
+                }
+                RStep::Copy { src, dst, n } => {
+                    let (s, sd) = ptr(me, src, *n)?;
+                    let (d, dd) = ptr(me, dst, *n)?;
+                    // SAFETY: as for put (local regions of distinct chunks, or identical).
+                    unsafe { convert(sd, s, dd, d, *n as usize) };
+                }
+                RStep::Matmul { c, a, b, m, k, n } => {
+                    let (cp, cd) = ptr(me, c, m * n)?;
+                    let (ap, ad) = ptr(me, a, m * k)?;
+                    let (bp, bd) = ptr(me, b, k * n)?;
+                    matmul(
+                        &mut st.mm,
+                        (cp, cd),
+                        (ap, ad),
+                        (bp, bd),
+                        (*m as usize, *k as usize, *n as usize),
+                    )?;
+                }
+                RStep::HostColl {
+                    op,
+                    reg,
+                    n,
+                    members,
+                    id,
+                } => {
+                    let (p, dt) = ptr(me, reg, *n)?;
+                    let len = *n as usize * dt.size();
+                    // SAFETY: checked local heap range; no peer touches it during a host
+                    // collective (the verifier forbids mixing shmem traffic on it).
+                    let data = unsafe { std::slice::from_raw_parts_mut(p, len) };
+                    let req = HostCollRequest {
+                        op: *op,
+                        data,
+                        dtype: dt,
+                        acc: types.acc,
+                        reduce: args.op,
+                        members,
+                        key: &lp.key,
+                        step: *id,
+                    };
+                    if self.host.is_builtin() {
+                        let mut ex = self.internal.lock().unwrap_or_else(|e| e.into_inner());
+                        ex.run(&self.fabric, req)?;
+                    } else {
+                        self.host.run(req)?;
+                    }
+                }
+            }
+        }
+        // avg = sum, then one division by P over every written role (bit-identical everywhere).
+        if args.op == ReduceOp::Avg && plan.collective.reduces() {
+            for (i, b) in plan.buffers[..lp.roles].iter().enumerate() {
+                if matches!(b.role, BufferRole::Output | BufferRole::InOut) && res.my_len[i] > 0 {
+                    let dt = elem(b);
+                    let p = self.fabric.heap_ptr(me, base[i], res.my_len[i] * dt.size() as u64)?;
+                    // SAFETY: checked local range.
+                    unsafe { scale_avg(types.acc, p, dt, res.my_len[i] as usize, plan.group_size) };
+                }
+            }
+        }
+        // Copy staged outputs out, then hand out the launch credits.
+        for (i, bnd) in args.buffers.iter_mut().enumerate() {
+            if let Binding::Host(dst) = bnd {
+                if plan.buffers[i].role == BufferRole::Input || dst.is_empty() {
+                    continue;
+                }
+                let src = self.fabric.heap_ptr(me, base[i], dst.len() as u64)?;
+                // SAFETY: checked heap range, disjoint from the private slice.
+                unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+            }
+        }
+        for u in &plan.ranks[me as usize].exit_signals {
+            sig(u)?;
+        }
+        st.epoch += 1;
+        st.base = base;
+        Ok(())
+    }
+}
+
+fn has_reduce(plan: &Plan) -> bool {
+    plan.ranks
+        .iter()
+        .flat_map(|r| &r.steps)
+        .any(|s| matches!(s.op, Op::Reduce { .. }))
+}
+
+/// Whether `op` is defined for `dtype` (every op is, for every data type; kept as the one place
+/// that decides).
+pub fn check_op(op: ReduceOp, dtype: DType) -> Result<(), ExecError> {
+    if !dtype.is_data() {
+        return Err(ExecError::UnsupportedOp {
+            op: op.to_string(),
+            dtype: dtype.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// `c = a × b` (row-major), accumulated in f64 for f64 data and in f32 otherwise, then rounded
+/// once into `c`'s type. `scratch` is reused across launches.
+fn matmul(
+    scratch: &mut Vec<f64>,
+    c: (*mut u8, DType),
+    a: (*mut u8, DType),
+    b: (*mut u8, DType),
+    (m, k, n): (usize, usize, usize),
+) -> Result<(), ExecError> {
+    for d in [a.1, b.1, c.1] {
+        if !d.is_float() {
+            return Err(ExecError::UnsupportedOp {
+                op: "matmul".into(),
+                dtype: d.to_string(),
+            });
+        }
+    }
+    scratch.clear();
+    scratch.resize(m * k + k * n + m * n, 0.0);
+    let (av, rest) = scratch.split_at_mut(m * k);
+    let (bv, cv) = rest.split_at_mut(k * n);
+    let wide = a.1 == DType::F64 || b.1 == DType::F64 || c.1 == DType::F64;
+    // SAFETY: the interpreter checked each range for m·k, k·n and m·n elements.
+    unsafe {
+        load_f64(a, av);
+        load_f64(b, bv);
+    }
+    if wide {
+        for i in 0..m {
+            for t in 0..k {
+                let x = av[i * k + t];
+                for j in 0..n {
+                    cv[i * n + j] += x * bv[t * n + j];
+                }
+            }
+        }
+    } else {
+        // f32 accumulation: every partial product and sum is rounded to f32.
+        let mut acc = vec![0f32; n];
+        for i in 0..m {
+            acc.iter_mut().for_each(|v| *v = 0.0);
+            for t in 0..k {
+                let x = av[i * k + t] as f32;
+                for (j, s) in acc.iter_mut().enumerate() {
+                    *s += x * bv[t * n + j] as f32;
+                }
+            }
+            for (j, s) in acc.iter().enumerate() {
+                cv[i * n + j] = *s as f64;
+            }
+        }
+    }
+    // SAFETY: as above; f32-exact values go through f64 → target with one rounding.
+    unsafe { convert(DType::F64, cv.as_ptr() as *const u8, c.1, c.0, m * n) };
+    Ok(())
+}
+
+unsafe fn load_f64(src: (*mut u8, DType), out: &mut [f64]) {
+    convert(src.1, src.0, DType::F64, out.as_mut_ptr() as *mut u8, out.len());
+}

@@ -1,0 +1,28 @@
+//! The plan executor: interprets a compiled [`symsched_plan::Plan`] for one rank of a group.
+//!
+//! - [`fabric`]: the small trait the executor needs from the machinery underneath, with an
+//!   in-process implementation ([`local`]) and the adapter onto the multi-process runtime;
+//! - [`dtype`] and [`reduce`]: element types, conversions and reduction numerics;
+//! - [`interp`]: the interpreter ([`Executor`]);
+//! - [`hostcoll`]: `HostColl` steps (framework collectives) and the heap stand-in;
+//! - [`reference`]: deterministic inputs and the sequential reference of every collective.
+
+pub mod dtype;
+pub mod error;
+pub mod fabric;
+pub mod group_fabric;
+pub mod harness;
+pub mod hostcoll;
+pub mod interp;
+pub mod local;
+pub mod reduce;
+pub mod reference;
+
+pub use dtype::{DType, ElemTypes};
+pub use error::ExecError;
+pub use fabric::{Fabric, WaitContext};
+pub use group_fabric::GroupFabric;
+pub use hostcoll::{HostCollRequest, HostCollectives};
+pub use interp::{Binding, Executor, LaunchArgs, LoadedPlan};
+pub use local::{LocalFabric, LocalGroup, LocalWorld};
+pub use reduce::ReduceOp;

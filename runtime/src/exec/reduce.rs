@@ -1,0 +1,336 @@
+//! Reduction numerics: a strict left fold in the accumulator type, rounded once into the
+//! destination.
+//!
+//! Order is part of the contract: `dst = ((s0 ⊕ s1) ⊕ s2) ⊕ …` for every element, in operand
+//! order, so every rank that folds the same operands gets bit-identical results, and a schedule
+//! that folds rank contributions in rank order matches the sequential reference bit-exactly.
+//! `avg` folds as `sum` and is divided by the group size in a separate pass over the output
+//! ([`scale_avg`]); integers divide truncating toward zero. Integer sums wrap. `max`/`min`
+//! propagate NaN.
+
+use super::dtype::{Accum, DType, BLOCK};
+use super::error::ExecError;
+use std::fmt;
+
+/// The launch's reduce op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Avg,
+    Max,
+    Min,
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min];
+
+    pub fn parse(name: &str) -> Result<ReduceOp, ExecError> {
+        Ok(match name.to_ascii_lowercase().as_str() {
+            "sum" => ReduceOp::Sum,
+            "avg" | "mean" => ReduceOp::Avg,
+            "max" => ReduceOp::Max,
+            "min" => ReduceOp::Min,
+            _ => {
+                return Err(ExecError::UnknownName {
+                    what: "reduce op",
+                    name: name.to_string(),
+                })
+            }
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Avg => "avg",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        }
+    }
+}
+
+impl fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Arithmetic of an accumulator type.
+pub trait Combine: Accum + PartialOrd {
+    fn add(a: Self, b: Self) -> Self;
+    fn div_by(a: Self, p: u32) -> Self;
+    fn is_nan(a: Self) -> bool;
+}
+
+impl Combine for f32 {
+    #[inline(always)]
+    fn add(a: f32, b: f32) -> f32 {
+        a + b
+    }
+    #[inline(always)]
+    fn div_by(a: f32, p: u32) -> f32 {
+        a / p as f32
+    }
+    #[inline(always)]
+    fn is_nan(a: f32) -> bool {
+        a.is_nan()
+    }
+}
+
+impl Combine for f64 {
+    #[inline(always)]
+    fn add(a: f64, b: f64) -> f64 {
+        a + b
+    }
+    #[inline(always)]
+    fn div_by(a: f64, p: u32) -> f64 {
+        a / p as f64
+    }
+    #[inline(always)]
+    fn is_nan(a: f64) -> bool {
+        a.is_nan()
+    }
+}
+
+macro_rules! int_combine {
+    ($t:ty) => {
+        impl Combine for $t {
+            #[inline(always)]
+            fn add(a: $t, b: $t) -> $t {
+                a.wrapping_add(b)
+            }
+            #[inline(always)]
+            fn div_by(a: $t, p: u32) -> $t {
+                // Group sizes are at most 64 so `p` fits every integer type.
+                a / (p as $t)
+            }
+            #[inline(always)]
+            fn is_nan(_a: $t) -> bool {
+                false
+            }
+        }
+    };
+}
+int_combine!(i32);
+int_combine!(i64);
+int_combine!(u8);
+
+#[inline(always)]
+fn max_of<A: Combine>(a: A, b: A) -> A {
+    if A::is_nan(a) || a >= b {
+        a
+    } else {
+        b
+    }
+}
+
+#[inline(always)]
+fn min_of<A: Combine>(a: A, b: A) -> A {
+    if A::is_nan(a) || a <= b {
+        a
+    } else {
+        b
+    }
+}
+
+#[inline(always)]
+fn fold<A: Combine>(acc: &mut [A], x: &[A], f: impl Fn(A, A) -> A) {
+    for (a, b) in acc.iter_mut().zip(x) {
+        *a = f(*a, *b);
+    }
+}
+
+/// One operand of a reduction: raw bytes and their dtype.
+#[derive(Debug, Clone, Copy)]
+pub struct Operand {
+    pub ptr: *const u8,
+    pub dtype: DType,
+}
+
+/// Operands borrowed from symmetric memory are shared between threads by design.
+unsafe impl Send for Operand {}
+
+/// Borrow `n` elements of `A` at `ptr` in place when they need no conversion, else convert them
+/// into `tmp`.
+#[inline(always)]
+unsafe fn view<'a, A: Accum>(op: Operand, n: usize, tmp: &'a mut [A]) -> &'a [A] {
+    if op.dtype == A::DTYPE && (op.ptr as usize) % std::mem::align_of::<A>() == 0 {
+        std::slice::from_raw_parts(op.ptr as *const A, n)
+    } else {
+        A::load(op.dtype, op.ptr, &mut tmp[..n]);
+        &tmp[..n]
+    }
+}
+
+unsafe fn reduce_typed<A: Combine>(
+    op: ReduceOp,
+    dst: *mut u8,
+    dst_dtype: DType,
+    srcs: &[Operand],
+    n: usize,
+) {
+    let mut acc = [A::default(); BLOCK];
+    let mut tmp = [A::default(); BLOCK];
+    let mut i = 0;
+    while i < n {
+        let k = BLOCK.min(n - i);
+        let at = |o: &Operand| Operand {
+            ptr: o.ptr.add(i * o.dtype.size()),
+            dtype: o.dtype,
+        };
+        A::load(srcs[0].dtype, at(&srcs[0]).ptr, &mut acc[..k]);
+        for s in &srcs[1..] {
+            let x = view(at(s), k, &mut tmp);
+            match op {
+                ReduceOp::Sum | ReduceOp::Avg => fold(&mut acc[..k], x, A::add),
+                ReduceOp::Max => fold(&mut acc[..k], x, max_of),
+                ReduceOp::Min => fold(&mut acc[..k], x, min_of),
+            }
+        }
+        A::store(dst_dtype, &acc[..k], dst.add(i * dst_dtype.size()));
+        i += k;
+    }
+}
+
+/// `dst = srcs[0] ⊕ srcs[1] ⊕ …` over `n` elements, folded in `acc`.
+///
+/// # Safety
+/// Every operand must be valid for `n` elements of its dtype and `dst` for `n` elements of
+/// `dst_dtype`. `dst` may be exactly one of the operands (same pointer and dtype) but must not
+/// partially overlap any.
+pub unsafe fn reduce_raw(
+    acc: DType,
+    op: ReduceOp,
+    dst: *mut u8,
+    dst_dtype: DType,
+    srcs: &[Operand],
+    n: usize,
+) -> Result<(), ExecError> {
+    if srcs.is_empty() || n == 0 {
+        return Ok(());
+    }
+    match acc {
+        DType::F32 => reduce_typed::<f32>(op, dst, dst_dtype, srcs, n),
+        DType::F64 => reduce_typed::<f64>(op, dst, dst_dtype, srcs, n),
+        DType::I32 => reduce_typed::<i32>(op, dst, dst_dtype, srcs, n),
+        DType::I64 => reduce_typed::<i64>(op, dst, dst_dtype, srcs, n),
+        DType::U8 => reduce_typed::<u8>(op, dst, dst_dtype, srcs, n),
+        d => {
+            return Err(ExecError::UnsupportedOp {
+                op: format!("reduce with accumulator {d}"),
+                dtype: d.to_string(),
+            })
+        }
+    }
+    Ok(())
+}
+
+unsafe fn scale_typed<A: Combine>(ptr: *mut u8, dtype: DType, n: usize, p: u32) {
+    let mut tmp = [A::default(); BLOCK];
+    let mut i = 0;
+    while i < n {
+        let k = BLOCK.min(n - i);
+        let at = ptr.add(i * dtype.size());
+        A::load(dtype, at, &mut tmp[..k]);
+        for v in &mut tmp[..k] {
+            *v = A::div_by(*v, p);
+        }
+        A::store(dtype, &tmp[..k], at);
+        i += k;
+    }
+}
+
+/// The `avg` post-pass: divide `n` elements of `dtype` at `ptr` by `p` in the accumulator type.
+///
+/// # Safety
+/// `ptr` must be valid for `n` elements of `dtype`.
+pub unsafe fn scale_avg(acc: DType, ptr: *mut u8, dtype: DType, n: usize, p: u32) {
+    match acc {
+        DType::F32 => scale_typed::<f32>(ptr, dtype, n, p),
+        DType::F64 => scale_typed::<f64>(ptr, dtype, n, p),
+        DType::I32 => scale_typed::<i32>(ptr, dtype, n, p),
+        DType::I64 => scale_typed::<i64>(ptr, dtype, n, p),
+        DType::U8 => scale_typed::<u8>(ptr, dtype, n, p),
+        _ => {}
+    }
+}
+
+/// Fold typed slices (the sequential reference and tests use this).
+pub fn reduce_slices<A: Combine>(op: ReduceOp, operands: &[&[A]], out: &mut [A]) {
+    let srcs: Vec<Operand> = operands
+        .iter()
+        .map(|s| Operand {
+            ptr: s.as_ptr() as *const u8,
+            dtype: A::DTYPE,
+        })
+        .collect();
+    // SAFETY: each operand is a live slice at least `out.len()` long (checked below).
+    assert!(operands.iter().all(|s| s.len() >= out.len()));
+    unsafe {
+        reduce_typed::<A>(op, out.as_mut_ptr() as *mut u8, A::DTYPE, &srcs, out.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f32_sum_is_a_strict_left_fold() {
+        let ops: Vec<Vec<f32>> = (0..5)
+            .map(|r| (0..2500).map(|i| ((i * 7 + r * 13) % 97) as f32 * 0.1 + 1e7 * (r % 2) as f32).collect())
+            .collect();
+        let refs: Vec<&[f32]> = ops.iter().map(|v| v.as_slice()).collect();
+        let mut out = vec![0f32; 2500];
+        reduce_slices(ReduceOp::Sum, &refs, &mut out);
+        for i in 0..2500 {
+            let mut want = ops[0][i];
+            for o in &ops[1..] {
+                want += o[i];
+            }
+            assert_eq!(out[i].to_bits(), want.to_bits());
+        }
+    }
+
+    #[test]
+    fn max_min_propagate_nan_and_ints_wrap() {
+        let a = [1.0f32, f32::NAN, 3.0];
+        let b = [2.0f32, 0.0, f32::NAN];
+        let mut out = [0f32; 3];
+        reduce_slices(ReduceOp::Max, &[&a, &b], &mut out);
+        assert_eq!(out[0], 2.0);
+        assert!(out[1].is_nan() && out[2].is_nan());
+        let x = [250u8, 3];
+        let y = [10u8, 4];
+        let mut o = [0u8; 2];
+        reduce_slices(ReduceOp::Sum, &[&x, &y], &mut o);
+        assert_eq!(o, [4, 7]);
+    }
+
+    #[test]
+    fn bf16_accumulates_in_f32_and_rounds_once() {
+        use half::bf16;
+        // 1 + 2^-8 + 2^-8: each addend alone is a tie lost in bf16, together they survive.
+        let v = [bf16::from_f32(1.0), bf16::from_f32(2f32.powi(-8)), bf16::from_f32(2f32.powi(-8))];
+        let mut out = bf16::ZERO;
+        let srcs: Vec<Operand> = v
+            .iter()
+            .map(|x| Operand {
+                ptr: x as *const bf16 as *const u8,
+                dtype: DType::Bf16,
+            })
+            .collect();
+        unsafe {
+            reduce_raw(DType::F32, ReduceOp::Sum, &mut out as *mut bf16 as *mut u8, DType::Bf16, &srcs, 1)
+                .unwrap();
+        }
+        assert_eq!(out.to_f32(), 1.0 + 2f32.powi(-7));
+    }
+
+    #[test]
+    fn avg_divides_after_the_sum() {
+        let mut v = [9i32, -9, 10];
+        unsafe { scale_avg(DType::I32, v.as_mut_ptr() as *mut u8, DType::I32, 3, 2) };
+        assert_eq!(v, [4, -4, 5]);
+    }
+}

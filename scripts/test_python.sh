@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Run the symsched pytest suite in the project venv under a global timeout.
+#   TIMEOUT (seconds, default 900); extra arguments go to pytest (e.g. -k allreduce).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-/root/.cache/symsched/venv}"
+TIMEOUT="${TIMEOUT:-900}"
+if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import symsched._native' 2>/dev/null; then
+    echo "test_python: the venv lacks symsched; run scripts/python_env.sh first" >&2
+    exit 2
+fi
+cd "$ROOT/python"
+# --kill-after: a wedged rank tree still goes away
+exec timeout --kill-after=30 "$TIMEOUT" "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests "$@"
