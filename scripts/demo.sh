@@ -16,6 +16,7 @@ echo "== verify the standard library for P in 1,2,3,4,5,8,16"
 "$SYMSCHED" check examples/*.sched --ranks 1,2,3,4,5,8,16
 
 echo "== compile one plan: allreduce_two_shot for 8 ranks"
-mkdir -p out
-"$SYMSCHED" compile examples/allreduce_two_shot.sched --ranks 8 --emit plan -o out/allreduce_two_shot.P8.json
-echo "wrote out/allreduce_two_shot.P8.json ($(wc -c < out/allreduce_two_shot.P8.json) bytes)"
+OUT=target/demo
+mkdir -p "$OUT"
+"$SYMSCHED" compile examples/allreduce_two_shot.sched --ranks 8 --emit plan -o "$OUT/allreduce_two_shot.P8.json"
+echo "wrote $OUT/allreduce_two_shot.P8.json ($(wc -c < "$OUT/allreduce_two_shot.P8.json") bytes)"

@@ -43,16 +43,19 @@ pub struct Loaded {
 }
 
 /// Load `files`, plus every other `.sched` file in their directories. Returns the rendered
-/// diagnostics as the error when any source does not parse or resolve.
+/// diagnostics as the error when a named file does not parse or resolve; a neighbour that does
+/// not load is skipped with a one-line warning, so one broken file does not block checking the
+/// others.
 pub fn load(files: &[PathBuf]) -> Result<Loaded, String> {
     let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut order: Vec<(PathBuf, bool)> = Vec::new();
     let key = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let mut named_paths: Vec<PathBuf> = Vec::new();
     for f in files {
         if seen.insert(key(f)) {
-            order.push((f.clone(), true));
+            named_paths.push(f.clone());
         }
     }
+    let mut neighbours: Vec<PathBuf> = Vec::new();
     for f in files {
         let dir = match f.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -61,44 +64,40 @@ pub fn load(files: &[PathBuf]) -> Result<Loaded, String> {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        let mut siblings: Vec<PathBuf> = entries
+        let mut found: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|e| e == "sched"))
             .collect();
-        siblings.sort();
-        for s in siblings {
+        found.sort();
+        for s in found {
             if seen.insert(key(&s)) {
-                order.push((s, false));
+                neighbours.push(s);
             }
         }
     }
     let mut lib = Library::new();
     let mut named = BTreeSet::new();
     let mut errors: Vec<Diagnostic> = Vec::new();
-    let mut io_errors: Vec<String> = Vec::new();
-    for (path, is_named) in order {
-        if is_named {
-            if let Err(e) = std::fs::metadata(&path) {
-                io_errors.push(format!("error: cannot read {}: {e}", path.display()));
-                continue;
-            }
-        }
-        match lib.add_file(&path) {
+    // Named files first: their definitions win over a neighbour defining the same name.
+    for path in &named_paths {
+        match lib.add_file(path) {
             Ok(id) => {
-                if is_named {
-                    named.insert(id);
-                }
+                named.insert(id);
             }
             Err(mut d) => errors.append(&mut d),
         }
     }
-    if !io_errors.is_empty() || !errors.is_empty() {
-        let mut out = io_errors.join("\n");
-        if !out.is_empty() {
-            out.push('\n');
+    if !errors.is_empty() {
+        return Err(render_all(&errors, lib.sources()));
+    }
+    for path in &neighbours {
+        if let Err(d) = lib.add_file(path) {
+            eprintln!(
+                "warning: skipping {} (loaded for cross-file references): {} error(s), run `symsched check` on it",
+                path.display(),
+                d.len()
+            );
         }
-        out.push_str(&render_all(&errors, lib.sources()));
-        return Err(out);
     }
     Ok(Loaded { lib, named })
 }
@@ -145,7 +144,7 @@ pub fn single_binding(
 ) -> Result<BTreeMap<String, i64>> {
     let space = lib
         .param_space(name, p, fixed)
-        .map_err(|d| anyhow!("{}", render_all(&d, lib.sources()).trim_end().to_string()))?;
+        .map_err(|d| anyhow!("{}", render_all(&d, lib.sources()).trim_end()))?;
     match space.as_slice() {
         [one] => Ok(one.clone()),
         [] => bail!("no admissible parameter binding for `{name}` at P = {p}"),

@@ -9,7 +9,9 @@ use std::time::Duration;
 use anyhow::Context;
 use symsched_runtime::launcher::{launch, LaunchSpec};
 
-/// Arguments of `symsched launch`.
+/// Run N ranks of a command on this node with the torchrun environment (RANK, WORLD_SIZE,
+/// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and a private rendezvous directory;
+/// output is prefixed with `[rank k]`; if a rank fails the others are stopped.
 #[derive(clap::Args)]
 pub struct Args {
     /// Number of ranks to start (may exceed the number of cores).

@@ -218,3 +218,32 @@ fn fmt_check_fails_on_unformatted_and_fmt_fixes_it() {
     let formatted = std::fs::read_to_string(&file).expect("read");
     assert!(formatted.contains("schedule allgather_push"), "{formatted}");
 }
+
+#[test]
+fn a_broken_neighbour_is_skipped_with_a_warning() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for name in ["allgather_push", "reduce_scatter_push"] {
+        std::fs::copy(example(name), dir.path().join(format!("{name}.sched"))).expect("copy");
+    }
+    std::fs::write(dir.path().join("zz_broken.sched"), "schedule {").expect("write");
+    let out = symsched(&[
+        "check",
+        s(&dir.path().join("allgather_push.sched")),
+        "--ranks",
+        "2",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("warning: skipping"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Named, it fails.
+    let out = symsched(&[
+        "check",
+        s(&dir.path().join("zz_broken.sched")),
+        "--ranks",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -44,7 +44,9 @@ pub struct Library {
 
 impl ScheduleLookup for Library {
     fn find(&self, name: &str) -> Option<(&Schedule, &ResolvedSchedule)> {
-        self.by_name.get(name).map(|&i| (&self.entries[i].ast, &self.entries[i].res))
+        self.by_name
+            .get(name)
+            .map(|&i| (&self.entries[i].ast, &self.entries[i].res))
     }
 }
 
@@ -64,15 +66,21 @@ impl Library {
         for s in &ast.schedules {
             if let Some(prev) = local.get(s.name.name.as_str()) {
                 diags.push(
-                    Diagnostic::error(codes::E_DUPLICATE, format!("schedule `{}` is defined twice", s.name.name))
-                        .with_label(s.name.span, "defined again here")
-                        .with_label(*prev, "first defined here"),
+                    Diagnostic::error(
+                        codes::E_DUPLICATE,
+                        format!("schedule `{}` is defined twice", s.name.name),
+                    )
+                    .with_label(s.name.span, "defined again here")
+                    .with_label(*prev, "first defined here"),
                 );
             } else if let Some(&i) = self.by_name.get(&s.name.name) {
                 diags.push(
-                    Diagnostic::error(codes::E_DUPLICATE, format!("schedule `{}` is already defined", s.name.name))
-                        .with_label(s.name.span, "defined again here")
-                        .with_label(self.entries[i].ast.name.span, "first defined here"),
+                    Diagnostic::error(
+                        codes::E_DUPLICATE,
+                        format!("schedule `{}` is already defined", s.name.name),
+                    )
+                    .with_label(s.name.span, "defined again here")
+                    .with_label(self.entries[i].ast.name.span, "first defined here"),
                 );
             }
             local.insert(&s.name.name, s.name.span);
@@ -86,7 +94,11 @@ impl Library {
         }
         for (s, r) in ast.schedules.into_iter().zip(resolved) {
             self.by_name.insert(s.name.name.clone(), self.entries.len());
-            self.entries.push(Entry { file, ast: s, res: r });
+            self.entries.push(Entry {
+                file,
+                ast: s,
+                res: r,
+            });
         }
         Ok(file)
     }
@@ -95,7 +107,10 @@ impl Library {
     pub fn add_file(&mut self, path: &std::path::Path) -> Result<FileId, Vec<Diagnostic>> {
         match std::fs::read_to_string(path) {
             Ok(text) => self.add_source(&path.display().to_string(), &text),
-            Err(e) => Err(vec![Diagnostic::error("E0001", format!("cannot read `{}`: {e}", path.display()))]),
+            Err(e) => Err(vec![Diagnostic::error(
+                "E0001",
+                format!("cannot read `{}`: {e}", path.display()),
+            )]),
         }
     }
 
@@ -107,7 +122,15 @@ impl Library {
         ScheduleInfo {
             name: e.ast.name.name.clone(),
             collective: e.res.kind,
-            params: e.ast.params.iter().map(|p| ParamInfo { name: p.name.name.clone(), span: p.span }).collect(),
+            params: e
+                .ast
+                .params
+                .iter()
+                .map(|p| ParamInfo {
+                    name: p.name.name.clone(),
+                    span: p.span,
+                })
+                .collect(),
             file: e.file,
             span: e.ast.header_span,
         }
@@ -119,7 +142,9 @@ impl Library {
     }
 
     pub fn schedule(&self, name: &str) -> Option<ScheduleInfo> {
-        self.by_name.get(name).map(|&i| Self::info(&self.entries[i]))
+        self.by_name
+            .get(name)
+            .map(|&i| Self::info(&self.entries[i]))
     }
 
     /// The parsed schedule (for tools that walk the AST).
@@ -128,18 +153,100 @@ impl Library {
     }
 
     fn unknown(name: &str) -> Vec<Diagnostic> {
-        vec![Diagnostic::error(codes::E_UNKNOWN_NAME, format!("no schedule named `{name}`"))]
+        vec![Diagnostic::error(
+            codes::E_UNKNOWN_NAME,
+            format!("no schedule named `{name}`"),
+        )]
     }
 
     /// Every param binding `check` must verify at this group size: the cartesian product of the
     /// declared ranges, with `fixed` overriding (a fixed value out of range → E0305).
-    pub fn param_space(&self, name: &str, group_size: u32, fixed: &BTreeMap<String, i64>) -> Result<Vec<BTreeMap<String, i64>>, Vec<Diagnostic>> {
+    pub fn param_space(
+        &self,
+        name: &str,
+        group_size: u32,
+        fixed: &BTreeMap<String, i64>,
+    ) -> Result<Vec<BTreeMap<String, i64>>, Vec<Diagnostic>> {
         let (s, _) = self.find(name).ok_or_else(|| Self::unknown(name))?;
         instantiate::param_space(s, group_size, fixed)
     }
 
     /// Instantiate a schedule for one group size and one complete param binding.
-    pub fn instantiate(&self, name: &str, group_size: u32, params: &BTreeMap<String, i64>) -> Result<crate::ir::Program, Vec<Diagnostic>> {
+    pub fn instantiate(
+        &self,
+        name: &str,
+        group_size: u32,
+        params: &BTreeMap<String, i64>,
+    ) -> Result<crate::ir::Program, Vec<Diagnostic>> {
         instantiate::instantiate(self, name, group_size, params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AR: &str = "schedule a implements allreduce(x: [1]) dual b { }\n";
+    const BR: &str = "schedule b implements allreduce(x: [1]) dual a { }\n";
+
+    #[test]
+    fn files_resolve_across_and_fail_atomically() {
+        let mut lib = Library::new();
+        let fa = lib.add_source("a.sched", AR).unwrap();
+        // The dual lives in a file not added yet.
+        assert_eq!(
+            lib.instantiate("a", 2, &BTreeMap::new()).unwrap_err()[0].code,
+            "E0201"
+        );
+        // A file with one good and one broken schedule adds nothing.
+        let bad = format!("{BR}schedule c implements nope(x: [1]) {{ }}\n");
+        assert!(lib.add_source("bad.sched", &bad).is_err());
+        assert!(lib.schedule("b").is_none());
+        let fb = lib.add_source("b.sched", BR).unwrap();
+        assert_ne!(fa, fb);
+        let prog = lib.instantiate("a", 2, &BTreeMap::new()).unwrap();
+        assert_eq!(prog.duals.len(), 1);
+        let names: Vec<String> = lib.schedules().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, vec!["a", "b"]);
+        assert_eq!(lib.schedule("b").unwrap().file, fb);
+        assert_eq!(lib.sources().name(fb), "b.sched");
+        // Redefinition in another file is a duplicate.
+        assert_eq!(
+            lib.add_source("again.sched", AR).unwrap_err()[0].code,
+            "E0202"
+        );
+    }
+
+    #[test]
+    fn io_errors_are_diagnostics() {
+        let mut lib = Library::new();
+        let e = lib
+            .add_file(std::path::Path::new("/nonexistent/x.sched"))
+            .unwrap_err();
+        assert_eq!(e[0].code, "E0001");
+    }
+
+    #[test]
+    fn param_space_through_the_library() {
+        let mut lib = Library::new();
+        lib.add_source(
+            "r.sched",
+            "schedule r(root in 0..P) implements reduce(x: [1]) { }",
+        )
+        .unwrap();
+        let info = lib.schedule("r").unwrap();
+        assert_eq!(info.collective, CollectiveKind::Reduce);
+        assert_eq!(info.params[0].name, "root");
+        assert_eq!(lib.param_space("r", 3, &BTreeMap::new()).unwrap().len(), 3);
+        let fixed: BTreeMap<String, i64> = [("root".into(), 5)].into_iter().collect();
+        assert_eq!(
+            lib.param_space("r", 3, &fixed).unwrap_err()[0].code,
+            "E0305"
+        );
+        let bogus: BTreeMap<String, i64> = [("nope".into(), 0)].into_iter().collect();
+        assert_eq!(
+            lib.param_space("r", 3, &bogus).unwrap_err()[0].code,
+            "E0201"
+        );
     }
 }

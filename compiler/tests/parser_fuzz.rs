@@ -36,12 +36,22 @@ fn check(text: &str) -> Result<(), TestCaseError> {
         Err(diags) => {
             prop_assert!(!diags.is_empty(), "failure without a diagnostic");
             for d in &diags {
-                prop_assert!(d.code.starts_with('E') && d.code.len() == 5, "bad code {}", d.code);
+                prop_assert!(
+                    d.code.starts_with('E') && d.code.len() == 5,
+                    "bad code {}",
+                    d.code
+                );
                 let s = d.span();
                 prop_assert!(s.is_some(), "{} has no span", d.code);
                 let s = s.unwrap();
-                prop_assert!(s.start <= s.end && (s.end as usize) <= text.len(), "span {s:?} outside text");
-                prop_assert!(text.is_char_boundary(s.start as usize) && text.is_char_boundary(s.end as usize));
+                prop_assert!(
+                    s.start <= s.end && (s.end as usize) <= text.len(),
+                    "span {s:?} outside text"
+                );
+                prop_assert!(
+                    text.is_char_boundary(s.start as usize)
+                        && text.is_char_boundary(s.end as usize)
+                );
                 // Rendering never panics either.
                 let _ = d.render(lib.sources());
             }

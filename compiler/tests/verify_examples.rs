@@ -62,3 +62,47 @@ fn every_example_verifies_at_every_group_size() {
         failures.join("\n")
     );
 }
+
+/// Hand-run timing of `verify_program` alone (not a timed test):
+/// `cargo test --release -p symsched-compiler --test verify_examples -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn verify_timing_by_hand() {
+    let lib = examples_library();
+    for (name, p) in [
+        ("allreduce_two_shot", 8u32),
+        ("allreduce_two_shot", 64),
+        ("alltoall_push", 16),
+        ("alltoall_push", 32),
+        ("alltoall_push", 64),
+        ("allreduce_ring", 64),
+    ] {
+        let prog = lib
+            .instantiate(name, p, &BTreeMap::new())
+            .unwrap_or_else(|d| panic!("{}", render_all(&d, lib.sources())));
+        let runs = 5;
+        let t = std::time::Instant::now();
+        for _ in 0..runs {
+            verify::verify_program(&prog).expect("verifies");
+        }
+        let per = t.elapsed() / runs;
+        println!(
+            "{name} P={p}: {} steps, verify_program {per:?}",
+            prog.step_count()
+        );
+    }
+}
+
+#[test]
+fn identity_dual_is_reported_as_a_note() {
+    let lib = examples_library();
+    let report = verify::check(&lib, "allreduce_one_shot", 4, &BTreeMap::new())
+        .unwrap_or_else(|d| panic!("{}", render_all(&d, lib.sources())));
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.message.contains("assuming replicated downstream")),
+        "{report:?}"
+    );
+}

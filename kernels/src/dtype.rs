@@ -140,7 +140,9 @@ impl FromStr for ReduceOp {
             "sum" => Ok(ReduceOp::Sum),
             "max" => Ok(ReduceOp::Max),
             "min" => Ok(ReduceOp::Min),
-            _ => Err(format!("unknown reduce op `{s}` (expected sum, max or min)")),
+            _ => Err(format!(
+                "unknown reduce op `{s}` (expected sum, max or min)"
+            )),
         }
     }
 }

@@ -6,7 +6,11 @@ pub enum KernelError {
     #[error("the Ascend C lowering does not support {what} (step {step} of rank {rank})")]
     Unsupported { what: String, rank: u32, step: u32 },
     #[error("signal slot `{slot}` needs per-launch stride {stride} / offset {offset}; int32 signals need both below 2^29 (see docs/ascendc.md, \"int32 signals\")")]
-    SignalRange { slot: String, stride: u64, offset: u64 },
+    SignalRange {
+        slot: String,
+        stride: u64,
+        offset: u64,
+    },
     #[error("size variable `{0}` is used by an extent but not declared in the plan's size_vars")]
     UnknownSizeVar(String),
     #[error("UB budget {0} bytes is too small: one tile needs at least 1024 bytes")]

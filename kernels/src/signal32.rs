@@ -72,7 +72,14 @@ mod tests {
                         offset: stride,
                     };
                     let target = t.at(epoch);
-                    for delta in [-(3 * stride as i64), -1, 0, 1, stride as i64, 2 * stride as i64] {
+                    for delta in [
+                        -(3 * stride as i64),
+                        -1,
+                        0,
+                        1,
+                        stride as i64,
+                        2 * stride as i64,
+                    ] {
                         let observed = (target as i64 + delta) as u64;
                         for cmp in cmps {
                             assert_eq!(

@@ -11,14 +11,31 @@ use std::process::Command;
 
 /// The simulation headers, embedded so a build needs nothing but this crate and g++.
 pub const SIM_HEADERS: [(&str, &str); 4] = [
-    ("symsched_device.h", include_str!("../sim/symsched_device.h")),
-    ("symsched_sim_core.h", include_str!("../sim/symsched_sim_core.h")),
-    ("kernel_operator.h", include_str!("../sim/kernel_operator.h")),
+    (
+        "symsched_device.h",
+        include_str!("../sim/symsched_device.h"),
+    ),
+    (
+        "symsched_sim_core.h",
+        include_str!("../sim/symsched_sim_core.h"),
+    ),
+    (
+        "kernel_operator.h",
+        include_str!("../sim/kernel_operator.h"),
+    ),
     ("shmem.h", include_str!("../sim/shmem.h")),
 ];
 
 /// Flags every simulated kernel is built with.
-pub const CXX_FLAGS: [&str; 7] = ["-std=c++17", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-pthread"];
+pub const CXX_FLAGS: [&str; 7] = [
+    "-std=c++17",
+    "-O2",
+    "-Wall",
+    "-Werror",
+    "-shared",
+    "-fPIC",
+    "-pthread",
+];
 
 /// Where compiled kernels are cached: `$SYMSCHED_KERNEL_CACHE`, else
 /// `$XDG_CACHE_HOME/symsched/kernels`, else `$HOME/.cache/symsched/kernels`, else the temp dir.
@@ -151,8 +168,10 @@ pub fn load(so: &Path, name: &str) -> Result<SimKernel, KernelError> {
     // SAFETY: every simulated kernel exports `symsched_sim_launch` with this signature
     // (templates/sim_entry.cpp, typedef symsched_sim_launch_fn in sim/symsched_device.h).
     let launch_fn = unsafe {
-        *lib.get::<unsafe extern "C" fn(*const SimDevice, *const LaunchArgs) -> i32>(b"symsched_sim_launch\0")
-            .map_err(err)?
+        *lib.get::<unsafe extern "C" fn(*const SimDevice, *const LaunchArgs) -> i32>(
+            b"symsched_sim_launch\0",
+        )
+        .map_err(err)?
     };
     Ok(SimKernel {
         name: name.to_string(),

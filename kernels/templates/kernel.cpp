@@ -376,6 +376,11 @@ private:
     __aicore__ inline void LoadAcc(const AscendC::LocalTensor<AccT> &dst, uint32_t cls, GM_ADDR src, uint32_t len) {
         switch (TypeIdOf(cls)) {
         case 0:
+            // `dst` may still be read by a vector op or by the previous tile's store.
+            AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(AscendC::EVENT_ID0);
+            AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(AscendC::EVENT_ID0);
             LoadTile(dst, reinterpret_cast<__gm__ float *>(src), len);
             AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(AscendC::EVENT_ID0);
             AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(AscendC::EVENT_ID0);
@@ -434,7 +439,7 @@ private:
     __aicore__ inline void PutTile(__gm__ float *dst, const AscendC::LocalTensor<AccT> &acc, uint32_t len, int32_t pe) {
         AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(AscendC::EVENT_ID0);
         AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(AscendC::EVENT_ID0);
-        UbPut(dst, acc.GetPhyAddr(), len, pe);
+        UbPut(dst, (__ubuf__ float *)acc.GetPhyAddr(), len, pe);
         aclshmem_quiet();
     }
     template <typename D>
@@ -443,7 +448,7 @@ private:
         AscendC::Cast(t, acc, AscendC::RoundMode::CAST_RINT, len);
         outQ_.EnQue(t);
         t = outQ_.template DeQue<D>();
-        UbPut(dst, t.GetPhyAddr(), len, pe);
+        UbPut(dst, (__ubuf__ D *)t.GetPhyAddr(), len, pe);
         aclshmem_quiet();
         outQ_.FreeTensor(t);
     }
@@ -459,7 +464,11 @@ private:
         LocalWritesDone();
     }
     __aicore__ inline void GetTile(const AscendC::LocalTensor<AccT> &acc, __gm__ float *src, uint32_t len, int32_t pe) {
-        UbGet(acc.GetPhyAddr(), src, len, pe);
+        AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(AscendC::EVENT_ID0);
+        AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(AscendC::EVENT_ID0);
+        AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(AscendC::EVENT_ID0);
+        AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(AscendC::EVENT_ID0);
+        UbGet((__ubuf__ float *)acc.GetPhyAddr(), src, len, pe);
         aclshmem_quiet();
         AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(AscendC::EVENT_ID0);
         AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(AscendC::EVENT_ID0);
@@ -467,7 +476,7 @@ private:
     template <typename S>
     __aicore__ inline void GetTile(const AscendC::LocalTensor<AccT> &acc, __gm__ S *src, uint32_t len, int32_t pe) {
         AscendC::LocalTensor<S> t = ioQ_.template AllocTensor<S>();
-        UbGet(t.GetPhyAddr(), src, len, pe);
+        UbGet((__ubuf__ S *)t.GetPhyAddr(), src, len, pe);
         aclshmem_quiet();
         ioQ_.EnQue(t);
         t = ioQ_.template DeQue<S>();

@@ -19,9 +19,26 @@ fn put_then_signal(p: u32) -> Plan {
     for r in &mut plan.ranks {
         let mut steps = vec![];
         for s in r.steps.drain(..) {
-            if let Op::Put { src, dst, peer, signal: Some(u) } = s.op {
-                steps.push(symsched_plan::Step { op: Op::Put { src, dst, peer, signal: None }, ..s.clone() });
-                steps.push(symsched_plan::Step { op: Op::Signal { update: u }, ..s });
+            if let Op::Put {
+                src,
+                dst,
+                peer,
+                signal: Some(u),
+            } = s.op
+            {
+                steps.push(symsched_plan::Step {
+                    op: Op::Put {
+                        src,
+                        dst,
+                        peer,
+                        signal: None,
+                    },
+                    ..s.clone()
+                });
+                steps.push(symsched_plan::Step {
+                    op: Op::Signal { update: u },
+                    ..s
+                });
             } else {
                 steps.push(s);
             }
@@ -38,14 +55,26 @@ fn put_then_signal(p: u32) -> Plan {
 /// Build `plan`'s kernel with `from` replaced by `to` in its source, run it, return the error.
 fn run_broken(plan: &Plan, from: &str, to: &str) -> KernelError {
     let l = lower(plan, &o()).unwrap();
-    assert!(l.kernel.contains(from), "pattern `{from}` not in the generated kernel");
+    assert!(
+        l.kernel.contains(from),
+        "pattern `{from}` not in the generated kernel"
+    );
     let mut src = SimSources::from(&l);
     src.kernel = src.kernel.replace(from, to);
     let k = sim_build::build(&src, &cache_dir()).unwrap_or_else(|e| panic!("{e}"));
     let sizes = sizes_for(plan, 100);
     let layout = HeapLayout::new(plan, DType::F32, DType::F32, &sizes).unwrap();
-    let init: Vec<RankState> = inputs(plan, &layout, 1).into_iter().map(|b| RankState { buffers: b, signals: vec![] }).collect();
-    let cfg = RunConfig { timeout: std::time::Duration::from_secs(20), ..RunConfig::default() };
+    let init: Vec<RankState> = inputs(plan, &layout, 1)
+        .into_iter()
+        .map(|b| RankState {
+            buffers: b,
+            signals: vec![],
+        })
+        .collect();
+    let cfg = RunConfig {
+        timeout: std::time::Duration::from_secs(20),
+        ..RunConfig::default()
+    };
     inproc::run(&k, plan, &layout, &sizes, &init, &cfg).expect_err("the broken kernel must fail")
 }
 
@@ -59,7 +88,10 @@ fn the_unbroken_put_then_signal_kernel_runs() {
     let k = build(&plan, &o());
     compare(&k, &plan, &o(), 100, 0..2).unwrap();
     let l = lower(&plan, &o()).unwrap();
-    assert!(l.table_data.rows.iter().any(|r| r.words[1] & 1 == 1), "the lowering must mark a quiet");
+    assert!(
+        l.table_data.rows.iter().any(|r| r.words[1] & 1 == 1),
+        "the lowering must mark a quiet"
+    );
 }
 
 #[test]
@@ -74,19 +106,31 @@ fn remote_datacopy_is_caught() {
 
 #[test]
 fn signal_without_quiet_is_caught() {
-    let e = run_broken(&put_then_signal(2), "if (w[1] & kQuietBefore) {", "if (false) {");
+    let e = run_broken(
+        &put_then_signal(2),
+        "if (w[1] & kQuietBefore) {",
+        "if (false) {",
+    );
     assert_status(&e, "SYMSCHED_SIM_E_SIGNAL_BEFORE_QUIET");
 }
 
 #[test]
 fn ub_overflow_is_caught() {
-    let e = run_broken(&allgather_direct(2), "constexpr uint32_t kUbBytes = 4096;", "constexpr uint32_t kUbBytes = 1048576;");
+    let e = run_broken(
+        &allgather_direct(2),
+        "constexpr uint32_t kUbBytes = 4096;",
+        "constexpr uint32_t kUbBytes = 1048576;",
+    );
     assert_status(&e, "SYMSCHED_SIM_E_UB_OVERFLOW");
 }
 
 #[test]
 fn unaligned_datacopy_is_caught() {
     // Dropping the DataCopyPad fallback leaves DataCopy with a ragged tail.
-    let e = run_broken(&allreduce_rs_ag(2, false), "if ((len * sizeof(T)) % 32 == 0) {", "if (true) {");
+    let e = run_broken(
+        &allreduce_rs_ag(2, false),
+        "if ((len * sizeof(T)) % 32 == 0) {",
+        "if (true) {",
+    );
     assert_status(&e, "SYMSCHED_SIM_E_UNALIGNED");
 }

@@ -11,10 +11,21 @@ fn ascendc_sources_of_the_standard_library() {
     names.sort();
     assert!(!names.is_empty());
     for name in &names {
-        let c = compile(&lib, name, 4, &example_params(name), &CompileOptions::default())
-            .unwrap_or_else(|d| panic!("{name}: {d:?}"));
+        let c = compile(
+            &lib,
+            name,
+            4,
+            &example_params(name),
+            &CompileOptions::default(),
+        )
+        .unwrap_or_else(|d| panic!("{name}: {d:?}"));
         for (variant, wire) in [("f32", DType::F32), ("bf16wire", DType::Bf16)] {
-            let opts = LowerOptions { dtype: DType::F32, wire, op: ReduceOp::Sum, ..LowerOptions::default() };
+            let opts = LowerOptions {
+                dtype: DType::F32,
+                wire,
+                op: ReduceOp::Sum,
+                ..LowerOptions::default()
+            };
             let text = match lower(&c.plan, &opts) {
                 Ok(l) => l
                     .files()

@@ -12,7 +12,16 @@ use symsched_plan::{Cmp, Op, WaitTarget};
 fn hand_built_plans_three_launches_back_to_back() {
     for p in [3u32, 4] {
         for plan in all_plans(p) {
-            let o = opts(DType::F32, if plan.schedule.ends_with("wire") { DType::Bf16 } else { DType::F32 }, ReduceOp::Sum, 4096);
+            let o = opts(
+                DType::F32,
+                if plan.schedule.ends_with("wire") {
+                    DType::Bf16
+                } else {
+                    DType::F32
+                },
+                ReduceOp::Sum,
+                4096,
+            );
             let k = build(&plan, &o);
             for n in [700, 5] {
                 compare(&k, &plan, &o, n, 0..3).unwrap_or_else(|e| panic!("{e}"));
@@ -26,7 +35,12 @@ fn hand_built_plans_three_launches_back_to_back() {
 #[test]
 fn int32_signal_wrap_boundary() {
     let p = 3u32;
-    let plans = [allgather_direct(p), allreduce_rs_ag(p, false), broadcast_push(p, 0), reduce_to_root(p, 1, true)];
+    let plans = [
+        allgather_direct(p),
+        allreduce_rs_ag(p, false),
+        broadcast_push(p, 0),
+        reduce_to_root(p, 1, true),
+    ];
     for plan in &plans {
         let o = opts(DType::F32, DType::Bf16, ReduceOp::Sum, 4096);
         let k = build(plan, &o);
@@ -43,7 +57,8 @@ fn int32_signal_wrap_boundary() {
             .unwrap();
         for boundary in [1u64 << 31, 1u64 << 32, 5u64 << 32] {
             let e0 = boundary / stride - 1;
-            compare(&k, plan, &o, 19, e0..e0 + 3).unwrap_or_else(|e| panic!("{} at epoch {e0}: {e}", plan.schedule));
+            compare(&k, plan, &o, 19, e0..e0 + 3)
+                .unwrap_or_else(|e| panic!("{} at epoch {e0}: {e}", plan.schedule));
         }
     }
 }
@@ -53,9 +68,17 @@ fn strides_beyond_the_int32_bound_are_refused() {
     let mut plan = allgather_direct(2);
     for r in &mut plan.ranks {
         for s in &mut r.steps {
-            if let Op::Wait { cmp: Cmp::Ge, target, slot } = &mut s.op {
+            if let Op::Wait {
+                cmp: Cmp::Ge,
+                target,
+                slot,
+            } = &mut s.op
+            {
                 if *slot == 0 {
-                    *target = WaitTarget { stride: 1 << 29, offset: 1 };
+                    *target = WaitTarget {
+                        stride: 1 << 29,
+                        offset: 1,
+                    };
                 }
             }
         }

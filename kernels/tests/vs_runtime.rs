@@ -34,7 +34,11 @@ fn check_all(p: u32, variants: &[(DType, DType, ReduceOp)], reducing_only: bool)
 fn every_standard_schedule_f32_sum_at_every_group_size() {
     let mut ran = vec![];
     for p in [1, 2, 3, 4, 8] {
-        ran.extend(check_all(p, &[(DType::F32, DType::F32, ReduceOp::Sum)], false));
+        ran.extend(check_all(
+            p,
+            &[(DType::F32, DType::F32, ReduceOp::Sum)],
+            false,
+        ));
     }
     eprintln!("ran {} combinations:\n{}", ran.len(), ran.join("\n"));
     assert!(ran.len() >= 50, "{ran:?}");
@@ -50,13 +54,20 @@ fn dtypes_ops_and_wire_at_p4() {
         (DType::F32, DType::Bf16, ReduceOp::Sum),
     ];
     let mut ran = check_all(4, &variants, true);
-    ran.extend(check_all(4, &[(DType::Bf16, DType::Bf16, ReduceOp::Sum)], false).into_iter().filter(|s| !s.contains("reduce") && !s.contains("allreduce")));
+    ran.extend(
+        check_all(4, &[(DType::Bf16, DType::Bf16, ReduceOp::Sum)], false)
+            .into_iter()
+            .filter(|s| !s.contains("reduce") && !s.contains("allreduce")),
+    );
     eprintln!("ran {} combinations:\n{}", ran.len(), ran.join("\n"));
 }
 
 #[test]
 fn bf16_and_max_at_p3_and_p8() {
-    let variants = [(DType::Bf16, DType::Bf16, ReduceOp::Max), (DType::F32, DType::Bf16, ReduceOp::Sum)];
+    let variants = [
+        (DType::Bf16, DType::Bf16, ReduceOp::Max),
+        (DType::F32, DType::Bf16, ReduceOp::Sum),
+    ];
     let mut ran = vec![];
     for p in [3, 8] {
         ran.extend(check_all(p, &variants, true));

@@ -52,12 +52,18 @@ impl HeapBlock {
 
     /// # Safety
     /// Called by CPython with a valid `view`; fills it to describe a writable byte buffer.
-    unsafe fn __getbuffer__(slf: PyRef<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+    unsafe fn __getbuffer__(
+        slf: PyRef<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
         if view.is_null() {
             return Err(PyBufferError::new_err("null Py_buffer"));
         }
         if slf.is_freed() {
-            return Err(PyBufferError::new_err("symmetric block was released with symm.free"));
+            return Err(PyBufferError::new_err(
+                "symmetric block was released with symm.free",
+            ));
         }
         let ptr = slf.addr();
         let len = slf.nbytes as isize;
@@ -68,7 +74,9 @@ impl HeapBlock {
         // PyBuffer_FillInfo increfs obj itself, so drop the reference into_ptr made.
         unsafe { ffi::Py_DECREF(owner) };
         if rc != 0 {
-            return Err(PyBufferError::new_err("could not export the symmetric block"));
+            return Err(PyBufferError::new_err(
+                "could not export the symmetric block",
+            ));
         }
         Ok(())
     }

@@ -24,6 +24,12 @@ pub fn rt(e: RuntimeError) -> PyErr {
     }
 }
 
+/// A boxed runtime error (closures that run without the GIL box it to stay small).
+#[allow(clippy::boxed_local)] // the box is what crossed the GIL-free closure
+pub fn rt_boxed(e: Box<RuntimeError>) -> PyErr {
+    rt(*e)
+}
+
 /// An executor error as a Python exception.
 pub fn exec(e: ExecError) -> PyErr {
     match e {

@@ -8,9 +8,9 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use symsched_plan::LaunchSizes;
-use symsched_runtime::exec::{Binding, DType, ElemTypes, Executor, LaunchArgs, ReduceOp};
-
-use crate::fabric::GroupFabric;
+use symsched_runtime::exec::{
+    Binding, DType, ElemTypes, Executor, GroupFabric, LaunchArgs, ReduceOp,
+};
 use symsched_runtime::Group;
 
 use crate::errors;
@@ -43,12 +43,19 @@ impl PyGroup {
 
     fn sig_ptr(&self, peer: usize, offset: usize, width: usize) -> PyResult<usize> {
         if width != 4 && width != 8 {
-            return Err(errors::value(format!("signal width must be 4 or 8 bytes, got {width}")));
+            return Err(errors::value(format!(
+                "signal width must be 4 or 8 bytes, got {width}"
+            )));
         }
         if offset % width != 0 {
-            return Err(errors::value(format!("signal offset {offset} is not {width}-byte aligned")));
+            return Err(errors::value(format!(
+                "signal offset {offset} is not {width}-byte aligned"
+            )));
         }
-        Ok(self.group.peer_ptr(peer, offset, width).map_err(errors::rt)? as usize)
+        Ok(self
+            .group
+            .peer_ptr(peer, offset, width)
+            .map_err(errors::rt)? as usize)
     }
 }
 
@@ -73,30 +80,61 @@ impl PyGroup {
     }
 
     /// Copy `nbytes` from local address `src_ptr` into `peer`'s heap at `dst_offset`.
-    fn put(&self, py: Python<'_>, dst_offset: usize, src_ptr: usize, nbytes: usize, peer: usize) -> PyResult<()> {
+    fn put(
+        &self,
+        py: Python<'_>,
+        dst_offset: usize,
+        src_ptr: usize,
+        nbytes: usize,
+        peer: usize,
+    ) -> PyResult<()> {
         let g = self.group.clone();
         py.detach(move || {
-            // SAFETY: the Python layer passes the address and length of a live, contiguous tensor.
-            let src = unsafe { std::slice::from_raw_parts(src_ptr as *const u8, nbytes) };
-            g.put_bytes(peer, dst_offset, src)
+            // SAFETY: the Python layer passes the address and length of a live, contiguous tensor
+            // (empty tensors may have a null address, hence the special case).
+            let src: &[u8] = if nbytes == 0 {
+                &[]
+            } else {
+                unsafe { std::slice::from_raw_parts(src_ptr as *const u8, nbytes) }
+            };
+            g.put_bytes(peer, dst_offset, src).map_err(Box::new)
         })
-        .map_err(errors::rt)
+        .map_err(errors::rt_boxed)
     }
 
     /// Copy `nbytes` of `peer`'s heap at `src_offset` into local address `dst_ptr`.
-    fn get(&self, py: Python<'_>, dst_ptr: usize, src_offset: usize, nbytes: usize, peer: usize) -> PyResult<()> {
+    fn get(
+        &self,
+        py: Python<'_>,
+        dst_ptr: usize,
+        src_offset: usize,
+        nbytes: usize,
+        peer: usize,
+    ) -> PyResult<()> {
         let g = self.group.clone();
         py.detach(move || {
-            // SAFETY: the Python layer passes the address and length of a live, contiguous tensor.
-            let dst = unsafe { std::slice::from_raw_parts_mut(dst_ptr as *mut u8, nbytes) };
-            g.get_bytes(peer, src_offset, dst)
+            // SAFETY: as in `put`.
+            let dst: &mut [u8] = if nbytes == 0 {
+                &mut []
+            } else {
+                unsafe { std::slice::from_raw_parts_mut(dst_ptr as *mut u8, nbytes) }
+            };
+            g.get_bytes(peer, src_offset, dst).map_err(Box::new)
         })
-        .map_err(errors::rt)
+        .map_err(errors::rt_boxed)
     }
 
     /// Set (op 0) or add to (op 1) the `width`-byte signal word at heap `offset` on `peer`.
-    fn signal(&self, offset: usize, value: i64, op: u32, peer: usize, width: usize) -> PyResult<()> {
-        let sop = SigOp::from_code(op).ok_or_else(|| errors::value(format!("signal op {op} is not SET=0 / ADD=1")))?;
+    fn signal(
+        &self,
+        offset: usize,
+        value: i64,
+        op: u32,
+        peer: usize,
+        width: usize,
+    ) -> PyResult<()> {
+        let sop = SigOp::from_code(op)
+            .ok_or_else(|| errors::value(format!("signal op {op} is not SET=0 / ADD=1")))?;
         let p = self.sig_ptr(peer, offset, width)?;
         // SAFETY: sig_ptr bounds-checked and aligned the word inside the peer's mapping.
         unsafe { signals::update(p as *mut u8, width, sop, value) };
@@ -106,10 +144,21 @@ impl PyGroup {
     /// Block until the local signal word at `offset` compares true (`cmp` in CANN numbering)
     /// against `value`; bounded by `timeout_ms` or the runtime's signal timeout.
     #[pyo3(signature = (offset, cmp, value, width, timeout_ms=None))]
-    fn wait(&self, py: Python<'_>, offset: usize, cmp: u32, value: i64, width: usize, timeout_ms: Option<u64>) -> PyResult<i64> {
-        let c = cmp_from_code(cmp).ok_or_else(|| errors::value(format!("compare op {cmp} is not in 0..=5")))?;
+    fn wait(
+        &self,
+        py: Python<'_>,
+        offset: usize,
+        cmp: u32,
+        value: i64,
+        width: usize,
+        timeout_ms: Option<u64>,
+    ) -> PyResult<i64> {
+        let c = cmp_from_code(cmp)
+            .ok_or_else(|| errors::value(format!("compare op {cmp} is not in 0..=5")))?;
         let p = self.sig_ptr(self.group.rank(), offset, width)?;
-        let timeout = timeout_ms.map(Duration::from_millis).unwrap_or_else(|| self.group.signal_timeout());
+        let timeout = timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or_else(|| self.group.signal_timeout());
         // SAFETY: as in `signal`; the mapping outlives the wait (the group holds it).
         let r = py.detach(move || unsafe { signals::wait(p as *mut u8, width, c, value, timeout) });
         r.map_err(|observed| {
@@ -137,7 +186,8 @@ impl PyGroup {
         peer: usize,
         width: usize,
     ) -> PyResult<()> {
-        let sop = SigOp::from_code(op).ok_or_else(|| errors::value(format!("signal op {op} is not SET=0 / ADD=1")))?;
+        let sop = SigOp::from_code(op)
+            .ok_or_else(|| errors::value(format!("signal op {op} is not SET=0 / ADD=1")))?;
         let p = self.sig_ptr(peer, sig_offset, width)?;
         self.put(py, dst_offset, src_ptr, nbytes, peer)?;
         // SAFETY: as in `signal`; the release update orders the copy above before it.
@@ -148,7 +198,8 @@ impl PyGroup {
     /// Block until every member reached the barrier.
     fn barrier(&self, py: Python<'_>) -> PyResult<()> {
         let g = self.group.clone();
-        py.detach(move || g.barrier()).map_err(errors::rt)
+        py.detach(move || g.barrier().map_err(Box::new))
+            .map_err(errors::rt_boxed)
     }
 
     /// Run standard schedule `schedule` on this group. `buffers` are (address, bytes) of the role
@@ -171,7 +222,8 @@ impl PyGroup {
         trace: bool,
     ) -> PyResult<Option<Vec<Py<PyAny>>>> {
         let _ = trace;
-        let size = u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
+        let size =
+            u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
         let plan = plans::plan(schedule, size, &params).map_err(errors::value)?;
         let data = DType::parse(dtype).map_err(errors::exec)?;
         let wire = wire.map(DType::parse).transpose().map_err(errors::exec)?;
@@ -201,7 +253,9 @@ impl PyGroup {
             let mut binds: Vec<Binding<'_>> = buffers
                 .iter()
                 .map(|&(ptr, n)| {
-                    if ptr >= base && ptr + n <= base + len {
+                    if n == 0 {
+                        Binding::Host(&mut [])
+                    } else if ptr >= base && ptr + n <= base + len {
                         Binding::Heap {
                             offset: (ptr - base) as u64,
                             bytes: n as u64,
@@ -229,15 +283,25 @@ impl PyGroup {
 
     /// The duals `schedule` declares for this group size: dicts with `kind` ("schedule" or
     /// "identity_assuming_replicated"), and for schedules `name`, `params`, `collective`.
-    fn duals<'py>(&self, py: Python<'py>, schedule: &str, params: BTreeMap<String, i64>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let size = u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
+    fn duals<'py>(
+        &self,
+        py: Python<'py>,
+        schedule: &str,
+        params: BTreeMap<String, i64>,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let size =
+            u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
         let plan = plans::plan(schedule, size, &params).map_err(errors::value)?;
         let ds = plans::duals(&plan).map_err(errors::value)?;
         ds.into_iter()
             .map(|d| {
                 let out = PyDict::new(py);
                 match d {
-                    Dual::Schedule { name, params, collective } => {
+                    Dual::Schedule {
+                        name,
+                        params,
+                        collective,
+                    } => {
                         out.set_item("kind", "schedule")?;
                         out.set_item("name", name)?;
                         out.set_item("params", params)?;

@@ -7,7 +7,6 @@
 
 mod block;
 mod errors;
-mod fabric;
 mod group;
 mod plans;
 mod runtime;

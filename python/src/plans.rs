@@ -34,7 +34,11 @@ pub fn schedule_names() -> Vec<String> {
 }
 
 /// The verified plan of `name` for `group_size` ranks with `params` bound.
-pub fn plan(name: &str, group_size: u32, params: &BTreeMap<String, i64>) -> Result<Arc<Plan>, String> {
+pub fn plan(
+    name: &str,
+    group_size: u32,
+    params: &BTreeMap<String, i64>,
+) -> Result<Arc<Plan>, String> {
     static CACHE: OnceLock<Mutex<HashMap<Key, Arc<Plan>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let key = (name.to_string(), group_size, params.clone());
@@ -48,12 +52,13 @@ pub fn plan(name: &str, group_size: u32, params: &BTreeMap<String, i64>) -> Resu
             schedule_names()
         ));
     }
-    let compiled = compile(lib, name, group_size, params, &CompileOptions::default()).map_err(|d| {
-        format!(
-            "compiling `{name}` for {group_size} ranks with {params:?} failed: {}",
-            symsched_compiler::diag::render_all(&d, lib.sources())
-        )
-    })?;
+    let compiled =
+        compile(lib, name, group_size, params, &CompileOptions::default()).map_err(|d| {
+            format!(
+                "compiling `{name}` for {group_size} ranks with {params:?} failed: {}",
+                symsched_compiler::diag::render_all(&d, lib.sources())
+            )
+        })?;
     let plan = Arc::new(compiled.plan);
     cache
         .lock()

@@ -72,7 +72,11 @@ impl PyRuntime {
 
     /// Symmetric allocation of `nbytes` (64-byte aligned); collective in call order.
     fn alloc(&self, nbytes: usize) -> PyResult<HeapBlock> {
-        let a = self.shared.runtime.malloc(nbytes.max(1)).map_err(errors::rt)?;
+        let a = self
+            .shared
+            .runtime
+            .malloc(nbytes.max(1))
+            .map_err(errors::rt)?;
         Ok(HeapBlock {
             rt: self.shared.clone(),
             offset: a.offset,
@@ -119,8 +123,8 @@ impl PyRuntime {
         let shared = self.shared.clone();
         let m = members.clone();
         let g = py
-            .detach(move || shared.runtime.group(&m, false))
-            .map_err(errors::rt)?;
+            .detach(move || shared.runtime.group(&m, false).map_err(Box::new))
+            .map_err(errors::rt_boxed)?;
         let pg = Py::new(py, PyGroup::new(self.shared.clone(), g)?)?;
         self.shared
             .groups

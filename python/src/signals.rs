@@ -98,7 +98,13 @@ pub unsafe fn load(ptr: *mut u8, width: usize) -> i64 {
 ///
 /// # Safety
 /// As for [`update`].
-pub unsafe fn wait(ptr: *mut u8, width: usize, cmp: Cmp, target: i64, timeout: Duration) -> Result<i64, i64> {
+pub unsafe fn wait(
+    ptr: *mut u8,
+    width: usize,
+    cmp: Cmp,
+    target: i64,
+    timeout: Duration,
+) -> Result<i64, i64> {
     let start = Instant::now();
     let mut spins = 0u32;
     let mut nap = Duration::from_micros(20);

@@ -63,9 +63,10 @@ def add_events(events: List[Dict[str, Any]]) -> None:
 
 
 @contextlib.contextmanager
-def op_range(op: str, nbytes: int, group: str, **args: Any) -> Iterator[Dict[str, Any]]:
+def op_range(op_name: str, nbytes: int, group: str, /, **args: Any) -> Iterator[Dict[str, Any]]:
     """Profile one symsched op; yields a dict the caller may add trace args to."""
     extra: Dict[str, Any] = dict(args)
+    op = op_name
     with torch.profiler.record_function(f"symsched::{op}"):
         with torch.profiler.record_function(f"symsched::{op} bytes={nbytes} group={group}"):
             if trace_path() is None:

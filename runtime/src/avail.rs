@@ -24,10 +24,7 @@ pub(crate) fn check(
             "heap too large for the address space: heap {heap_size} + scratch arenas {arena} overflow"
         ))
     })?;
-    let total = layout
-        .segment_bytes
-        .checked_mul(local_world as u64)
-        .unwrap_or(u64::MAX);
+    let total = layout.segment_bytes.saturating_mul(local_world as u64);
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

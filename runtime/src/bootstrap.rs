@@ -137,8 +137,7 @@ fn send_msg(fd: RawFd, data: &[u8], fds: &[RawFd]) -> Result<(), RuntimeError> {
         iov_base: data.as_ptr() as *mut libc::c_void,
         iov_len: data.len(),
     };
-    let space =
-        unsafe { libc::CMSG_SPACE((fds.len() * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of_val(fds) as u32) } as usize;
     let mut cbuf = vec![0u8; space.max(1)];
     // SAFETY: msghdr zeroed then filled with valid pointers that outlive the call.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -152,7 +151,7 @@ fn send_msg(fd: RawFd, data: &[u8], fds: &[RawFd]) -> Result<(), RuntimeError> {
             let c = libc::CMSG_FIRSTHDR(&msg);
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN((fds.len() * std::mem::size_of::<RawFd>()) as u32) as _;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(fds) as u32) as _;
             std::ptr::copy_nonoverlapping(
                 fds.as_ptr(),
                 libc::CMSG_DATA(c) as *mut RawFd,

@@ -199,40 +199,12 @@ pub enum RuntimeError {
         hash: u64,
         peer_hash: u64,
     },
-    /// A wait hit its deadline.
-    #[error(
-        "rank {rank} (group {group}, local rank {local_rank}): signal wait timed out after \
-         {timeout_ms} ms in schedule `{schedule}` step `{step}` on signal `{signal}` (slot {slot}): \
-         expected {cmp:?} {expected}, observed {observed}; peers that never signalled: {missing}"
-    )]
-    SignalTimeout {
-        rank: usize,
-        local_rank: usize,
-        group: String,
-        schedule: String,
-        step: String,
-        signal: String,
-        slot: usize,
-        cmp: Cmp,
-        expected: u64,
-        observed: u64,
-        missing: RankList,
-        timeout_ms: u64,
-    },
+    /// A wait hit its deadline (boxed: the context is large and errors are cold).
+    #[error(transparent)]
+    SignalTimeout(Box<SignalTimeoutError>),
     /// A peer process exited while this rank depended on it.
-    #[error(
-        "rank {rank} (group {group}): peer rank {peer} (pid {pid}) died while waiting in \
-         schedule `{schedule}` step `{step}` on signal `{signal}`"
-    )]
-    PeerDied {
-        rank: usize,
-        group: String,
-        peer: usize,
-        pid: i32,
-        schedule: String,
-        step: String,
-        signal: String,
-    },
+    #[error(transparent)]
+    PeerDied(Box<PeerDiedError>),
     /// The plan was produced by an incompatible compiler.
     #[error("plan schema version {found} is not supported by this runtime (expects {expected})")]
     PlanVersion { found: u32, expected: u32 },
@@ -257,4 +229,61 @@ impl RuntimeError {
             source,
         }
     }
+}
+
+/// Details of a signal-wait timeout.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "rank {rank} (group {group}, local rank {local_rank}): signal wait timed out after \
+     {timeout_ms} ms in schedule `{schedule}` step `{step}` on signal `{signal}` (slot {slot}): \
+     expected {cmp:?} {expected}, observed {observed}; peers that never signalled: {missing}"
+)]
+pub struct SignalTimeoutError {
+    /// Global rank of the waiter.
+    pub rank: usize,
+    /// Group-local rank of the waiter.
+    pub local_rank: usize,
+    /// Group name (member list).
+    pub group: String,
+    /// Schedule being executed.
+    pub schedule: String,
+    /// Step that waited.
+    pub step: String,
+    /// Signal name.
+    pub signal: String,
+    /// Slot index.
+    pub slot: usize,
+    /// Comparison.
+    pub cmp: Cmp,
+    /// Target value.
+    pub expected: u64,
+    /// Last observed value.
+    pub observed: u64,
+    /// Group-local ranks expected to signal that did not (since the last completed wait).
+    pub missing: RankList,
+    /// The deadline that expired.
+    pub timeout_ms: u64,
+}
+
+/// Details of a dead peer.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "rank {rank} (group {group}): peer rank {peer} (pid {pid}) died while waiting in \
+     schedule `{schedule}` step `{step}` on signal `{signal}`"
+)]
+pub struct PeerDiedError {
+    /// Global rank that noticed.
+    pub rank: usize,
+    /// Group (or rendezvous step) it was in.
+    pub group: String,
+    /// Global rank of the dead peer.
+    pub peer: usize,
+    /// Its pid.
+    pub pid: i32,
+    /// Schedule being executed.
+    pub schedule: String,
+    /// Step that waited.
+    pub step: String,
+    /// Signal name.
+    pub signal: String,
 }

@@ -72,6 +72,8 @@ pub struct Group {
     pad: usize,
     arena: (usize, usize),
     pub(crate) reach: Vec<Option<Arc<Mapping>>>,
+    /// Global ranks of the reachable members other than this rank (watched while waiting).
+    watch: Vec<usize>,
     nodes: Vec<Option<String>>,
     slots: Mutex<Slots>,
     slots_used: AtomicUsize,
@@ -173,7 +175,7 @@ impl Group {
         };
         let pad = shared.heap.pad_alloc_at(pad_idx)?;
         let (a0, a1) = shared.heap.layout().arena(pad_idx);
-        let reach = members
+        let reach: Vec<Option<Arc<Mapping>>> = members
             .iter()
             .zip(&nodes)
             .map(|(&r, n)| {
@@ -183,6 +185,10 @@ impl Group {
                     None
                 }
             })
+            .collect();
+        let watch = (0..members.len())
+            .filter(|&p| p != me && reach[p].is_some())
+            .map(|p| members[p])
             .collect();
         tracing::debug!(rank = me_global, group = %name, pad, "group created");
         Ok(Group {
@@ -196,6 +202,7 @@ impl Group {
             pad,
             arena: (a0 as usize, a1 as usize),
             reach,
+            watch,
             nodes,
             slots: Mutex::new(Slots::default()),
             slots_used: AtomicUsize::new(0),
@@ -333,6 +340,11 @@ impl Group {
     /// A stable identifier of this group in this job.
     pub fn id(&self) -> u64 {
         self.gid
+    }
+
+    /// Bytes of every member's segment (every valid offset is below this).
+    pub fn heap_len(&self) -> usize {
+        self.shared.heap.size()
     }
 
     /// The signal-wait deadline used by [`Group::wait`].
@@ -540,15 +552,14 @@ impl Group {
         timeout: Duration,
     ) -> Result<u64, RuntimeError> {
         let deadline = Instant::now() + timeout;
-        let watch: Vec<usize> = (0..self.size())
-            .filter(|&p| p != self.me && self.is_reachable(p))
-            .map(|p| self.members[p])
-            .collect();
+        let watch = &self.watch;
         let monitor = &self.shared.monitor;
-        let expected: Vec<usize> = if ctx.expected_from.is_empty() {
-            (0..self.size()).filter(|&p| p != self.me).collect()
-        } else {
-            ctx.expected_from.clone()
+        let is_expected = |p: usize| {
+            if ctx.expected_from.is_empty() {
+                p != self.me
+            } else {
+                ctx.expected_from.contains(&p)
+            }
         };
         // A peer that exits right after delivering its signals (e.g. after its last barrier)
         // is not a failure: a death only aborts the wait once it has lasted DEATH_GRACE without
@@ -564,7 +575,7 @@ impl Group {
             let mask = line.signallers();
             let unsignalled = |g: usize| {
                 self.local_rank_of(g)
-                    .is_some_and(|p| expected.contains(&p) && mask & (1u64 << (p % 64)) == 0)
+                    .is_some_and(|p| is_expected(p) && mask & (1u64 << (p % 64)) == 0)
             };
             if unsignalled(first) || since.elapsed() >= 2 * DEATH_GRACE {
                 return Some((first, first_pid));
@@ -580,7 +591,7 @@ impl Group {
                 Ok(v)
             }
             Err(WaitFailure::Aborted((peer, pid))) => {
-                let e = RuntimeError::PeerDied {
+                let e = RuntimeError::PeerDied(Box::new(crate::error::PeerDiedError {
                     rank: self.shared.cfg.rank,
                     group: self.name.clone(),
                     peer,
@@ -588,17 +599,16 @@ impl Group {
                     schedule: ctx.schedule.clone(),
                     step: ctx.step.clone(),
                     signal: ctx.signal.clone(),
-                };
+                }));
                 tracing::error!("{e}");
                 Err(e)
             }
             Err(WaitFailure::Timeout { observed }) => {
                 let mask = line.signallers();
-                let missing = expected
-                    .into_iter()
-                    .filter(|p| mask & (1u64 << (p % 64)) == 0)
+                let missing = (0..self.size())
+                    .filter(|&p| is_expected(p) && mask & (1u64 << (p % 64)) == 0)
                     .collect();
-                let e = RuntimeError::SignalTimeout {
+                let e = RuntimeError::SignalTimeout(Box::new(crate::error::SignalTimeoutError {
                     rank: self.shared.cfg.rank,
                     local_rank: self.me,
                     group: self.name.clone(),
@@ -611,7 +621,7 @@ impl Group {
                     observed,
                     missing: RankList(missing),
                     timeout_ms: timeout.as_millis() as u64,
-                };
+                }));
                 tracing::error!("{e}");
                 Err(e)
             }

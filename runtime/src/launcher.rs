@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -135,6 +136,34 @@ fn free_port() -> u16 {
 
 type Captured = Arc<Mutex<Vec<(usize, Stream, String)>>>;
 
+/// Set by SIGINT/SIGTERM/SIGHUP while a launch runs, so the launcher stops the ranks and still
+/// removes the rendezvous directory instead of dying on the spot.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(sig, Ordering::SeqCst);
+}
+
+/// Installs [`on_signal`] for the termination signals, returning the previous handlers.
+fn trap_signals() -> Vec<(libc::c_int, libc::sighandler_t)> {
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
+        .into_iter()
+        .map(|sig| {
+            // SAFETY: installing a handler that only stores to an atomic.
+            let old = unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+            (sig, old)
+        })
+        .collect()
+}
+
+fn restore_signals(old: Vec<(libc::c_int, libc::sighandler_t)>) {
+    for (sig, h) in old {
+        // SAFETY: restoring the handler that was installed before.
+        unsafe { libc::signal(sig, h) };
+    }
+}
+
 fn forward(
     rank: usize,
     stream: Stream,
@@ -232,6 +261,8 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
         }
         children.0.push(Some(child));
     }
+    INTERRUPTED.store(0, Ordering::SeqCst);
+    let old_handlers = trap_signals();
     let start = Instant::now();
     let mut statuses: Vec<Option<ExitStatus>> = vec![None; spec.nranks];
     let mut failure: Option<RankFailure> = None;
@@ -260,6 +291,13 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
                 }
             }
         }
+        let sig = INTERRUPTED.load(Ordering::SeqCst);
+        if sig != 0 && failure.is_none() {
+            failure = Some(RankFailure {
+                rank: statuses.iter().position(Option::is_none).unwrap_or(0),
+                status: format!("launcher interrupted by signal {sig}"),
+            });
+        }
         if failure.is_some() && !killed {
             killed = true;
             for c in children.0.iter_mut().flatten() {
@@ -268,6 +306,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
+    restore_signals(old_handlers);
     drop(children);
     for r in readers {
         let _ = r.join();

@@ -58,15 +58,17 @@ pub(crate) fn collect(
         if last_check.elapsed() >= Duration::from_millis(100) {
             last_check = Instant::now();
             if let Some((peer, pid)) = monitor.first_dead(missing.iter().copied()) {
-                return Err(RuntimeError::PeerDied {
-                    rank: me,
-                    group: name.to_string(),
-                    peer,
-                    pid,
-                    schedule: String::new(),
-                    step: step.to_string(),
-                    signal: String::new(),
-                });
+                return Err(RuntimeError::PeerDied(Box::new(
+                    crate::error::PeerDiedError {
+                        rank: me,
+                        group: name.to_string(),
+                        peer,
+                        pid,
+                        schedule: String::new(),
+                        step: step.to_string(),
+                        signal: String::new(),
+                    },
+                )));
             }
         }
         if Instant::now() >= deadline {

@@ -43,6 +43,9 @@ impl Shared {
     }
 }
 
+/// Cache key of a group: its members in order and whether it is hierarchical.
+type GroupKey = (Vec<usize>, bool);
+
 struct DirGuard(PathBuf);
 
 impl Drop for DirGuard {
@@ -73,7 +76,7 @@ impl Drop for DirGuard {
 /// ```
 pub struct Runtime {
     pub(crate) shared: Arc<Shared>,
-    groups: Mutex<HashMap<(Vec<usize>, bool), Arc<Group>>>,
+    groups: Mutex<HashMap<GroupKey, Arc<Group>>>,
     create: Mutex<()>,
     _dir: Option<DirGuard>,
 }

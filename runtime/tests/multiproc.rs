@@ -257,14 +257,28 @@ fn exchange_loop(
 fn overlap() -> Result<(), RuntimeError> {
     let rt = Runtime::init_from_env()?;
     let r = rt.rank();
-    let tp = rt.group(&[r & !1, r | 1], false)?;
-    let dp = rt.group(&[r % 2, r % 2 + 2], false)?;
-    assert_ne!(tp.id(), dp.id());
+    // Pair groups r^1 (TP), r^2 (DP) and, with 8 ranks, r^4: every rank is in all of them and
+    // runs each from its own thread, concurrently. Created in the same order on every rank.
+    let mut groups = Vec::new();
+    let mut bit = 1;
+    while bit < rt.world_size() {
+        let pair = [r.min(r ^ bit), r.max(r ^ bit)];
+        groups.push(rt.group(&pair, false)?);
+        bit <<= 1;
+    }
+    let ids: BTreeSet<u64> = groups.iter().map(|g| g.id()).collect();
+    assert_eq!(ids.len(), groups.len());
     std::thread::scope(|sc| {
-        let a = sc.spawn(|| exchange_loop(&tp, &rt, 500, "tp"));
-        let b = sc.spawn(|| exchange_loop(&dp, &rt, 500, "dp"));
-        a.join().expect("tp thread")?;
-        b.join().expect("dp thread")
+        let hs: Vec<_> = groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let rt = &rt;
+                sc.spawn(move || exchange_loop(g, rt, 400, &format!("x{i}")))
+            })
+            .collect();
+        hs.into_iter()
+            .try_for_each(|h| h.join().expect("group thread"))
     })?;
     println!("OVERLAP_OK");
     rt.finalize()
@@ -332,7 +346,7 @@ fn kill9() -> Result<(), RuntimeError> {
     let el = t.elapsed();
     println!("KILL_MSG {e}");
     match e {
-        RuntimeError::PeerDied { peer, .. } if peer == w.size() - 1 => {}
+        RuntimeError::PeerDied(d) if d.peer == w.size() - 1 => {}
         other => panic!("expected PeerDied naming the last rank, got {other:?}"),
     }
     assert!(el < Duration::from_millis(2300), "detected after {el:?}");
@@ -932,8 +946,11 @@ fn main() -> ExitCode {
         ("put_with_signal_ordering", || {
             expect_ok("pws", 4, &[], "PWS_OK")
         }),
-        ("overlapping_groups_threads", || {
+        ("overlapping_groups_threads_4", || {
             expect_ok("overlap", 4, &[], "OVERLAP_OK")
+        }),
+        ("overlapping_groups_threads_8", || {
+            expect_ok("overlap", 8, &[], "OVERLAP_OK")
         }),
         ("timeout_error_content", || {
             expect_ok(

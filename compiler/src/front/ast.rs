@@ -250,11 +250,10 @@ pub enum StmtKind {
         to: Expr,
         body: Block,
     },
+    /// `if C { … } else if C { … } … else { … }`: the first arm whose condition holds runs.
     If {
-        cond: Expr,
-        then: Block,
-        /// `else { … }`, or `else if …` as a block holding one `if` with `else_if` set.
-        otherwise: Option<Else>,
+        arms: Vec<(Expr, Block)>,
+        otherwise: Option<Block>,
     },
     Put {
         src: RegionAst,
@@ -298,12 +297,6 @@ pub enum StmtKind {
         args: Vec<UseArg>,
         group: Ident,
     },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Else {
-    Block(Block),
-    If(Box<Stmt>),
 }
 
 /// `{ stmt* }`.

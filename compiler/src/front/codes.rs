@@ -3,11 +3,11 @@
 
 /// Syntax error: the parser expected something else here.
 pub const E_SYNTAX: &str = "E0101";
-/// Integer literal does not fit in 63 bits.
+/// Integer literal does not fit in a signed 64-bit integer.
 pub const E_INT_LITERAL: &str = "E0102";
 /// `/*` comment never closed.
 pub const E_UNTERMINATED_COMMENT: &str = "E0103";
-/// Brackets nested deeper than the parser accepts.
+/// Brackets nested deeper than the parser accepts, or an expression with too many operators.
 pub const E_NESTING: &str = "E0104";
 
 /// Unknown name (variable, buffer, signal, group, schedule, collective param, size variable).

@@ -51,8 +51,13 @@ pub fn size_vars(kind: CollectiveKind) -> Vec<SizeVar> {
         meaning: meaning.into(),
     };
     match kind {
-        CollectiveKind::Allgather => vec![v("n", "elements each rank contributes (length of `in`)")],
-        CollectiveKind::ReduceScatter => vec![v("n", "elements of each rank's result block (length of `out`)")],
+        CollectiveKind::Allgather => {
+            vec![v("n", "elements each rank contributes (length of `in`)")]
+        }
+        CollectiveKind::ReduceScatter => vec![v(
+            "n",
+            "elements of each rank's result block (length of `out`)",
+        )],
         CollectiveKind::Alltoall => vec![v("n", "elements each rank sends to each peer")],
         CollectiveKind::Alltoallv => Vec::new(),
         CollectiveKind::Allreduce

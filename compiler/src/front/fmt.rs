@@ -55,7 +55,10 @@ fn scan_comments(text: &str) -> Vec<Comment> {
             out.push(Comment { start, end: i });
         } else if b[i] == b'/' && b[i + 1] == b'*' {
             let start = i;
-            let end = text[i + 2..].find("*/").map(|e| i + 2 + e + 2).unwrap_or(b.len());
+            let end = text[i + 2..]
+                .find("*/")
+                .map(|e| i + 2 + e + 2)
+                .unwrap_or(b.len());
             out.push(Comment { start, end });
             i = end;
         } else {
@@ -174,7 +177,11 @@ impl Printer<'_> {
         while self.next < self.comments.len() {
             let c = &self.comments[self.next];
             let (start, cend) = (c.start, c.end);
-            let gap = if start >= end { &self.text[end..start] } else { "\n" };
+            let gap = if start >= end {
+                &self.text[end..start]
+            } else {
+                "\n"
+            };
             if gap.contains('\n') || !gap.trim().is_empty() {
                 break;
             }
@@ -204,8 +211,16 @@ impl Printer<'_> {
                 .collect();
             head.push_str(&format!("({})", ps.join(", ")));
         }
-        let roles: Vec<String> = s.roles.iter().map(|r| format!("{}: [{}]", r.name.name, expr(&r.chunks))).collect();
-        head.push_str(&format!(" implements {}({})", s.collective.name, roles.join(", ")));
+        let roles: Vec<String> = s
+            .roles
+            .iter()
+            .map(|r| format!("{}: [{}]", r.name.name, expr(&r.chunks)))
+            .collect();
+        head.push_str(&format!(
+            " implements {}({})",
+            s.collective.name,
+            roles.join(", ")
+        ));
         if let Some(l) = &s.over_nodes {
             head.push_str(&format!(" over nodes({})", expr(l)));
         }
@@ -251,14 +266,22 @@ impl Printer<'_> {
     fn stmt(&mut self, st: &Stmt) {
         self.leading(st.span.start as usize, false);
         match &st.kind {
-            StmtKind::For { var, from, to, body } => {
+            StmtKind::For {
+                var,
+                from,
+                to,
+                body,
+            } => {
                 let open = body.span.start as usize;
                 self.inner(open);
-                self.line(&format!("for {} in {}..{} {{", var.name, expr(from), expr(to)), open + 1);
+                self.line(
+                    &format!("for {} in {}..{} {{", var.name, expr(from), expr(to)),
+                    open + 1,
+                );
                 self.body(&body.stmts, body.span.end as usize - 1);
                 self.line("}", body.span.end as usize);
             }
-            StmtKind::If { .. } => self.if_chain(st, "if"),
+            StmtKind::If { .. } => self.if_chain(st),
             _ => {
                 // Comments inside a one-line statement move before it.
                 self.inner(st.span.end as usize);
@@ -268,30 +291,31 @@ impl Printer<'_> {
         }
     }
 
-    fn if_chain(&mut self, st: &Stmt, lead: &str) {
-        let StmtKind::If { cond, then, otherwise } = &st.kind else { return };
-        let open = then.span.start as usize;
-        self.inner(open);
-        self.line(&format!("{lead} {} {{", expr(cond)), open + 1);
-        // Comments between `}` and the next `{` (around `else`) stay in the block before it.
-        let close = match otherwise {
-            None => then.span.end as usize - 1,
-            Some(Else::Block(b)) => b.span.start as usize,
-            Some(Else::If(inner)) => match &inner.kind {
-                StmtKind::If { then, .. } => then.span.start as usize,
-                _ => inner.span.start as usize,
-            },
+    fn if_chain(&mut self, st: &Stmt) {
+        let StmtKind::If { arms, otherwise } = &st.kind else {
+            return;
         };
-        self.body(&then.stmts, close);
-        match otherwise {
-            None => self.line("}", then.span.end as usize),
-            Some(Else::Block(b)) => {
-                let open = b.span.start as usize;
-                self.line("} else {", open + 1);
+        for (i, (cond, block)) in arms.iter().enumerate() {
+            let open = block.span.start as usize;
+            self.inner(open);
+            let lead = if i == 0 { "if" } else { "} else if" };
+            self.line(&format!("{lead} {} {{", expr(cond)), open + 1);
+            // Comments between `}` and the next `{` (around `else`) stay in the block before it.
+            let close = match (arms.get(i + 1), otherwise) {
+                (Some((_, next)), _) => next.span.start as usize,
+                (None, Some(b)) => b.span.start as usize,
+                (None, None) => block.span.end as usize - 1,
+            };
+            self.body(&block.stmts, close);
+        }
+        match (otherwise, arms.last()) {
+            (Some(b), _) => {
+                self.line("} else {", b.span.start as usize + 1);
                 self.body(&b.stmts, b.span.end as usize - 1);
                 self.line("}", b.span.end as usize);
             }
-            Some(Else::If(inner)) => self.if_chain(inner, "} else if"),
+            (None, Some((_, last))) => self.line("}", last.span.end as usize),
+            (None, None) => {}
         }
     }
 }
@@ -306,9 +330,17 @@ fn dual(d: &Dual) -> String {
             }
             s
         }
-        Dual::Named { name, args, has_parens, .. } => {
+        Dual::Named {
+            name,
+            args,
+            has_parens,
+            ..
+        } => {
             if *has_parens || !args.is_empty() {
-                let a: Vec<String> = args.iter().map(|(n, e)| format!("{} = {}", n.name, expr(e))).collect();
+                let a: Vec<String> = args
+                    .iter()
+                    .map(|(n, e)| format!("{} = {}", n.name, expr(e)))
+                    .collect();
                 format!("{}({})", name.name, a.join(", "))
             } else {
                 name.name.clone()
@@ -352,7 +384,12 @@ fn size(s: &SizeAst) -> String {
 
 fn simple(st: &Stmt) -> String {
     match &st.kind {
-        StmtKind::Scratch { name, chunks, size: sz, class } => {
+        StmtKind::Scratch {
+            name,
+            chunks,
+            size: sz,
+            class,
+        } => {
             let mut s = format!("scratch {}: [{}] ", name.name, expr(chunks));
             match sz {
                 ScratchSize::Of(b) => s.push_str(&format!("of {}", b.name)),
@@ -375,7 +412,11 @@ fn simple(st: &Stmt) -> String {
                     Some(e) => format!("{}[{}]", n.name, expr(e)),
                 })
                 .collect();
-            format!("{} {};", if *plural { "signals" } else { "signal" }, items.join(", "))
+            format!(
+                "{} {};",
+                if *plural { "signals" } else { "signal" },
+                items.join(", ")
+            )
         }
         StmtKind::Group { name, kind, arg } => format!(
             "group {} = {}({});",
@@ -387,7 +428,12 @@ fn simple(st: &Stmt) -> String {
             expr(arg)
         ),
         StmtKind::Let { name, value } => format!("let {} = {};", name.name, expr(value)),
-        StmtKind::Put { src, dst, peer, signal } => {
+        StmtKind::Put {
+            src,
+            dst,
+            peer,
+            signal,
+        } => {
             let mut s = format!("put {} -> {} @ {}", region(src), region(dst), expr(peer));
             if let Some(ps) = signal {
                 s.push_str(&format!(", signal {}", signal_ref(&ps.signal)));
@@ -399,23 +445,57 @@ fn simple(st: &Stmt) -> String {
             s.push(';');
             s
         }
-        StmtKind::Get { src, peer, dst } => format!("get {} @ {} -> {};", region(src), expr(peer), region(dst)),
-        StmtKind::Signal { signal, peer, op, value } => {
-            format!("signal {} @ {} {} {};", signal_ref(signal), expr(peer), update(*op), expr(value))
+        StmtKind::Get { src, peer, dst } => {
+            format!("get {} @ {} -> {};", region(src), expr(peer), region(dst))
         }
-        StmtKind::Wait { signal, cmp, value } => format!("wait {} {} {};", signal_ref(signal), cmp.text(), expr(value)),
+        StmtKind::Signal {
+            signal,
+            peer,
+            op,
+            value,
+        } => {
+            format!(
+                "signal {} @ {} {} {};",
+                signal_ref(signal),
+                expr(peer),
+                update(*op),
+                expr(value)
+            )
+        }
+        StmtKind::Wait { signal, cmp, value } => format!(
+            "wait {} {} {};",
+            signal_ref(signal),
+            cmp.text(),
+            expr(value)
+        ),
         StmtKind::Assign { dst, op } => {
             let rhs = match op {
-                LocalOp::Reduce(rs) => format!("reduce({})", rs.iter().map(region).collect::<Vec<_>>().join(", ")),
+                LocalOp::Reduce(rs) => format!(
+                    "reduce({})",
+                    rs.iter().map(region).collect::<Vec<_>>().join(", ")
+                ),
                 LocalOp::Copy(r) => format!("copy({})", region(r)),
                 LocalOp::Cast(r) => format!("cast({})", region(r)),
             };
             format!("{} = {rhs};", region(dst))
         }
-        StmtKind::Matmul { c, a, b } => format!("compute {} = matmul({}, {});", region(c), region(a), region(b)),
-        StmtKind::HostColl { op, region: r, group } => format!("hostcoll {}({}) over {};", op.name, region(r), group.name),
+        StmtKind::Matmul { c, a, b } => format!(
+            "compute {} = matmul({}, {});",
+            region(c),
+            region(a),
+            region(b)
+        ),
+        StmtKind::HostColl {
+            op,
+            region: r,
+            group,
+        } => format!("hostcoll {}({}) over {};", op.name, region(r), group.name),
         StmtKind::Barrier => "barrier;".into(),
-        StmtKind::Use { callee, args, group } => {
+        StmtKind::Use {
+            callee,
+            args,
+            group,
+        } => {
             let a: Vec<String> = args
                 .iter()
                 .map(|a| {
@@ -426,7 +506,12 @@ fn simple(st: &Stmt) -> String {
                     format!("{} = {v}", a.name.name)
                 })
                 .collect();
-            format!("use {}({}) within {};", callee.name, a.join(", "), group.name)
+            format!(
+                "use {}({}) within {};",
+                callee.name,
+                a.join(", "),
+                group.name
+            )
         }
         // Compound statements are printed by the Printer.
         StmtKind::For { .. } | StmtKind::If { .. } => String::new(),
@@ -472,7 +557,12 @@ mod tests {
     fn else_if_chains_and_long_headers() {
         let src = "schedule b(root in 0..P) implements broadcast(x: [1]) dual reduce_push(root = root), some_other_schedule_with_a_long_name {\nif rank==root{barrier;}else if rank>root{barrier;}else{barrier;}\n}";
         let out = format_source("t", src).unwrap();
-        assert!(out.contains("\n    dual reduce_push(root = root), some_other_schedule_with_a_long_name\n{\n"), "{out}");
+        assert!(
+            out.contains(
+                "\n    dual reduce_push(root = root), some_other_schedule_with_a_long_name\n{\n"
+            ),
+            "{out}"
+        );
         assert!(out.contains("    } else if rank > root {\n"), "{out}");
         assert_eq!(format_source("t", &out).unwrap(), out);
     }

@@ -17,14 +17,24 @@ struct SchedParser;
 /// descent (pest's and ours) cannot exhaust the stack.
 pub const MAX_NESTING: usize = 64;
 
+/// Most operators one expression may have (bounds the depth of expression trees).
+pub const MAX_EXPR_OPS: usize = 512;
+
 /// Parse one file.
 pub fn parse(file: FileId, text: &str) -> Result<File, Vec<Diagnostic>> {
     check_lexical(file, text)?;
-    let mut pairs = SchedParser::parse(Rule::file, text).map_err(|e| vec![syntax_error(file, text, e)])?;
+    let mut pairs =
+        SchedParser::parse(Rule::file, text).map_err(|e| vec![syntax_error(file, text, e)])?;
     let top = pairs.next().ok_or_else(|| {
-        vec![Diagnostic::error(codes::E_SYNTAX, "empty parse").with_label(Span::new(file, 0, 0), "here")]
+        vec![Diagnostic::error(codes::E_SYNTAX, "empty parse")
+            .with_label(Span::new(file, 0, 0), "here")]
     })?;
-    let mut b = Builder { file, diags: Vec::new() };
+    let mut b = Builder {
+        file,
+        diags: Vec::new(),
+        ops: 0,
+        too_deep: false,
+    };
     let mut schedules = Vec::new();
     for p in top.into_inner() {
         if p.as_rule() == Rule::schedule {
@@ -161,8 +171,13 @@ fn rule_text(r: Rule) -> Option<&'static str> {
         Rule::dual_arg => "a dual argument",
         Rule::use_arg | Rule::use_value => "a `use` argument",
         Rule::put_signal => "`signal`",
-        Rule::local_op | Rule::reduce_call | Rule::copy_call | Rule::cast_call | Rule::kw_reduce
-        | Rule::kw_copy | Rule::kw_cast => "`reduce`, `copy` or `cast`",
+        Rule::local_op
+        | Rule::reduce_call
+        | Rule::copy_call
+        | Rule::cast_call
+        | Rule::kw_reduce
+        | Rule::kw_copy
+        | Rule::kw_cast => "`reduce`, `copy` or `cast`",
         Rule::scratch_decl
         | Rule::signal_decl
         | Rule::signals_decl
@@ -170,6 +185,8 @@ fn rule_text(r: Rule) -> Option<&'static str> {
         | Rule::let_stmt
         | Rule::for_stmt
         | Rule::if_stmt
+        | Rule::else_if
+        | Rule::else_block
         | Rule::put_stmt
         | Rule::get_stmt
         | Rule::signal_stmt
@@ -225,7 +242,9 @@ fn syntax_error(file: FileId, text: &str, e: pest::error::Error<Rule>) -> Diagno
     // A missing `;` or `)` is best shown right after the previous token, not at the next line.
     let before = text[..pos].trim_end();
     let gap_has_newline = text[before.len()..pos].contains('\n');
-    let closing = expected.iter().any(|e| matches!(*e, "`;`" | "`)`" | "`]`" | "`}`"));
+    let closing = expected
+        .iter()
+        .any(|e| matches!(*e, "`;`" | "`)`" | "`]`" | "`}`"));
     let (label, at) = if closing && gap_has_newline && !before.is_empty() {
         let end = before.len();
         let start = end - before.chars().next_back().map(char::len_utf8).unwrap_or(0);
@@ -235,7 +254,10 @@ fn syntax_error(file: FileId, text: &str, e: pest::error::Error<Rule>) -> Diagno
     };
     let mut d = Diagnostic::error(codes::E_SYNTAX, msg).with_label(at, label);
     if let Some(kw) = keyword_at(text, pos) {
-        if expected.iter().any(|e| matches!(*e, "a name" | "a buffer region" | "a signal")) {
+        if expected
+            .iter()
+            .any(|e| matches!(*e, "a name" | "a buffer region" | "a signal"))
+        {
             d = d.with_note(format!("`{kw}` is a keyword and cannot be used as a name"));
         }
     }
@@ -243,7 +265,11 @@ fn syntax_error(file: FileId, text: &str, e: pest::error::Error<Rule>) -> Diagno
 }
 
 fn next_char_end(text: &str, pos: usize) -> usize {
-    text[pos..].chars().next().map(|c| pos + c.len_utf8()).unwrap_or(pos)
+    text[pos..]
+        .chars()
+        .next()
+        .map(|c| pos + c.len_utf8())
+        .unwrap_or(pos)
 }
 
 fn word_at(text: &str, pos: usize) -> &str {
@@ -273,11 +299,51 @@ fn found_text(text: &str, pos: usize) -> String {
 
 /// Every reserved word of the language.
 pub const KEYWORDS: &[&str] = &[
-    "schedule", "implements", "dual", "identity", "assuming", "replicated", "param", "divisors",
-    "over", "nodes", "group", "block", "stride", "scratch", "of", "each", "as", "data", "wire",
-    "acc", "signals", "signal", "wait", "for", "let", "if", "else", "put", "get", "reduce", "copy",
-    "cast", "compute", "matmul", "hostcoll", "barrier", "use", "within", "rank", "P", "true",
-    "false", "in", "min", "max",
+    "schedule",
+    "implements",
+    "dual",
+    "identity",
+    "assuming",
+    "replicated",
+    "param",
+    "divisors",
+    "over",
+    "nodes",
+    "group",
+    "block",
+    "stride",
+    "scratch",
+    "of",
+    "each",
+    "as",
+    "data",
+    "wire",
+    "acc",
+    "signals",
+    "signal",
+    "wait",
+    "for",
+    "let",
+    "if",
+    "else",
+    "put",
+    "get",
+    "reduce",
+    "copy",
+    "cast",
+    "compute",
+    "matmul",
+    "hostcoll",
+    "barrier",
+    "use",
+    "within",
+    "rank",
+    "P",
+    "true",
+    "false",
+    "in",
+    "min",
+    "max",
 ];
 
 fn keyword_at(text: &str, pos: usize) -> Option<&str> {
@@ -349,6 +415,9 @@ fn has_child(p: &Pair<'_, Rule>, r: Rule) -> bool {
 struct Builder {
     file: FileId,
     diags: Vec<Diagnostic>,
+    /// Operators seen in the expression being built, and whether it passed the limit.
+    ops: usize,
+    too_deep: bool,
 }
 
 /// A placeholder expression used after a reported error so building can continue.
@@ -402,7 +471,9 @@ impl Builder {
                     for r in sig(q) {
                         let rspan = self.span(&r);
                         let mut it = sig(r).into_iter();
-                        let (Some(n), Some(e)) = (it.next(), it.next()) else { continue };
+                        let (Some(n), Some(e)) = (it.next(), it.next()) else {
+                            continue;
+                        };
                         roles.push(RoleDecl {
                             name: self.ident(n),
                             chunks: self.expr(e),
@@ -467,8 +538,14 @@ impl Builder {
             }
             Some(r) => {
                 let mut es = sig(r).into_iter();
-                let a = es.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
-                let b = es.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                let a = es
+                    .next()
+                    .map(|e| self.expr(e))
+                    .unwrap_or_else(|| zero(span));
+                let b = es
+                    .next()
+                    .map(|e| self.expr(e))
+                    .unwrap_or_else(|| zero(span));
                 ParamRange::Span(a, b)
             }
             None => ParamRange::Span(zero(span), zero(span)),
@@ -537,7 +614,10 @@ impl Builder {
         });
         let index = it.next().map(|ix| {
             let mut es = sig(ix).into_iter();
-            let a = es.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+            let a = es
+                .next()
+                .map(|e| self.expr(e))
+                .unwrap_or_else(|| zero(span));
             match es.next() {
                 Some(b) => IndexAst::Range(a, self.expr(b)),
                 None => IndexAst::One(a),
@@ -643,7 +723,10 @@ impl Builder {
                     Some(k) if k == "stride" => GroupKind::Stride,
                     _ => GroupKind::Block,
                 };
-                let arg = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                let arg = it
+                    .next()
+                    .map(|e| self.expr(e))
+                    .unwrap_or_else(|| zero(span));
                 StmtKind::Group {
                     name: name.unwrap_or(Ident {
                         name: String::new(),
@@ -656,7 +739,10 @@ impl Builder {
             Rule::let_stmt => {
                 let mut it = sig(p).into_iter();
                 let name = it.next().map(|n| self.ident(n));
-                let value = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                let value = it
+                    .next()
+                    .map(|e| self.expr(e))
+                    .unwrap_or_else(|| zero(span));
                 StmtKind::Let {
                     name: name.unwrap_or(Ident {
                         name: String::new(),
@@ -668,8 +754,14 @@ impl Builder {
             Rule::for_stmt => {
                 let mut it = sig(p).into_iter();
                 let var = it.next().map(|n| self.ident(n));
-                let from = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
-                let to = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                let from = it
+                    .next()
+                    .map(|e| self.expr(e))
+                    .unwrap_or_else(|| zero(span));
+                let to = it
+                    .next()
+                    .map(|e| self.expr(e))
+                    .unwrap_or_else(|| zero(span));
                 let body = it.next().map(|b| self.block(b)).unwrap_or(Block {
                     stmts: Vec::new(),
                     span,
@@ -685,30 +777,41 @@ impl Builder {
                 }
             }
             Rule::if_stmt => {
-                let mut it = sig(p).into_iter();
-                let cond = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
-                let then = it.next().map(|b| self.block(b)).unwrap_or(Block {
-                    stmts: Vec::new(),
-                    span,
-                });
-                let otherwise = it.next().map(|e| {
-                    if e.as_rule() == Rule::if_stmt {
-                        Else::If(Box::new(self.stmt(e)))
-                    } else {
-                        Else::Block(self.block(e))
+                let mut arms = Vec::new();
+                let mut otherwise = None;
+                let mut cond = None;
+                for q in sig(p) {
+                    match q.as_rule() {
+                        Rule::expr => cond = Some(self.expr(q)),
+                        Rule::block => {
+                            let c = cond.take().unwrap_or_else(|| zero(span));
+                            arms.push((c, self.block(q)));
+                        }
+                        Rule::else_if => {
+                            let mut it = sig(q).into_iter();
+                            let c = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                            let b = it.next().map(|b| self.block(b)).unwrap_or(Block {
+                                stmts: Vec::new(),
+                                span,
+                            });
+                            arms.push((c, b));
+                        }
+                        Rule::else_block => {
+                            otherwise = sig(q).into_iter().next().map(|b| self.block(b));
+                        }
+                        _ => {}
                     }
-                });
-                StmtKind::If {
-                    cond,
-                    then,
-                    otherwise,
                 }
+                StmtKind::If { arms, otherwise }
             }
             Rule::put_stmt => {
                 let mut it = sig(p).into_iter();
                 let src = it.next().map(|r| self.region(r));
                 let dst = it.next().map(|r| self.region(r));
-                let peer = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                let peer = it
+                    .next()
+                    .map(|e| self.expr(e))
+                    .unwrap_or_else(|| zero(span));
                 let signal = it.next().map(|ps| self.put_signal(ps));
                 let empty = || RegionAst {
                     buffer: Ident {
@@ -728,7 +831,10 @@ impl Builder {
             Rule::get_stmt => {
                 let mut it = sig(p).into_iter();
                 let src = it.next().map(|r| self.region(r));
-                let peer = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                let peer = it
+                    .next()
+                    .map(|e| self.expr(e))
+                    .unwrap_or_else(|| zero(span));
                 let dst = it.next().map(|r| self.region(r));
                 let empty = || RegionAst {
                     buffer: Ident {
@@ -747,9 +853,18 @@ impl Builder {
             Rule::signal_stmt => {
                 let mut it = sig(p).into_iter();
                 let signal = it.next().map(|s| self.signal_ref(s));
-                let peer = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
-                let op = it.next().map(|o| Self::update_op(&o)).unwrap_or(UpdateOp::Add);
-                let value = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                let peer = it
+                    .next()
+                    .map(|e| self.expr(e))
+                    .unwrap_or_else(|| zero(span));
+                let op = it
+                    .next()
+                    .map(|o| Self::update_op(&o))
+                    .unwrap_or(UpdateOp::Add);
+                let value = it
+                    .next()
+                    .map(|e| self.expr(e))
+                    .unwrap_or_else(|| zero(span));
                 StmtKind::Signal {
                     signal: signal.unwrap_or(SignalRef {
                         name: Ident {
@@ -768,7 +883,10 @@ impl Builder {
                 let mut it = sig(p).into_iter();
                 let signal = it.next().map(|s| self.signal_ref(s));
                 let cmp = it.next().map(|c| cmp_of(c.as_str())).unwrap_or(CmpOp::Ge);
-                let value = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                let value = it
+                    .next()
+                    .map(|e| self.expr(e))
+                    .unwrap_or_else(|| zero(span));
                 StmtKind::Wait {
                     signal: signal.unwrap_or(SignalRef {
                         name: Ident {
@@ -826,10 +944,14 @@ impl Builder {
                         Rule::use_arg => {
                             let aspan = self.span(&q);
                             let mut it = sig(q).into_iter();
-                            let (Some(n), Some(v)) = (it.next(), it.next()) else { continue };
+                            let (Some(n), Some(v)) = (it.next(), it.next()) else {
+                                continue;
+                            };
                             let name = self.ident(n);
                             let value = match sig(v).into_iter().next() {
-                                Some(x) if x.as_rule() == Rule::region => UseValue::Region(self.region(x)),
+                                Some(x) if x.as_rule() == Rule::region => {
+                                    UseValue::Region(self.region(x))
+                                }
                                 Some(x) => UseValue::Expr(self.expr(x)),
                                 None => UseValue::Expr(zero(aspan)),
                             };
@@ -854,7 +976,10 @@ impl Builder {
             }
             Rule::assign_stmt => {
                 let mut it = sig(p).into_iter();
-                let dst = it.next().map(|r| self.region(r)).unwrap_or_else(|| unreachable_region(span));
+                let dst = it
+                    .next()
+                    .map(|r| self.region(r))
+                    .unwrap_or_else(|| unreachable_region(span));
                 let op = match it.next().and_then(|o| sig(o).into_iter().next()) {
                     Some(call) => {
                         let r = call.as_rule();
@@ -865,7 +990,9 @@ impl Builder {
                             Rule::cast_call => LocalOp::Cast(
                                 regions.pop().unwrap_or_else(|| unreachable_region(span)),
                             ),
-                            _ => LocalOp::Copy(regions.pop().unwrap_or_else(|| unreachable_region(span))),
+                            _ => LocalOp::Copy(
+                                regions.pop().unwrap_or_else(|| unreachable_region(span)),
+                            ),
                         }
                     }
                     None => LocalOp::Copy(unreachable_region(span)),
@@ -920,6 +1047,16 @@ impl Builder {
                 let mut acc: Option<SizeAst> = None;
                 for q in sig(p) {
                     if matches!(q.as_rule(), Rule::size_plus | Rule::size_times) {
+                        if !self.count_op() {
+                            self.diags.push(
+                                Diagnostic::error(
+                                    codes::E_NESTING,
+                                    format!("size has more than {MAX_EXPR_OPS} operators"),
+                                )
+                                .with_label(span, "too large"),
+                            );
+                            break;
+                        }
                         continue;
                     }
                     let v = self.size_expr(q);
@@ -946,18 +1083,56 @@ impl Builder {
         }
     }
 
+    /// One whole expression. Operators are counted so a pathological expression is refused
+    /// (E0104) before it becomes a tree too deep to walk or drop recursively.
     fn expr(&mut self, p: Pair<'_, Rule>) -> Expr {
+        let span = self.span(&p);
+        let outer = (self.ops, self.too_deep);
+        self.ops = 0;
+        self.too_deep = false;
+        let e = self.expr_inner(p);
+        let deep = self.too_deep;
+        (self.ops, self.too_deep) = outer;
+        if deep {
+            self.diags.push(
+                Diagnostic::error(
+                    codes::E_NESTING,
+                    format!("expression has more than {MAX_EXPR_OPS} operators"),
+                )
+                .with_label(span, "too large")
+                .with_help("split the expression with `let`"),
+            );
+            return zero(span);
+        }
+        e
+    }
+
+    /// Count one operator of the current expression; false once the limit is passed.
+    fn count_op(&mut self) -> bool {
+        self.ops += 1;
+        if self.ops > MAX_EXPR_OPS {
+            self.too_deep = true;
+        }
+        !self.too_deep
+    }
+
+    fn expr_inner(&mut self, p: Pair<'_, Rule>) -> Expr {
         let span = self.span(&p);
         match p.as_rule() {
             Rule::expr => match sig(p).into_iter().next() {
-                Some(q) => self.expr(q),
+                Some(q) => self.expr_inner(q),
                 None => zero(span),
             },
             Rule::or_expr | Rule::and_expr | Rule::add_expr | Rule::mul_expr | Rule::cmp_expr => {
                 let mut it = sig(p).into_iter();
-                let Some(first) = it.next() else { return zero(span) };
-                let mut acc = self.expr(first);
+                let Some(first) = it.next() else {
+                    return zero(span);
+                };
+                let mut acc = self.expr_inner(first);
                 while let (Some(op), Some(rhs)) = (it.next(), it.next()) {
+                    if !self.count_op() {
+                        break;
+                    }
                     let op = match op.as_rule() {
                         Rule::op_or => BinOp::Or,
                         Rule::op_and => BinOp::And,
@@ -968,7 +1143,7 @@ impl Builder {
                         Rule::op_mod => BinOp::Mod,
                         _ => BinOp::Cmp(cmp_of(op.as_str())),
                     };
-                    let rhs = self.expr(rhs);
+                    let rhs = self.expr_inner(rhs);
                     let s = acc.span.join(rhs.span);
                     acc = Expr {
                         kind: ExprKind::Binary(op, Box::new(acc), Box::new(rhs)),
@@ -985,11 +1160,14 @@ impl Builder {
                     match q.as_rule() {
                         Rule::op_neg => ops.push((UnOp::Neg, self.span(&q))),
                         Rule::op_not => ops.push((UnOp::Not, self.span(&q))),
-                        _ => operand = Some(self.expr(q)),
+                        _ => operand = Some(self.expr_inner(q)),
                     }
                 }
                 let mut e = operand.unwrap_or_else(|| zero(span));
                 for (op, s) in ops.into_iter().rev() {
+                    if !self.count_op() {
+                        break;
+                    }
                     let s = s.join(e.span);
                     e = Expr {
                         kind: ExprKind::Unary(op, Box::new(e)),
@@ -999,13 +1177,15 @@ impl Builder {
                 e
             }
             Rule::primary => {
-                let Some(q) = sig(p).into_iter().next() else { return zero(span) };
+                let Some(q) = sig(p).into_iter().next() else {
+                    return zero(span);
+                };
                 match q.as_rule() {
                     Rule::expr => Expr {
-                        kind: ExprKind::Paren(Box::new(self.expr(q))),
+                        kind: ExprKind::Paren(Box::new(self.expr_inner(q))),
                         span,
                     },
-                    _ => self.expr(q),
+                    _ => self.expr_inner(q),
                 }
             }
             Rule::int => Expr {
@@ -1034,9 +1214,18 @@ impl Builder {
             },
             Rule::minmax => {
                 let mut it = sig(p).into_iter();
-                let is_min = it.next().map(|k| k.as_rule() == Rule::kw_min).unwrap_or(true);
-                let a = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
-                let b = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                let is_min = it
+                    .next()
+                    .map(|k| k.as_rule() == Rule::kw_min)
+                    .unwrap_or(true);
+                let a = it
+                    .next()
+                    .map(|e| self.expr_inner(e))
+                    .unwrap_or_else(|| zero(span));
+                let b = it
+                    .next()
+                    .map(|e| self.expr_inner(e))
+                    .unwrap_or_else(|| zero(span));
                 Expr {
                     kind: if is_min {
                         ExprKind::Min(Box::new(a), Box::new(b))
@@ -1054,7 +1243,11 @@ impl Builder {
                 });
                 match it.next() {
                     Some(m) if m.as_rule() == Rule::member_call => {
-                        let arg = sig(m).into_iter().next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                        let arg = sig(m)
+                            .into_iter()
+                            .next()
+                            .map(|e| self.expr_inner(e))
+                            .unwrap_or_else(|| zero(span));
                         Expr {
                             kind: ExprKind::GroupMember(g, Box::new(arg)),
                             span,
@@ -1098,5 +1291,137 @@ fn cmp_of(s: &str) -> CmpOp {
         "<=" => CmpOp::Le,
         ">" => CmpOp::Gt,
         _ => CmpOp::Ge,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(stmts: &str) -> Vec<Stmt> {
+        let text = format!("schedule a implements allgather(in: [1], out: [P]) {{\n{stmts}\n}}\n");
+        parse(0, &text).unwrap().schedules.remove(0).items
+    }
+
+    #[test]
+    fn precedence_and_associativity() {
+        let s = body("let y = 1 + 2 * 3 - 4 % 5;");
+        let StmtKind::Let { value, .. } = &s[0].kind else {
+            panic!()
+        };
+        // ((1 + (2 * 3)) - (4 % 5))
+        let ExprKind::Binary(BinOp::Sub, l, r) = &value.kind else {
+            panic!("{value:?}")
+        };
+        assert!(matches!(l.kind, ExprKind::Binary(BinOp::Add, _, _)));
+        assert!(matches!(r.kind, ExprKind::Binary(BinOp::Mod, _, _)));
+        let s = body("if !(rank == 0) && P > 1 || false { barrier; }");
+        let StmtKind::If { arms, .. } = &s[0].kind else {
+            panic!()
+        };
+        let cond = &arms[0].0;
+        assert!(matches!(cond.kind, ExprKind::Binary(BinOp::Or, _, _)));
+    }
+
+    #[test]
+    fn statements_parse_to_their_ast() {
+        let s = body(
+            "signal s;\nput in -> out[rank] @ p, signal s += 1;\nget out[0..2] @ 1 -> out[2..4];\nwait s >= P - 1;\nout[rank] = reduce(out[0..rank], in);\nhostcoll allgather(out) over g;\nuse inner(x = out[rank], root = 0) within g;",
+        );
+        let StmtKind::Put {
+            src,
+            signal: Some(ps),
+            ..
+        } = &s[1].kind
+        else {
+            panic!("{:?}", s[1])
+        };
+        assert_eq!(src.buffer.name, "in");
+        assert!(ps.peer.is_none());
+        assert!(matches!(ps.value.kind, ExprKind::Int(1)));
+        assert!(matches!(
+            &s[2].kind,
+            StmtKind::Get {
+                dst: RegionAst {
+                    index: Some(IndexAst::Range(..)),
+                    ..
+                },
+                ..
+            }
+        ));
+        assert!(matches!(&s[3].kind, StmtKind::Wait { cmp: CmpOp::Ge, .. }));
+        let StmtKind::Assign {
+            op: LocalOp::Reduce(rs),
+            ..
+        } = &s[4].kind
+        else {
+            panic!()
+        };
+        assert_eq!(rs.len(), 2);
+        let StmtKind::Use { args, group, .. } = &s[6].kind else {
+            panic!()
+        };
+        assert_eq!(group.name, "g");
+        assert!(matches!(args[1].value, UseValue::Expr(_)));
+        assert!(matches!(args[0].value, UseValue::Region(_)));
+    }
+
+    #[test]
+    fn header_parts() {
+        let text = "schedule h(L in divisors(P), r in 0..L) implements allreduce(x: [L]) over nodes(L) dual identity assuming replicated, h2(a = 1) { }";
+        let s = parse(3, text).unwrap().schedules.remove(0);
+        assert_eq!(s.params.len(), 2);
+        assert!(matches!(s.params[0].range, ParamRange::Divisors(_)));
+        assert!(s.over_nodes.is_some());
+        assert_eq!(s.duals.len(), 2);
+        assert_eq!(s.name.span.file, 3);
+        assert_eq!(
+            &text[s.header_span.start as usize..s.header_span.end as usize],
+            "schedule h(L in divisors(P), r in 0..L) implements allreduce(x: [L])"
+        );
+    }
+
+    #[test]
+    fn syntax_errors_say_what_was_expected() {
+        let e = parse(
+            0,
+            "schedule a implements allreduce(x: [1]) {\n  let y = 3\n}",
+        )
+        .unwrap_err();
+        assert_eq!(e[0].code, codes::E_SYNTAX);
+        assert!(e[0].message.starts_with("expected `;`"), "{}", e[0].message);
+        let e = parse(
+            0,
+            "schedule a implements allreduce(x: [1]) { let for = 1; }",
+        )
+        .unwrap_err();
+        assert!(
+            e[0].notes.iter().any(|n| n.contains("`for` is a keyword")),
+            "{:?}",
+            e[0]
+        );
+        let e = parse(0, "schedule").unwrap_err();
+        assert!(
+            e[0].message.contains("found end of file"),
+            "{}",
+            e[0].message
+        );
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        for t in [
+            "",
+            "}",
+            "schedule a implements",
+            "é",
+            "/*",
+            "((((",
+            "schedule a implements x() { put",
+            "\u{0}",
+        ] {
+            let _ = parse(0, t);
+        }
+        assert!(parse(0, "").unwrap().schedules.is_empty());
     }
 }

@@ -34,6 +34,39 @@ pub fn hostcoll_op(name: &str) -> Option<HostCollOp> {
     })
 }
 
+/// Edit distance counting an adjacent swap as one edit, for "did you mean" hints.
+fn distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let sub = rows[i - 1][j - 1] + usize::from(a[i - 1] != b[j - 1]);
+            let mut d = sub.min(rows[i - 1][j] + 1).min(rows[i][j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = d;
+        }
+    }
+    rows[a.len()][b.len()]
+}
+
+/// The closest candidate within a small edit distance.
+fn closest<'c>(name: &str, candidates: impl Iterator<Item = &'c str>) -> Option<&'c str> {
+    let limit = (name.chars().count() / 3).max(1);
+    candidates
+        .map(|c| (distance(name, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, c)| c)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Global {
     Param,
@@ -122,6 +155,26 @@ impl<'a> Resolver<'a> {
         self.diags.push(d);
     }
 
+    /// Report an unknown name, suggesting a declared one of the wanted kind if one is close.
+    fn unknown(&mut self, d: Diagnostic, name: &str, want: fn(Global) -> bool, ints: bool) {
+        let globals = self
+            .globals
+            .iter()
+            .filter(|(_, (g, _))| want(*g))
+            .map(|(n, _)| n.as_str());
+        let locals = self
+            .scopes
+            .iter()
+            .flatten()
+            .filter(|_| ints)
+            .map(|(n, _)| n.as_str());
+        let hint = closest(name, globals.chain(locals)).map(|c| format!("did you mean `{c}`?"));
+        self.err(match hint {
+            Some(h) if d.help.is_none() => d.with_help(h),
+            _ => d,
+        });
+    }
+
     fn declare(&mut self, name: &Ident, g: Global) {
         if name.name.is_empty() {
             return;
@@ -132,7 +185,10 @@ impl<'a> Resolver<'a> {
                 format!("`{}` is declared twice", name.name),
             )
             .with_label(name.span, "declared again here")
-            .with_label(*pspan, format!("first declared here as {}", prev.describe()));
+            .with_label(
+                *pspan,
+                format!("first declared here as {}", prev.describe()),
+            );
             self.err(d);
             return;
         }
@@ -189,7 +245,10 @@ impl<'a> Resolver<'a> {
                             ),
                         )
                         .with_label(span, "roles declared here")
-                        .with_help(format!("declare the roles ({}) in this order", names.join(", "))),
+                        .with_help(format!(
+                            "declare the roles ({}) in this order",
+                            names.join(", ")
+                        )),
                     );
                 }
                 for req in collectives::required_params(k) {
@@ -200,11 +259,17 @@ impl<'a> Resolver<'a> {
                                 format!("`{}` needs a param `{req}`", k.name()),
                             )
                             .with_label(s.name.span, format!("declare `{req} in 0..P` here"))
-                            .with_help(format!("write `schedule {}({req} in 0..P) …`", s.name.name)),
+                            .with_help(format!(
+                                "write `schedule {}({req} in 0..P) …`",
+                                s.name.name
+                            )),
                         );
                     }
                 }
-                self.size_vars = collectives::size_vars(k).into_iter().map(|v| v.name).collect();
+                self.size_vars = collectives::size_vars(k)
+                    .into_iter()
+                    .map(|v| v.name)
+                    .collect();
             }
         }
         for role in &s.roles {
@@ -222,7 +287,9 @@ impl<'a> Resolver<'a> {
         for d in &s.duals {
             match d {
                 Dual::Identity { words, span } => {
-                    let ok = words.len() == 2 && words[0].name == "assuming" && words[1].name == "replicated";
+                    let ok = words.len() == 2
+                        && words[0].name == "assuming"
+                        && words[1].name == "replicated";
                     if !ok {
                         self.err(
                             Diagnostic::error(
@@ -305,7 +372,12 @@ impl<'a> Resolver<'a> {
                         if let Some(e) = len {
                             self.expr_ty(e, Ty::Int, all);
                         }
-                        self.declare(n, Global::Signal { array: len.is_some() });
+                        self.declare(
+                            n,
+                            Global::Signal {
+                                array: len.is_some(),
+                            },
+                        );
                     }
                 }
                 StmtKind::Group { name, arg, .. } => {
@@ -358,7 +430,10 @@ impl<'a> Resolver<'a> {
     }
 
     fn lookup_local(&self, name: &str) -> bool {
-        self.scopes.iter().rev().any(|s| s.iter().any(|(n, _)| n == name))
+        self.scopes
+            .iter()
+            .rev()
+            .any(|s| s.iter().any(|(n, _)| n == name))
     }
 
     fn bind_local(&mut self, id: &Ident) {
@@ -411,11 +486,22 @@ impl<'a> Resolver<'a> {
         };
         match self.modes.get(&sig.name.name).copied() {
             Some((m, first)) if m != mode => {
-                let word = |m: SignalMode| if m == SignalMode::Add { "added to" } else { "set" };
+                let word = |m: SignalMode| {
+                    if m == SignalMode::Add {
+                        "added to"
+                    } else {
+                        "set"
+                    }
+                };
                 self.err(
                     Diagnostic::error(
                         codes::E_MIXED_SIGNAL,
-                        format!("signal `{}` is both {} and {}", sig.name.name, word(m), word(mode)),
+                        format!(
+                            "signal `{}` is both {} and {}",
+                            sig.name.name,
+                            word(m),
+                            word(mode)
+                        ),
                     )
                     .with_label(span, format!("{} here", word(mode)))
                     .with_label(first, format!("{} here", word(m)))
@@ -465,18 +551,26 @@ impl<'a> Resolver<'a> {
                 } else {
                     ""
                 };
-                self.err(
-                    Diagnostic::error(
-                        if what.is_empty() {
-                            codes::E_UNKNOWN_NAME
-                        } else {
-                            codes::E_WRONG_KIND
-                        },
-                        format!("unknown signal `{}`{what}", s.name.name),
-                    )
-                    .with_label(s.name.span, "not a declared signal")
-                    .with_help(format!("declare it with `signal {};`", s.name.name)),
+                let d = Diagnostic::error(
+                    if what.is_empty() {
+                        codes::E_UNKNOWN_NAME
+                    } else {
+                        codes::E_WRONG_KIND
+                    },
+                    format!("unknown signal `{}`{what}", s.name.name),
                 )
+                .with_label(s.name.span, "not a declared signal");
+                let near = closest(
+                    &s.name.name,
+                    self.globals
+                        .iter()
+                        .filter(|(_, (g, _))| matches!(g, Global::Signal { .. }))
+                        .map(|(n, _)| n.as_str()),
+                );
+                self.err(match near {
+                    Some(c) => d.with_help(format!("did you mean `{c}`?")),
+                    None => d.with_help(format!("declare it with `signal {};`", s.name.name)),
+                })
             }
         }
         if let Some(i) = &s.index {
@@ -500,9 +594,12 @@ impl<'a> Resolver<'a> {
                 } else {
                     codes::E_UNKNOWN_NAME
                 };
-                self.err(
+                self.unknown(
                     Diagnostic::error(code, format!("unknown buffer `{}`", r.buffer.name))
                         .with_label(r.buffer.span, "not a role or scratch buffer"),
+                    &r.buffer.name,
+                    |g| matches!(g, Global::Role { .. } | Global::Scratch),
+                    false,
                 )
             }
         }
@@ -543,7 +640,12 @@ impl<'a> Resolver<'a> {
                 self.expr_ty(value, Ty::Int, Ctx::Rank);
                 self.bind_local(name);
             }
-            StmtKind::For { var, from, to, body } => {
+            StmtKind::For {
+                var,
+                from,
+                to,
+                body,
+            } => {
                 self.expr_ty(from, Ty::Int, Ctx::Rank);
                 self.expr_ty(to, Ty::Int, Ctx::Rank);
                 self.scopes.push(Vec::new());
@@ -551,17 +653,13 @@ impl<'a> Resolver<'a> {
                 self.block(body);
                 self.scopes.pop();
             }
-            StmtKind::If {
-                cond,
-                then,
-                otherwise,
-            } => {
-                self.expr_ty(cond, Ty::Bool, Ctx::Rank);
-                self.block(then);
-                match otherwise {
-                    Some(Else::Block(b)) => self.block(b),
-                    Some(Else::If(st)) => self.stmt(st, false),
-                    None => {}
+            StmtKind::If { arms, otherwise } => {
+                for (cond, block) in arms {
+                    self.expr_ty(cond, Ty::Bool, Ctx::Rank);
+                    self.block(block);
+                }
+                if let Some(b) = otherwise {
+                    self.block(b);
                 }
             }
             StmtKind::Put {
@@ -626,7 +724,9 @@ impl<'a> Resolver<'a> {
                             format!("`{}` is not a framework collective", op.name),
                         )
                         .with_label(op.span, "unknown host collective")
-                        .with_note("hostcoll supports allreduce, allgather, reduce_scatter and broadcast"),
+                        .with_note(
+                            "hostcoll supports allreduce, allgather, reduce_scatter and broadcast",
+                        ),
                     );
                 }
                 self.region(region);
@@ -650,7 +750,10 @@ impl<'a> Resolver<'a> {
                         // A bare name may be an integer for a callee param; check it leniently.
                         UseValue::Region(r) if r.index.is_none() => {
                             let is_int = self.lookup_local(&r.buffer.name)
-                                || matches!(self.globals.get(&r.buffer.name), Some((Global::Param, _)));
+                                || matches!(
+                                    self.globals.get(&r.buffer.name),
+                                    Some((Global::Param, _))
+                                );
                             if !is_int {
                                 self.region(r);
                             }
@@ -720,7 +823,10 @@ impl<'a> Resolver<'a> {
                                         codes::E_UNKNOWN_NAME,
                                         format!("param `{n}` is not declared yet"),
                                     )
-                                    .with_label(e.span, "a param range may only use earlier params"),
+                                    .with_label(
+                                        e.span,
+                                        "a param range may only use earlier params",
+                                    ),
                                 );
                                 return None;
                             }
@@ -749,9 +855,12 @@ impl<'a> Resolver<'a> {
                         } else {
                             format!("unknown name `{n}`")
                         };
-                        self.err(
+                        self.unknown(
                             Diagnostic::error(codes::E_UNKNOWN_NAME, msg)
                                 .with_label(e.span, "not bound here"),
+                            n,
+                            |g| g == Global::Param,
+                            true,
                         );
                         None
                     }
@@ -799,5 +908,57 @@ impl<'a> Resolver<'a> {
             }
             ExprKind::Paren(x) => self.ty(x, ctx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::parse;
+
+    fn res(body: &str) -> Result<ResolvedSchedule, Vec<Diagnostic>> {
+        let text = format!("schedule a implements allreduce(x: [P]) {{\n{body}\n}}\n");
+        let s = parse(0, &text).unwrap().schedules.remove(0);
+        resolve(&s)
+    }
+
+    #[test]
+    fn signal_modes_and_barrier() {
+        let r = res("signals a, b, c;\nsignal a @ 0 += 1;\nsignal b @ 0 = 2;\nbarrier;").unwrap();
+        assert_eq!(r.signal_modes["a"], SignalMode::Add);
+        assert_eq!(r.signal_modes["b"], SignalMode::Set);
+        assert_eq!(r.signal_modes["c"], SignalMode::Add);
+        assert!(r.uses_barrier);
+        assert_eq!(r.kind, CollectiveKind::Allreduce);
+    }
+
+    #[test]
+    fn scopes_allow_inner_shadowing_only() {
+        assert!(res("let y = 1;\nfor i in 0..P { let y = i; }").is_ok());
+        let e = res("for i in 0..P { let i = 1; }").err();
+        assert!(
+            e.is_none(),
+            "a let in the loop body shadows the loop variable of the outer scope"
+        );
+        let e = res("let x = 1;").unwrap_err();
+        assert_eq!(e[0].code, "E0202");
+        let e = res("for i in 0..P { }\nlet z = i;").unwrap_err();
+        assert_eq!(e[0].code, "E0201");
+    }
+
+    #[test]
+    fn unknown_names_get_suggestions() {
+        let e = res("scratch land: [P] of x;\nput x -> lnad[0] @ 0;").unwrap_err();
+        assert_eq!(e[0].help.as_deref(), Some("did you mean `land`?"));
+        let e = res("let peer = 1;\nlet q = pear + 1;").unwrap_err();
+        assert_eq!(e[0].help.as_deref(), Some("did you mean `peer`?"));
+        assert_eq!(distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn every_error_is_reported() {
+        let e = res("put y -> x @ 0;\nlet q = rank == 1;\nwait nope >= 1;").unwrap_err();
+        let codes: Vec<&str> = e.iter().map(|d| d.code).collect();
+        assert_eq!(codes, vec!["E0201", "E0208", "E0201"]);
     }
 }

@@ -18,8 +18,8 @@ use crate::front::collectives;
 use crate::front::resolve::{hostcoll_op, ResolvedSchedule};
 use std::collections::{BTreeMap, HashMap};
 use symsched_plan::{
-    BufferDecl, BufferRole, Cmp, CollectiveKind, DualDecl, ElemClass, Extent, Hierarchy, Op,
-    Rank, Region, SignalMode, SignalSlot, SignalUpdate, SizeExpr, WaitTarget,
+    BufferDecl, BufferRole, Cmp, CollectiveKind, DualDecl, ElemClass, Extent, Hierarchy, Op, Rank,
+    Region, SignalMode, SignalSlot, SignalUpdate, SizeExpr, WaitTarget,
 };
 
 /// Largest group size a plan may have.
@@ -36,7 +36,12 @@ pub trait ScheduleLookup {
 
 type Diags = Vec<Diagnostic>;
 
-fn err(code: &'static str, msg: impl Into<String>, span: Span, label: impl Into<String>) -> Diagnostic {
+fn err(
+    code: &'static str,
+    msg: impl Into<String>,
+    span: Span,
+    label: impl Into<String>,
+) -> Diagnostic {
     Diagnostic::error(code, msg).with_label(span, label)
 }
 
@@ -49,7 +54,11 @@ struct StaticEnv<'a> {
 }
 
 fn lookup_param(params: &[(String, i64)], name: &str) -> Option<i64> {
-    params.iter().rev().find(|(n, _)| n == name).map(|(_, v)| *v)
+    params
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| *v)
 }
 
 fn arith(op: BinOp, a: i64, b: i64, span: Span) -> Result<i64, Diagnostic> {
@@ -78,7 +87,14 @@ fn arith(op: BinOp, a: i64, b: i64, span: Span) -> Result<i64, Diagnostic> {
         }
         _ => None,
     };
-    r.ok_or_else(|| err(codes::E_OVERFLOW, "integer overflow", span, format!("{a} {} {b} overflows", op.text())))
+    r.ok_or_else(|| {
+        err(
+            codes::E_OVERFLOW,
+            "integer overflow",
+            span,
+            format!("{a} {} {b} overflows", op.text()),
+        )
+    })
 }
 
 fn cmp_holds(c: CmpOp, a: i64, b: i64) -> bool {
@@ -132,26 +148,46 @@ fn eval(e: &Expr, env: &dyn Env) -> Result<Val, Diagnostic> {
         ExprKind::Bool(b) => Val::Bool(*b),
         ExprKind::Rank => Val::Int(env.rank()),
         ExprKind::P => Val::Int(env.p()),
-        ExprKind::Name(n) => Val::Int(
-            env.name(n)
-                .ok_or_else(|| err(codes::E_UNKNOWN_NAME, format!("unknown name `{n}`"), e.span, "not bound"))?,
-        ),
+        ExprKind::Name(n) => Val::Int(env.name(n).ok_or_else(|| {
+            err(
+                codes::E_UNKNOWN_NAME,
+                format!("unknown name `{n}`"),
+                e.span,
+                "not bound",
+            )
+        })?),
         ExprKind::Paren(x) => eval(x, env)?,
         ExprKind::Unary(UnOp::Neg, x) => {
             let v = eval_int(x, env)?;
-            Val::Int(v.checked_neg().ok_or_else(|| err(codes::E_OVERFLOW, "integer overflow", e.span, "negation overflows"))?)
+            Val::Int(v.checked_neg().ok_or_else(|| {
+                err(
+                    codes::E_OVERFLOW,
+                    "integer overflow",
+                    e.span,
+                    "negation overflows",
+                )
+            })?)
         }
         ExprKind::Unary(UnOp::Not, x) => Val::Bool(!eval_bool(x, env)?),
         ExprKind::Binary(BinOp::And, a, b) => Val::Bool(eval_bool(a, env)? && eval_bool(b, env)?),
         ExprKind::Binary(BinOp::Or, a, b) => Val::Bool(eval_bool(a, env)? || eval_bool(b, env)?),
-        ExprKind::Binary(BinOp::Cmp(c), a, b) => Val::Bool(cmp_holds(*c, eval_int(a, env)?, eval_int(b, env)?)),
-        ExprKind::Binary(op, a, b) => Val::Int(arith(*op, eval_int(a, env)?, eval_int(b, env)?, e.span)?),
+        ExprKind::Binary(BinOp::Cmp(c), a, b) => {
+            Val::Bool(cmp_holds(*c, eval_int(a, env)?, eval_int(b, env)?))
+        }
+        ExprKind::Binary(op, a, b) => {
+            Val::Int(arith(*op, eval_int(a, env)?, eval_int(b, env)?, e.span)?)
+        }
         ExprKind::Min(a, b) => Val::Int(eval_int(a, env)?.min(eval_int(b, env)?)),
         ExprKind::Max(a, b) => Val::Int(eval_int(a, env)?.max(eval_int(b, env)?)),
         ExprKind::GroupAttr(g, attr) => {
-            let members = env
-                .group(&g.name)
-                .ok_or_else(|| err(codes::E_UNKNOWN_NAME, format!("unknown group `{}`", g.name), g.span, "not a group"))?;
+            let members = env.group(&g.name).ok_or_else(|| {
+                err(
+                    codes::E_UNKNOWN_NAME,
+                    format!("unknown group `{}`", g.name),
+                    g.span,
+                    "not a group",
+                )
+            })?;
             match attr {
                 GroupAttr::Size => Val::Int(members.len() as i64),
                 GroupAttr::Rank => {
@@ -162,17 +198,29 @@ fn eval(e: &Expr, env: &dyn Env) -> Result<Val, Diagnostic> {
         }
         ExprKind::GroupMember(g, x) => {
             let i = eval_int(x, env)?;
-            let members = env
-                .group(&g.name)
-                .ok_or_else(|| err(codes::E_UNKNOWN_NAME, format!("unknown group `{}`", g.name), g.span, "not a group"))?;
-            let m = usize::try_from(i).ok().and_then(|i| members.get(i)).ok_or_else(|| {
+            let members = env.group(&g.name).ok_or_else(|| {
                 err(
-                    codes::E_PEER_RANGE,
-                    format!("`{}.member({i})` is outside the group (size {})", g.name, members.len()),
-                    e.span,
-                    format!("member index {i}"),
+                    codes::E_UNKNOWN_NAME,
+                    format!("unknown group `{}`", g.name),
+                    g.span,
+                    "not a group",
                 )
             })?;
+            let m = usize::try_from(i)
+                .ok()
+                .and_then(|i| members.get(i))
+                .ok_or_else(|| {
+                    err(
+                        codes::E_PEER_RANGE,
+                        format!(
+                            "`{}.member({i})` is outside the group (size {})",
+                            g.name,
+                            members.len()
+                        ),
+                        e.span,
+                        format!("member index {i}"),
+                    )
+                })?;
             Val::Int(*m)
         }
     })
@@ -196,7 +244,12 @@ fn eval_bool(e: &Expr, env: &dyn Env) -> Result<bool, Diagnostic> {
 fn positive(e: &Expr, env: &dyn Env, what: &str) -> Result<u32, Diagnostic> {
     let v = eval_int(e, env)?;
     if v < 1 || v > u32::MAX as i64 {
-        return Err(err(codes::E_COUNT, format!("{what} must be positive, found {v}"), e.span, format!("evaluates to {v}")));
+        return Err(err(
+            codes::E_COUNT,
+            format!("{what} must be positive, found {v}"),
+            e.span,
+            format!("evaluates to {v}"),
+        ));
     }
     Ok(v as u32)
 }
@@ -209,14 +262,24 @@ fn param_values(param: &Param, env: &StaticEnv<'_>) -> Result<Vec<i64>, Diagnost
         ParamRange::Span(a, b) => {
             let (a, b) = (eval_int(a, env)?, eval_int(b, env)?);
             if b.saturating_sub(a) > MAX_PARAM_BINDINGS as i64 {
-                return Err(err(codes::E_TOO_LARGE, format!("param range {a}..{b} is too large"), param.span, "too many values"));
+                return Err(err(
+                    codes::E_TOO_LARGE,
+                    format!("param range {a}..{b} is too large"),
+                    param.span,
+                    "too many values",
+                ));
             }
             Ok((a..b).collect())
         }
         ParamRange::Divisors(e) => {
             let n = eval_int(e, env)?;
             if n < 1 {
-                return Err(err(codes::E_COUNT, format!("divisors({n}): the argument must be positive"), e.span, format!("evaluates to {n}")));
+                return Err(err(
+                    codes::E_COUNT,
+                    format!("divisors({n}): the argument must be positive"),
+                    e.span,
+                    format!("evaluates to {n}"),
+                ));
             }
             let mut out = Vec::new();
             let mut d = 1i64;
@@ -252,7 +315,12 @@ fn unknown_fixed(sched: &Schedule, fixed: &BTreeMap<String, i64>) -> Result<(), 
         .keys()
         .filter(|k| !sched.params.iter().any(|p| &p.name.name == *k))
         .map(|k| {
-            err(codes::E_UNKNOWN_NAME, format!("schedule `{}` has no param `{k}`", sched.name.name), sched.header_span, "params are declared here")
+            err(
+                codes::E_UNKNOWN_NAME,
+                format!("schedule `{}` has no param `{k}`", sched.name.name),
+                sched.header_span,
+                "params are declared here",
+            )
         })
         .collect();
     if unknown.is_empty() {
@@ -264,14 +332,21 @@ fn unknown_fixed(sched: &Schedule, fixed: &BTreeMap<String, i64>) -> Result<(), 
 
 /// Every param binding to check at group size `p`: the cartesian product of the declared
 /// ranges in declaration order, with `fixed` values replacing a range (they must lie in it).
-pub fn param_space(sched: &Schedule, p: u32, fixed: &BTreeMap<String, i64>) -> Result<Vec<BTreeMap<String, i64>>, Diags> {
+pub fn param_space(
+    sched: &Schedule,
+    p: u32,
+    fixed: &BTreeMap<String, i64>,
+) -> Result<Vec<BTreeMap<String, i64>>, Diags> {
     check_group_size(sched, p)?;
     unknown_fixed(sched, fixed)?;
     let mut partial: Vec<Vec<(String, i64)>> = vec![Vec::new()];
     for param in &sched.params {
         let mut next = Vec::new();
         for b in &partial {
-            let env = StaticEnv { p: p as i64, params: b };
+            let env = StaticEnv {
+                p: p as i64,
+                params: b,
+            };
             let values = param_values(param, &env).map_err(|d| vec![d])?;
             let chosen: Vec<i64> = match fixed.get(&param.name.name) {
                 Some(v) if values.contains(v) => vec![*v],
@@ -283,47 +358,85 @@ pub fn param_space(sched: &Schedule, p: u32, fixed: &BTreeMap<String, i64>) -> R
                 nb.push((param.name.name.clone(), v));
                 next.push(nb);
                 if next.len() > MAX_PARAM_BINDINGS {
-                    return Err(vec![err(codes::E_TOO_LARGE, "too many param bindings to enumerate", sched.header_span, "fix some params")]);
+                    return Err(vec![err(
+                        codes::E_TOO_LARGE,
+                        "too many param bindings to enumerate",
+                        sched.header_span,
+                        "fix some params",
+                    )]);
                 }
             }
         }
         partial = next;
     }
-    Ok(partial.into_iter().map(|b| b.into_iter().collect()).collect())
+    Ok(partial
+        .into_iter()
+        .map(|b| b.into_iter().collect())
+        .collect())
 }
 
 fn out_of_range(param: &Param, v: i64, values: &[i64], p: u32) -> Diagnostic {
     let shown = match values {
         [] => "no value".to_string(),
         [x] => format!("{x}"),
-        _ if values.len() <= 8 => values.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "),
+        _ if values.len() <= 8 => values
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
         _ => format!("{}..={}", values[0], values[values.len() - 1]),
     };
     err(
         codes::E_PARAM_RANGE,
-        format!("param `{}` = {v} is outside its range at P = {p}", param.name.name),
+        format!(
+            "param `{}` = {v} is outside its range at P = {p}",
+            param.name.name
+        ),
         param.span,
         format!("allowed: {shown}"),
     )
 }
 
 /// Check a complete binding against the declared ranges; returns it in declaration order.
-fn bind_params(sched: &Schedule, p: u32, given: &BTreeMap<String, i64>, at: Span) -> Result<Vec<(String, i64)>, Diagnostic> {
+fn bind_params(
+    sched: &Schedule,
+    p: u32,
+    given: &BTreeMap<String, i64>,
+    at: Span,
+) -> Result<Vec<(String, i64)>, Diagnostic> {
     let mut bound: Vec<(String, i64)> = Vec::new();
     for param in &sched.params {
         let Some(v) = given.get(&param.name.name).copied() else {
             return Err(err(
                 codes::E_PARAM_RANGE,
-                format!("no value for param `{}` of `{}`", param.name.name, sched.name.name),
+                format!(
+                    "no value for param `{}` of `{}`",
+                    param.name.name, sched.name.name
+                ),
                 at,
                 "bind it here",
             )
             .with_label(param.span, "declared here"));
         };
-        let env = StaticEnv { p: p as i64, params: &bound };
+        let env = StaticEnv {
+            p: p as i64,
+            params: &bound,
+        };
         let values = param_values(param, &env)?;
         if !values.contains(&v) {
-            return Err(out_of_range(param, v, &values, p).with_label(at, "bound here"));
+            let d = out_of_range(param, v, &values, p);
+            if at == sched.header_span {
+                return Err(d);
+            }
+            // Bound by a `use`: the error is at the use, the declaration explains it.
+            let (decl, allowed) = d.labels[0].clone();
+            return Err(Diagnostic {
+                labels: vec![
+                    (at, format!("binds `{}` = {v}", param.name.name)),
+                    (decl, allowed),
+                ],
+                ..d
+            });
         }
         bound.push((param.name.name.clone(), v));
     }
@@ -410,15 +523,26 @@ struct Builder<'a> {
 }
 
 /// Instantiate `name` for group size `p` with the given params (all params must be bound).
-pub fn instantiate(lookup: &dyn ScheduleLookup, name: &str, p: u32, params: &BTreeMap<String, i64>) -> Result<Program, Diags> {
+pub fn instantiate(
+    lookup: &dyn ScheduleLookup,
+    name: &str,
+    p: u32,
+    params: &BTreeMap<String, i64>,
+) -> Result<Program, Diags> {
     let Some((sched, res)) = lookup.find(name) else {
-        return Err(vec![Diagnostic::error(codes::E_UNKNOWN_NAME, format!("no schedule named `{name}`"))]);
+        return Err(vec![Diagnostic::error(
+            codes::E_UNKNOWN_NAME,
+            format!("no schedule named `{name}`"),
+        )]);
     };
     check_group_size(sched, p)?;
     unknown_fixed(sched, params)?;
     let bound = bind_params(sched, p, params, sched.header_span).map_err(|d| vec![d])?;
     let pi = p as i64;
-    let senv = StaticEnv { p: pi, params: &bound };
+    let senv = StaticEnv {
+        p: pi,
+        params: &bound,
+    };
     let one = |d: Diagnostic| vec![d];
 
     let hierarchy = match &sched.over_nodes {
@@ -428,12 +552,16 @@ pub fn instantiate(lookup: &dyn ScheduleLookup, name: &str, p: u32, params: &BTr
             if l < 1 || pi % l != 0 {
                 return Err(vec![err(
                     codes::E_NODES,
-                    format!("`over nodes({l})`: {l} ranks per node does not divide the group size {p}"),
+                    format!(
+                        "`over nodes({l})`: {l} ranks per node does not divide the group size {p}"
+                    ),
                     e.span,
                     format!("evaluates to {l}"),
                 )]);
             }
-            Some(Hierarchy { ranks_per_node: l as u32 })
+            Some(Hierarchy {
+                ranks_per_node: l as u32,
+            })
         }
     };
 
@@ -452,12 +580,18 @@ pub fn instantiate(lookup: &dyn ScheduleLookup, name: &str, p: u32, params: &BTr
         if res.kind == CollectiveKind::Alltoallv && k != p {
             return Err(vec![err(
                 codes::E_ALLTOALLV_CHUNKS,
-                format!("alltoallv role `{}` has {k} chunk(s); it needs one per rank (P = {p})", role.name.name),
+                format!(
+                    "alltoallv role `{}` has {k} chunk(s); it needs one per rank (P = {p})",
+                    role.name.name
+                ),
                 role.chunks.span,
                 "write `[P]`",
             )]);
         }
-        let access = collectives::roles(res.kind).get(i).map(|r| r.access).unwrap_or(BufferRole::InOut);
+        let access = collectives::roles(res.kind)
+            .get(i)
+            .map(|r| r.access)
+            .unwrap_or(BufferRole::InOut);
         let id = b.buffers.len() as u32;
         b.buffers.push(BufferDecl {
             name: role.name.name.clone(),
@@ -467,9 +601,18 @@ pub fn instantiate(lookup: &dyn ScheduleLookup, name: &str, p: u32, params: &BTr
             elem: ElemClass::Data,
         });
         b.buffer_spans.push(role.span);
-        top_buffers.push((role.name.name.clone(), BufBind { id, first: 0, chunks: k }));
+        top_buffers.push((
+            role.name.name.clone(),
+            BufBind {
+                id,
+                first: 0,
+                chunks: k,
+            },
+        ));
     }
-    let inst = b.declare_instance(sched, res, "", &senv, &top_buffers, String::new()).map_err(one)?;
+    let inst = b
+        .declare_instance(sched, res, "", &senv, &top_buffers, String::new())
+        .map_err(one)?;
 
     let mut ranks = Vec::with_capacity(p as usize);
     let rank_map: Vec<Rank> = (0..p).collect();
@@ -479,32 +622,67 @@ pub fn instantiate(lookup: &dyn ScheduleLookup, name: &str, p: u32, params: &BTr
             statements: 0,
             call_stack: vec![sched.name.name.clone()],
         };
-        let mut frame = b.frame(sched, res, pi, r as i64, bound.clone(), rank_map.clone(), &top_buffers, &inst, Vec::new(), String::new()).map_err(|d| vec![on_rank(d, r, p, &bound)])?;
+        let mut frame = b
+            .frame(
+                sched,
+                res,
+                pi,
+                r as i64,
+                bound.clone(),
+                rank_map.clone(),
+                &top_buffers,
+                &inst,
+                Vec::new(),
+                String::new(),
+            )
+            .map_err(|d| vec![on_rank(d, r, p, &bound)])?;
         let mut out = Vec::new();
-        b.exec_stmts(&mut frame, &sched.items, &mut out, &mut st).map_err(|d| vec![on_rank(d, r, p, &bound)])?;
+        b.exec_stmts(&mut frame, &sched.items, &mut out, &mut st)
+            .map_err(|d| vec![on_rank(d, r, p, &bound)])?;
         ranks.push(out);
     }
 
     let mut duals = Vec::new();
     for d in &sched.duals {
         match d {
-            Dual::Identity { span, .. } => duals.push((DualDecl::IdentityAssumingReplicated, *span)),
-            Dual::Named { name, args, span, .. } => {
+            Dual::Identity { span, .. } => {
+                duals.push((DualDecl::IdentityAssumingReplicated, *span))
+            }
+            Dual::Named {
+                name, args, span, ..
+            } => {
                 let Some((ds, _)) = lookup.find(&name.name) else {
-                    return Err(vec![err(codes::E_UNKNOWN_NAME, format!("dual schedule `{}` is not defined", name.name), name.span, "no schedule of this name in the library")
-                        .with_help("add the file that defines it, or fix the name")]);
+                    return Err(vec![err(
+                        codes::E_UNKNOWN_NAME,
+                        format!("dual schedule `{}` is not defined", name.name),
+                        name.span,
+                        "no schedule of this name in the library",
+                    )
+                    .with_help("add the file that defines it, or fix the name")]);
                 };
                 let mut params = BTreeMap::new();
                 for (an, ae) in args {
                     if !ds.params.iter().any(|q| q.name.name == an.name) {
-                        return Err(vec![err(codes::E_UNKNOWN_NAME, format!("dual `{}` has no param `{}`", name.name, an.name), an.span, "not a param of the dual")]);
+                        return Err(vec![err(
+                            codes::E_UNKNOWN_NAME,
+                            format!("dual `{}` has no param `{}`", name.name, an.name),
+                            an.span,
+                            "not a param of the dual",
+                        )]);
                     }
                     params.insert(an.name.clone(), eval_int(ae, &senv).map_err(one)?);
                 }
-                if let Some(missing) = ds.params.iter().find(|q| !params.contains_key(&q.name.name)) {
+                if let Some(missing) = ds
+                    .params
+                    .iter()
+                    .find(|q| !params.contains_key(&q.name.name))
+                {
                     return Err(vec![err(
                         codes::E_DUAL_ARGS,
-                        format!("dual `{}` needs a value for its param `{}`", name.name, missing.name.name),
+                        format!(
+                            "dual `{}` needs a value for its param `{}`",
+                            name.name, missing.name.name
+                        ),
                         *span,
                         format!("bind it: `{}({} = …)`", name.name, missing.name.name),
                     )]);
@@ -555,9 +733,14 @@ fn on_rank(mut d: Diagnostic, r: Rank, p: u32, params: &[(String, i64)]) -> Diag
 }
 
 fn size_const(v: i64, span: Span) -> Result<SizeExpr, Diagnostic> {
-    u64::try_from(v)
-        .map(SizeExpr::Const)
-        .map_err(|_| err(codes::E_COUNT, format!("a size must not be negative, found {v}"), span, "negative"))
+    u64::try_from(v).map(SizeExpr::Const).map_err(|_| {
+        err(
+            codes::E_COUNT,
+            format!("a size must not be negative, found {v}"),
+            span,
+            "negative",
+        )
+    })
 }
 
 fn size_add(a: SizeExpr, b: SizeExpr) -> SizeExpr {
@@ -606,7 +789,12 @@ impl<'a> Builder<'a> {
         let mut signals = Vec::new();
         for item in &sched.items {
             match &item.kind {
-                StmtKind::Scratch { name, chunks, size, class } => {
+                StmtKind::Scratch {
+                    name,
+                    chunks,
+                    size,
+                    class,
+                } => {
                     let k = positive(chunks, env, "a scratch chunk count")?;
                     let chunk = match size {
                         ScratchSize::Each(s) => fold_size(s, env)?,
@@ -616,7 +804,14 @@ impl<'a> Builder<'a> {
                                 .chain(buffers.iter())
                                 .find(|(n, _)| *n == of.name)
                                 .map(|(_, b)| *b)
-                                .ok_or_else(|| err(codes::E_UNKNOWN_NAME, format!("unknown buffer `{}`", of.name), of.span, "not a role or earlier scratch"))?;
+                                .ok_or_else(|| {
+                                    err(
+                                        codes::E_UNKNOWN_NAME,
+                                        format!("unknown buffer `{}`", of.name),
+                                        of.span,
+                                        "not a role or earlier scratch",
+                                    )
+                                })?;
                             let under = &self.buffers[bind.id as usize];
                             match &under.extent {
                                 Extent::Split { total } => total.clone().ceil_div(under.chunks as u64),
@@ -645,22 +840,39 @@ impl<'a> Builder<'a> {
                         },
                     });
                     self.buffer_spans.push(item.span);
-                    buffers.push((name.name.clone(), BufBind { id, first: 0, chunks: k }));
+                    buffers.push((
+                        name.name.clone(),
+                        BufBind {
+                            id,
+                            first: 0,
+                            chunks: k,
+                        },
+                    ));
                 }
                 StmtKind::Signals { decls, .. } => {
                     for (n, len) in decls {
-                        let mode = res.signal_modes.get(&n.name).copied().unwrap_or(SignalMode::Add);
+                        let mode = res
+                            .signal_modes
+                            .get(&n.name)
+                            .copied()
+                            .unwrap_or(SignalMode::Add);
                         let base = self.signals.len() as u32;
                         let count = match len {
                             None => {
-                                self.signals.push(SignalSlot { name: format!("{prefix}{}", n.name), mode });
+                                self.signals.push(SignalSlot {
+                                    name: format!("{prefix}{}", n.name),
+                                    mode,
+                                });
                                 self.signal_spans.push(n.span);
                                 1
                             }
                             Some(e) => {
                                 let l = positive(e, env, "a signal array length")?;
                                 for i in 0..l {
-                                    self.signals.push(SignalSlot { name: format!("{prefix}{}[{i}]", n.name), mode });
+                                    self.signals.push(SignalSlot {
+                                        name: format!("{prefix}{}[{i}]", n.name),
+                                        mode,
+                                    });
                                     self.signal_spans.push(n.span);
                                 }
                                 l
@@ -674,11 +886,19 @@ impl<'a> Builder<'a> {
         }
         let barrier = res.uses_barrier.then(|| {
             let slot = self.signals.len() as u32;
-            self.signals.push(SignalSlot { name: format!("{prefix}__barrier"), mode: SignalMode::Add });
+            self.signals.push(SignalSlot {
+                name: format!("{prefix}__barrier"),
+                mode: SignalMode::Add,
+            });
             self.signal_spans.push(sched.header_span);
             slot
         });
-        Ok(Instance { callee: callee.to_string(), buffers, signals, barrier })
+        Ok(Instance {
+            callee: callee.to_string(),
+            buffers,
+            signals,
+            barrier,
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -747,7 +967,13 @@ impl<'a> Builder<'a> {
         })
     }
 
-    fn exec_stmts(&mut self, f: &mut Frame<'a>, stmts: &'a [Stmt], out: &mut Vec<Step>, st: &mut RankState) -> Result<(), Diagnostic> {
+    fn exec_stmts(
+        &mut self,
+        f: &mut Frame<'a>,
+        stmts: &'a [Stmt],
+        out: &mut Vec<Step>,
+        st: &mut RankState,
+    ) -> Result<(), Diagnostic> {
         let mark = f.locals.len();
         for s in stmts {
             self.exec(f, s, out, st)?;
@@ -757,7 +983,11 @@ impl<'a> Builder<'a> {
     }
 
     fn step(f: &Frame<'_>, op: Op, span: Span) -> Step {
-        Step { op, span, inlined_from: f.inlined_from.clone() }
+        Step {
+            op,
+            span,
+            inlined_from: f.inlined_from.clone(),
+        }
     }
 
     fn peer(f: &Frame<'_>, e: &Expr) -> Result<(i64, Rank), Diagnostic> {
@@ -776,7 +1006,12 @@ impl<'a> Builder<'a> {
     /// Concrete region; `allow_empty` for reduce operands.
     fn region(f: &Frame<'_>, r: &RegionAst, allow_empty: bool) -> Result<Region, Diagnostic> {
         let bind = *f.buffers.get(r.buffer.name.as_str()).ok_or_else(|| {
-            err(codes::E_UNKNOWN_NAME, format!("unknown buffer `{}`", r.buffer.name), r.buffer.span, "not a buffer")
+            err(
+                codes::E_UNKNOWN_NAME,
+                format!("unknown buffer `{}`", r.buffer.name),
+                r.buffer.span,
+                "not a buffer",
+            )
         })?;
         let k = bind.chunks as i64;
         let (first, count) = match &r.index {
@@ -786,7 +1021,10 @@ impl<'a> Builder<'a> {
                 if i < 0 || i >= k {
                     return Err(err(
                         codes::E_BOUNDS,
-                        format!("chunk {i} of `{}` is out of bounds (it has {k} chunks)", r.buffer.name),
+                        format!(
+                            "chunk {i} of `{}` is out of bounds (it has {k} chunks)",
+                            r.buffer.name
+                        ),
                         e.span,
                         format!("evaluates to {i}"),
                     ));
@@ -798,7 +1036,10 @@ impl<'a> Builder<'a> {
                 if x < 0 || y > k || x > k {
                     return Err(err(
                         codes::E_BOUNDS,
-                        format!("chunks {x}..{y} of `{}` are out of bounds (it has {k} chunks)", r.buffer.name),
+                        format!(
+                            "chunks {x}..{y} of `{}` are out of bounds (it has {k} chunks)",
+                            r.buffer.name
+                        ),
                         r.span,
                         format!("range {x}..{y}"),
                     ));
@@ -810,17 +1051,28 @@ impl<'a> Builder<'a> {
                         r.span,
                         "empty range",
                     )
-                    .with_help("guard the statement with `if`; only reduce operands may be empty"));
+                    .with_help(
+                        "guard the statement with `if`; only reduce operands may be empty",
+                    ));
                 }
                 (x, y - x)
             }
         };
-        Ok(Region { buffer: bind.id, first: bind.first + first as u32, count: count as u32 })
+        Ok(Region {
+            buffer: bind.id,
+            first: bind.first + first as u32,
+            count: count as u32,
+        })
     }
 
     fn slot(f: &Frame<'_>, s: &SignalRef) -> Result<u32, Diagnostic> {
         let bind = *f.signals.get(s.name.name.as_str()).ok_or_else(|| {
-            err(codes::E_UNKNOWN_NAME, format!("unknown signal `{}`", s.name.name), s.name.span, "not a signal")
+            err(
+                codes::E_UNKNOWN_NAME,
+                format!("unknown signal `{}`", s.name.name),
+                s.name.span,
+                "not a signal",
+            )
         })?;
         let i = match &s.index {
             None => 0,
@@ -829,7 +1081,10 @@ impl<'a> Builder<'a> {
                 if i < 0 || i >= bind.len as i64 {
                     return Err(err(
                         codes::E_BOUNDS,
-                        format!("signal index {i} of `{}` is out of bounds (length {})", s.name.name, bind.len),
+                        format!(
+                            "signal index {i} of `{}` is out of bounds (length {})",
+                            s.name.name, bind.len
+                        ),
                         e.span,
                         format!("evaluates to {i}"),
                     ));
@@ -842,11 +1097,22 @@ impl<'a> Builder<'a> {
 
     fn signal_value(f: &Frame<'_>, e: &Expr) -> Result<u64, Diagnostic> {
         let v = eval_int(e, f)?;
-        u64::try_from(v).map_err(|_| err(codes::E_NEGATIVE_SIGNAL, format!("signal value {v} is negative"), e.span, "counters only grow"))
+        u64::try_from(v).map_err(|_| {
+            err(
+                codes::E_NEGATIVE_SIGNAL,
+                format!("signal value {v} is negative"),
+                e.span,
+                "counters only grow",
+            )
+        })
     }
 
     fn mode(f: &Frame<'_>, s: &SignalRef) -> SignalMode {
-        f.res.signal_modes.get(&s.name.name).copied().unwrap_or(SignalMode::Add)
+        f.res
+            .signal_modes
+            .get(&s.name.name)
+            .copied()
+            .unwrap_or(SignalMode::Add)
     }
 
     fn tick(st: &mut RankState, n: u64, span: Span) -> Result<(), Diagnostic> {
@@ -854,7 +1120,9 @@ impl<'a> Builder<'a> {
         if st.statements > MAX_STATEMENTS_PER_RANK {
             return Err(err(
                 codes::E_TOO_LARGE,
-                format!("the unrolled program exceeds {MAX_STATEMENTS_PER_RANK} statements per rank"),
+                format!(
+                    "the unrolled program exceeds {MAX_STATEMENTS_PER_RANK} statements per rank"
+                ),
                 span,
                 "while unrolling this",
             ));
@@ -862,7 +1130,13 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn exec(&mut self, f: &mut Frame<'a>, s: &'a Stmt, out: &mut Vec<Step>, st: &mut RankState) -> Result<(), Diagnostic> {
+    fn exec(
+        &mut self,
+        f: &mut Frame<'a>,
+        s: &'a Stmt,
+        out: &mut Vec<Step>,
+        st: &mut RankState,
+    ) -> Result<(), Diagnostic> {
         Self::tick(st, 1, s.span)?;
         match &s.kind {
             StmtKind::Scratch { .. } | StmtKind::Signals { .. } | StmtKind::Group { .. } => {}
@@ -870,10 +1144,19 @@ impl<'a> Builder<'a> {
                 let v = eval_int(value, f)?;
                 f.locals.push((name.name.as_str(), v));
             }
-            StmtKind::For { var, from, to, body } => {
+            StmtKind::For {
+                var,
+                from,
+                to,
+                body,
+            } => {
                 let (a, b) = (eval_int(from, f)?, eval_int(to, f)?);
                 if b > a {
-                    Self::tick(st, (b as i128 - a as i128).min(u64::MAX as i128) as u64, s.span)?;
+                    Self::tick(
+                        st,
+                        (b as i128 - a as i128).min(u64::MAX as i128) as u64,
+                        s.span,
+                    )?;
                 }
                 let mut i = a;
                 while i < b {
@@ -883,18 +1166,24 @@ impl<'a> Builder<'a> {
                     i += 1;
                 }
             }
-            StmtKind::If { cond, then, otherwise } => {
-                if eval_bool(cond, f)? {
-                    self.exec_stmts(f, &then.stmts, out, st)?;
-                } else {
-                    match otherwise {
-                        Some(Else::Block(b)) => self.exec_stmts(f, &b.stmts, out, st)?,
-                        Some(Else::If(inner)) => self.exec(f, inner, out, st)?,
-                        None => {}
+            StmtKind::If { arms, otherwise } => {
+                let mut taken = None;
+                for (cond, block) in arms {
+                    if eval_bool(cond, f)? {
+                        taken = Some(block);
+                        break;
                     }
                 }
+                if let Some(b) = taken.or(otherwise.as_ref()) {
+                    self.exec_stmts(f, &b.stmts, out, st)?;
+                }
             }
-            StmtKind::Put { src, dst, peer, signal } => {
+            StmtKind::Put {
+                src,
+                dst,
+                peer,
+                signal,
+            } => {
                 let src_r = Self::region(f, src, false)?;
                 let dst_r = Self::region(f, dst, false)?;
                 let (local_peer, peer_rank) = Self::peer(f, peer)?;
@@ -923,15 +1212,37 @@ impl<'a> Builder<'a> {
                         })
                     }
                 };
-                out.push(Self::step(f, Op::Put { src: src_r, dst: dst_r, peer: peer_rank, signal }, s.span));
+                out.push(Self::step(
+                    f,
+                    Op::Put {
+                        src: src_r,
+                        dst: dst_r,
+                        peer: peer_rank,
+                        signal,
+                    },
+                    s.span,
+                ));
             }
             StmtKind::Get { src, peer, dst } => {
                 let src_r = Self::region(f, src, false)?;
                 let (_, peer_rank) = Self::peer(f, peer)?;
                 let dst_r = Self::region(f, dst, false)?;
-                out.push(Self::step(f, Op::Get { src: src_r, dst: dst_r, peer: peer_rank }, s.span));
+                out.push(Self::step(
+                    f,
+                    Op::Get {
+                        src: src_r,
+                        dst: dst_r,
+                        peer: peer_rank,
+                    },
+                    s.span,
+                ));
             }
-            StmtKind::Signal { signal, peer, value, .. } => {
+            StmtKind::Signal {
+                signal,
+                peer,
+                value,
+                ..
+            } => {
                 let update = SignalUpdate {
                     slot: Self::slot(f, signal)?,
                     peer: Self::peer(f, peer)?.1,
@@ -952,26 +1263,49 @@ impl<'a> Builder<'a> {
                     CmpOp::Gt => Cmp::Gt,
                     CmpOp::Ge => Cmp::Ge,
                 };
-                out.push(Self::step(f, Op::Wait { slot, cmp, target: WaitTarget { stride: 0, offset } }, s.span));
+                out.push(Self::step(
+                    f,
+                    Op::Wait {
+                        slot,
+                        cmp,
+                        target: WaitTarget { stride: 0, offset },
+                    },
+                    s.span,
+                ));
             }
             StmtKind::Assign { dst, op } => {
                 let dst_r = Self::region(f, dst, false)?;
                 let op = match op {
-                    LocalOp::Copy(r) => Op::Copy { src: Self::region(f, r, false)?, dst: dst_r },
-                    LocalOp::Cast(r) => Op::Cast { src: Self::region(f, r, false)?, dst: dst_r },
+                    LocalOp::Copy(r) => Op::Copy {
+                        src: Self::region(f, r, false)?,
+                        dst: dst_r,
+                    },
+                    LocalOp::Cast(r) => Op::Cast {
+                        src: Self::region(f, r, false)?,
+                        dst: dst_r,
+                    },
                     LocalOp::Reduce(rs) => {
                         let mut srcs = Vec::new();
                         for r in rs {
                             let reg = Self::region(f, r, true)?;
                             if matches!(r.index, Some(IndexAst::Range(..))) {
-                                srcs.extend((0..reg.count).map(|i| Region { first: reg.first + i, count: 1, ..reg }));
+                                srcs.extend((0..reg.count).map(|i| Region {
+                                    first: reg.first + i,
+                                    count: 1,
+                                    ..reg
+                                }));
                             } else {
                                 srcs.push(reg);
                             }
                         }
                         if srcs.is_empty() {
-                            return Err(err(codes::E_EMPTY_REDUCE, "reduce has no operands: every range is empty", s.span, "nothing to reduce")
-                                .with_help("guard the statement with `if`, or add an operand"));
+                            return Err(err(
+                                codes::E_EMPTY_REDUCE,
+                                "reduce has no operands: every range is empty",
+                                s.span,
+                                "nothing to reduce",
+                            )
+                            .with_help("guard the statement with `if`, or add an operand"));
                         }
                         Op::Reduce { dst: dst_r, srcs }
                     }
@@ -979,32 +1313,83 @@ impl<'a> Builder<'a> {
                 out.push(Self::step(f, op, s.span));
             }
             StmtKind::Matmul { c, a, b } => {
-                let op = Op::Matmul { c: Self::region(f, c, false)?, a: Self::region(f, a, false)?, b: Self::region(f, b, false)? };
+                let op = Op::Matmul {
+                    c: Self::region(f, c, false)?,
+                    a: Self::region(f, a, false)?,
+                    b: Self::region(f, b, false)?,
+                };
                 out.push(Self::step(f, op, s.span));
             }
             StmtKind::HostColl { op, region, group } => {
-                let hop = hostcoll_op(&op.name).ok_or_else(|| err(codes::E_UNKNOWN_HOSTCOLL, format!("`{}` is not a framework collective", op.name), op.span, "unknown"))?;
+                let hop = hostcoll_op(&op.name).ok_or_else(|| {
+                    err(
+                        codes::E_UNKNOWN_HOSTCOLL,
+                        format!("`{}` is not a framework collective", op.name),
+                        op.span,
+                        "unknown",
+                    )
+                })?;
                 let reg = Self::region(f, region, false)?;
                 let members = f
                     .groups
                     .get(group.name.as_str())
-                    .ok_or_else(|| err(codes::E_UNKNOWN_NAME, format!("unknown group `{}`", group.name), group.span, "not a group"))?
+                    .ok_or_else(|| {
+                        err(
+                            codes::E_UNKNOWN_NAME,
+                            format!("unknown group `{}`", group.name),
+                            group.span,
+                            "not a group",
+                        )
+                    })?
                     .iter()
                     .map(|m| f.rank_map[*m as usize])
                     .collect();
-                out.push(Self::step(f, Op::HostColl { op: hop, region: reg, members }, s.span));
+                out.push(Self::step(
+                    f,
+                    Op::HostColl {
+                        op: hop,
+                        region: reg,
+                        members,
+                    },
+                    s.span,
+                ));
             }
             StmtKind::Barrier => {
-                let slot = f.barrier.ok_or_else(|| err(codes::E_UNKNOWN_NAME, "internal: no barrier slot", s.span, "here"))?;
+                let slot = f.barrier.ok_or_else(|| {
+                    err(
+                        codes::E_UNKNOWN_NAME,
+                        "internal: no barrier slot",
+                        s.span,
+                        "here",
+                    )
+                })?;
                 for q in 0..f.p as usize {
-                    let update = SignalUpdate { slot, peer: f.rank_map[q], mode: SignalMode::Add, value: 1, stride: 0 };
+                    let update = SignalUpdate {
+                        slot,
+                        peer: f.rank_map[q],
+                        mode: SignalMode::Add,
+                        value: 1,
+                        stride: 0,
+                    };
                     out.push(Self::step(f, Op::Signal { update }, s.span));
                 }
                 f.barriers_done += 1;
                 let offset = f.barriers_done * f.p as u64;
-                out.push(Self::step(f, Op::Wait { slot, cmp: Cmp::Ge, target: WaitTarget { stride: 0, offset } }, s.span));
+                out.push(Self::step(
+                    f,
+                    Op::Wait {
+                        slot,
+                        cmp: Cmp::Ge,
+                        target: WaitTarget { stride: 0, offset },
+                    },
+                    s.span,
+                ));
             }
-            StmtKind::Use { callee, args, group } => self.exec_use(f, s, callee, args, group, out, st)?,
+            StmtKind::Use {
+                callee,
+                args,
+                group,
+            } => self.exec_use(f, s, callee, args, group, out, st)?,
         }
         Ok(())
     }
@@ -1022,20 +1407,36 @@ impl<'a> Builder<'a> {
     ) -> Result<(), Diagnostic> {
         let lookup = self.lookup;
         let Some((cs, cres)) = lookup.find(&callee.name) else {
-            return Err(err(codes::E_UNKNOWN_NAME, format!("no schedule named `{}`", callee.name), callee.span, "not defined in the library"));
+            return Err(err(
+                codes::E_UNKNOWN_NAME,
+                format!("no schedule named `{}`", callee.name),
+                callee.span,
+                "not defined in the library",
+            ));
         };
-        if st.call_stack.iter().any(|n| *n == callee.name) {
+        if st.call_stack.contains(&callee.name) {
             return Err(err(
                 codes::E_RECURSION,
                 format!("`use {}` is recursive", callee.name),
                 callee.span,
-                format!("call chain: {} -> {}", st.call_stack.join(" -> "), callee.name),
+                format!(
+                    "call chain: {} -> {}",
+                    st.call_stack.join(" -> "),
+                    callee.name
+                ),
             ));
         }
         let members: Vec<i64> = f
             .groups
             .get(group.name.as_str())
-            .ok_or_else(|| err(codes::E_UNKNOWN_NAME, format!("unknown group `{}`", group.name), group.span, "not a group"))?
+            .ok_or_else(|| {
+                err(
+                    codes::E_UNKNOWN_NAME,
+                    format!("unknown group `{}`", group.name),
+                    group.span,
+                    "not a group",
+                )
+            })?
             .clone();
         let sub_p = members.len() as i64;
         let sub_rank = members.iter().position(|m| *m == f.rank).unwrap_or(0) as i64;
@@ -1047,41 +1448,99 @@ impl<'a> Builder<'a> {
             if cs.params.iter().any(|p| p.name.name == a.name.name) {
                 let v = match &a.value {
                     UseValue::Expr(e) => eval_int(e, f)?,
-                    UseValue::Region(r) if r.index.is_none() => f.name(&r.buffer.name).ok_or_else(|| {
-                        err(codes::E_USE_ARGS, format!("param `{}` needs an integer", a.name.name), r.span, "not an integer")
-                    })?,
+                    UseValue::Region(r) if r.index.is_none() => {
+                        f.name(&r.buffer.name).ok_or_else(|| {
+                            err(
+                                codes::E_USE_ARGS,
+                                format!("param `{}` needs an integer", a.name.name),
+                                r.span,
+                                "not an integer",
+                            )
+                        })?
+                    }
                     UseValue::Region(r) => {
-                        return Err(err(codes::E_USE_ARGS, format!("param `{}` needs an integer, found a region", a.name.name), r.span, "a region"))
+                        return Err(err(
+                            codes::E_USE_ARGS,
+                            format!("param `{}` needs an integer, found a region", a.name.name),
+                            r.span,
+                            "a region",
+                        ))
                     }
                 };
                 given.insert(a.name.name.clone(), v);
             } else if !cs.roles.iter().any(|r| r.name.name == a.name.name) {
-                return Err(err(codes::E_UNKNOWN_NAME, format!("`{}` has no role or param `{}`", callee.name, a.name.name), a.name.span, "unknown argument"));
+                return Err(err(
+                    codes::E_UNKNOWN_NAME,
+                    format!("`{}` has no role or param `{}`", callee.name, a.name.name),
+                    a.name.span,
+                    "unknown argument",
+                ));
             }
         }
+        if let Some(missing) = cs.params.iter().find(|q| !given.contains_key(&q.name.name)) {
+            return Err(err(
+                codes::E_USE_ARGS,
+                format!(
+                    "`use {}` does not bind its param `{}`",
+                    callee.name, missing.name.name
+                ),
+                s.span,
+                format!("add `{} = EXPR`", missing.name.name),
+            )
+            .with_label(missing.span, "param declared here"));
+        }
         let params = bind_params(cs, sub_p as u32, &given, s.span)?;
-        let senv = StaticEnv { p: sub_p, params: &params };
+        let senv = StaticEnv {
+            p: sub_p,
+            params: &params,
+        };
         let mut roles = Vec::new();
         for role in &cs.roles {
             let Some(arg) = args.iter().find(|a| a.name.name == role.name.name) else {
-                return Err(err(codes::E_USE_ARGS, format!("`use {}` does not bind its role `{}`", callee.name, role.name.name), s.span, format!("add `{} = REGION`", role.name.name))
-                    .with_label(role.span, "role declared here"));
+                return Err(err(
+                    codes::E_USE_ARGS,
+                    format!(
+                        "`use {}` does not bind its role `{}`",
+                        callee.name, role.name.name
+                    ),
+                    s.span,
+                    format!("add `{} = REGION`", role.name.name),
+                )
+                .with_label(role.span, "role declared here"));
             };
             let UseValue::Region(r) = &arg.value else {
-                return Err(err(codes::E_USE_ARGS, format!("role `{}` needs a buffer region, found an integer", role.name.name), arg.span, "not a region"));
+                return Err(err(
+                    codes::E_USE_ARGS,
+                    format!(
+                        "role `{}` needs a buffer region, found an integer",
+                        role.name.name
+                    ),
+                    arg.span,
+                    "not a region",
+                ));
             };
             let reg = Self::region(f, r, false)?;
             let k = positive(&role.chunks, &senv, "a role's chunk count")?;
             if reg.count != k {
                 return Err(err(
                     codes::E_USE_CHUNKS,
-                    format!("role `{}` of `{}` has {k} chunks but the region bound to it has {}", role.name.name, callee.name, reg.count),
+                    format!(
+                        "role `{}` of `{}` has {k} chunks but the region bound to it has {}",
+                        role.name.name, callee.name, reg.count
+                    ),
                     r.span,
                     format!("{} chunk(s)", reg.count),
                 )
                 .with_label(role.span, format!("{k} chunk(s) at P = {sub_p}")));
             }
-            roles.push((role.name.name.clone(), BufBind { id: reg.buffer, first: reg.first, chunks: k }));
+            roles.push((
+                role.name.name.clone(),
+                BufBind {
+                    id: reg.buffer,
+                    first: reg.first,
+                    chunks: k,
+                },
+            ));
         }
 
         let idx = st.instances_used;
@@ -1091,20 +1550,26 @@ impl<'a> Builder<'a> {
             if inst.callee != callee.name {
                 return Err(err(
                     codes::E_ASYMMETRIC,
-                    format!("ranks disagree on `use` number {idx}: `{}` here, `{}` on an earlier rank", callee.name, inst.callee),
+                    format!(
+                        "ranks disagree on `use` number {idx}: `{}` here, `{}` on an earlier rank",
+                        callee.name, inst.callee
+                    ),
                     s.span,
                     "every rank must execute the same sequence of `use`",
                 ));
             }
             inst.clone()
         } else {
-            let inst = self.declare_instance(cs, cres, &callee.name, &senv, &roles, prefix.clone())?;
+            let inst =
+                self.declare_instance(cs, cres, &callee.name, &senv, &roles, prefix.clone())?;
             self.instances.push(inst.clone());
             inst
         };
         let mut inlined = f.inlined_from.clone();
         inlined.push(s.span);
-        let mut sub = self.frame(cs, cres, sub_p, sub_rank, params, rank_map, &roles, &inst, inlined, prefix)?;
+        let mut sub = self.frame(
+            cs, cres, sub_p, sub_rank, params, rank_map, &roles, &inst, inlined, prefix,
+        )?;
         st.call_stack.push(callee.name.clone());
         let r = self.exec_stmts(&mut sub, &cs.items, out, st);
         st.call_stack.pop();
@@ -1120,16 +1585,23 @@ mod tests {
     struct One(Vec<(Schedule, ResolvedSchedule)>);
     impl ScheduleLookup for One {
         fn find(&self, name: &str) -> Option<(&Schedule, &ResolvedSchedule)> {
-            self.0.iter().find(|(s, _)| s.name.name == name).map(|(s, r)| (s, r))
+            self.0
+                .iter()
+                .find(|(s, _)| s.name.name == name)
+                .map(|(s, r)| (s, r))
         }
     }
 
     fn lib(text: &str) -> One {
         let f = parse(0, text).unwrap();
-        One(f.schedules.into_iter().map(|s| {
-            let r = resolve(&s).unwrap();
-            (s, r)
-        }).collect())
+        One(f
+            .schedules
+            .into_iter()
+            .map(|s| {
+                let r = resolve(&s).unwrap();
+                (s, r)
+            })
+            .collect())
     }
 
     #[test]
@@ -1137,7 +1609,10 @@ mod tests {
         let l = lib("schedule ag implements allgather(in: [1], out: [P]) {\n signal done;\n for p in 0..P { put in -> out[rank] @ p, signal done @ p += 1; }\n wait done >= P;\n}\n");
         let prog = instantiate(&l, "ag", 4, &BTreeMap::new()).unwrap();
         assert_eq!(prog.ranks.len(), 4);
-        let puts = prog.ranks[2].iter().filter(|s| matches!(s.op, Op::Put { .. })).count();
+        let puts = prog.ranks[2]
+            .iter()
+            .filter(|s| matches!(s.op, Op::Put { .. }))
+            .count();
         assert_eq!(puts, 4);
         match &prog.ranks[2].last().unwrap().op {
             Op::Wait { target, .. } => assert_eq!(target.offset, 4),
@@ -1151,7 +1626,11 @@ mod tests {
         let l = lib("schedule ag implements allgather(in: [1], out: [P]) {\n put in -> out[rank] @ rank + 1;\n}\n");
         let e = instantiate(&l, "ag", 4, &BTreeMap::new()).unwrap_err();
         assert_eq!(e[0].code, codes::E_PEER_RANGE);
-        assert!(e[0].notes.iter().any(|n| n == "on rank 3, P = 4"), "{:?}", e[0]);
+        assert!(
+            e[0].notes.iter().any(|n| n == "on rank 3, P = 4"),
+            "{:?}",
+            e[0]
+        );
         assert!(e[0].message.ends_with("(rank 3)"));
     }
 
@@ -1162,7 +1641,10 @@ mod tests {
         let space = param_space(s, 6, &BTreeMap::new()).unwrap();
         assert_eq!(space.len(), 1 + 2 + 3 + 6);
         let fixed: BTreeMap<String, i64> = [("L".to_string(), 4)].into_iter().collect();
-        assert_eq!(param_space(s, 6, &fixed).unwrap_err()[0].code, codes::E_PARAM_RANGE);
+        assert_eq!(
+            param_space(s, 6, &fixed).unwrap_err()[0].code,
+            codes::E_PARAM_RANGE
+        );
     }
 
     #[test]
@@ -1190,7 +1672,11 @@ schedule outer implements allreduce(x: [1]) {\n group g = stride(2);\n use inner
         let waits: Vec<u64> = prog.ranks[0]
             .iter()
             .filter_map(|s| match &s.op {
-                Op::Wait { target, slot, .. } if prog.signals[*slot as usize].name == "__barrier" => Some(target.offset),
+                Op::Wait { target, slot, .. }
+                    if prog.signals[*slot as usize].name == "__barrier" =>
+                {
+                    Some(target.offset)
+                }
                 _ => None,
             })
             .collect();

@@ -204,7 +204,7 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
         let [Some(lin)] = pieces.as_slice() else {
             return Err(granularity(fwd, (r, o, c)));
         };
-        for (t, m) in lin {
+        for (t, m) in lin.iter() {
             let (q, i, ci) = t.atom;
             let row = (q, i as usize, ci);
             if !spec_b.contains(&row) {
@@ -225,7 +225,7 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
             return Err(granularity(bwd, (r, role, c)));
         };
         let row = (r, role_map[&role], c);
-        for (t, m) in lin {
+        for (t, m) in lin.iter() {
             let (q, i, ci) = t.atom;
             let Some(&fi_role) = role_map.get(&(i as usize)) else {
                 continue;
@@ -372,6 +372,76 @@ mod tests {
         assert_eq!(d.code, "E0441");
         assert_eq!(d.span(), Some(Span::new(0, 5, 9)));
         assert!(d.message.contains("r0:in[0]"), "{}", d.message);
+    }
+
+    fn allgather_matmul(p: u32) -> Program {
+        let mut b = Builder::collective(
+            CollectiveKind::AllgatherMatmul,
+            p,
+            &[("a", 1), ("b", 1), ("g", p), ("c", p)],
+        );
+        b.signals(&[("ready", SignalMode::Add)]);
+        for r in 0..p {
+            for j in 0..p {
+                b.put_sig(r, reg(0, 0, 1), reg(2, r, 1), j, 0, 1);
+            }
+            b.wait(r, 0, Cmp::Ge, p as u64);
+            for j in 0..p {
+                b.matmul(r, reg(3, j, 1), reg(2, j, 1), reg(1, 0, 1));
+            }
+        }
+        b.build()
+    }
+
+    /// Rank r multiplies block j of `a` by its `b` and pushes it to rank j, which sums.
+    fn matmul_reduce_scatter(p: u32, wrong_operand: bool) -> Program {
+        let mut b = Builder::collective(
+            CollectiveKind::MatmulReduceScatter,
+            p,
+            &[("a", p), ("b", 1), ("c", 1), ("part", p), ("land", p)],
+        );
+        b.signals(&[("ready", SignalMode::Add)]);
+        for r in 0..p {
+            for j in 0..p {
+                let blk = if wrong_operand && r == 0 {
+                    (j + 1) % p
+                } else {
+                    j
+                };
+                b.matmul(r, reg(3, j, 1), reg(0, blk, 1), reg(1, 0, 1));
+                b.put_sig(r, reg(3, j, 1), reg(4, r, 1), j, 0, 1);
+            }
+            b.wait(r, 0, Cmp::Ge, p as u64);
+            let srcs: Vec<_> = (0..p).map(|j| reg(4, j, 1)).collect();
+            b.reduce(r, reg(2, 0, 1), &srcs);
+        }
+        b.build()
+    }
+
+    #[test]
+    fn allgather_matmul_and_matmul_reduce_scatter_are_adjoint() {
+        for p in [1, 2, 3] {
+            verify_dual(
+                &allgather_matmul(p),
+                &matmul_reduce_scatter(p, false),
+                Span::default(),
+            )
+            .unwrap_or_else(|d| panic!("P={p}: {d}"));
+            verify_dual(
+                &matmul_reduce_scatter(p, false),
+                &allgather_matmul(p),
+                Span::default(),
+            )
+            .unwrap_or_else(|d| panic!("P={p}: {d}"));
+        }
+        let d = verify_dual(
+            &allgather_matmul(2),
+            &matmul_reduce_scatter(2, true),
+            Span::default(),
+        )
+        .unwrap_err();
+        assert_eq!(d.code, "E0441");
+        assert!(d.message.contains("matmul("), "{}", d.message);
     }
 
     #[test]

@@ -13,29 +13,34 @@ use super::{span_of, step_error, step_text};
 use crate::diag::Diagnostic;
 use crate::ir::graph::{accesses, HappensBefore};
 use crate::ir::{Program, StepRef};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use symsched_plan::{BufferId, Op, Rank};
 
 /// A memory location: (owning rank, buffer, chunk).
 pub(super) type Loc = (Rank, BufferId, u32);
 
-/// Every location's accesses (step, is-write), locations sorted, accesses in step order.
-pub(super) fn locations(prog: &Program) -> BTreeMap<Loc, Vec<(StepRef, bool)>> {
-    let mut map: BTreeMap<Loc, Vec<(StepRef, bool)>> = BTreeMap::new();
+/// Accesses of one location: (step, is-write), in step order.
+pub(super) type LocAccesses = Vec<(StepRef, bool)>;
+
+/// Every location's accesses, locations sorted.
+pub(super) fn locations(prog: &Program) -> Vec<(Loc, LocAccesses)> {
+    let mut map: HashMap<Loc, LocAccesses> = HashMap::new();
     for (at, s) in prog.steps() {
         for a in accesses(&s.op, at.rank) {
             for c in a.first..a.first + a.count {
                 let v = map.entry((a.rank, a.buffer, c)).or_default();
                 // A step that reads and writes one location (reduce in place, hostcoll) is
-                // one access: a write.
-                match v.iter_mut().find(|(s, _)| *s == at) {
-                    Some(e) => e.1 |= a.write,
-                    None => v.push((at, a.write)),
+                // one access: a write. Steps come in order, so a repeat is the last entry.
+                match v.last_mut() {
+                    Some(e) if e.0 == at => e.1 |= a.write,
+                    _ => v.push((at, a.write)),
                 }
             }
         }
     }
-    map
+    let mut out: Vec<(Loc, LocAccesses)> = map.into_iter().collect();
+    out.sort_unstable_by_key(|(l, _)| *l);
+    out
 }
 
 /// Whether a step is a shmem step for the interop rule.
@@ -46,7 +51,9 @@ pub(super) fn is_shmem(op: &Op) -> bool {
 pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut reported: HashSet<(StepRef, StepRef)> = HashSet::new();
-    for (loc, acc) in locations(prog) {
+    let locs = locations(prog);
+    for (loc, acc) in &locs {
+        let (loc, acc) = (*loc, acc);
         for (i, &(a, wa)) in acc.iter().enumerate() {
             for &(b, wb) in &acc[i + 1..] {
                 if !(wa || wb) || hb.ordered(a, b) {
@@ -64,16 +71,20 @@ pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
             }
         }
     }
-    out.extend(in_flight_at_return(prog, hb));
+    out.extend(in_flight_at_return(prog, hb, &locs));
     out
 }
 
 /// E0413: the caller owns a rank's role buffers again once that rank's program returns, so
 /// every access another rank makes to them must happen before the owner's last step.
-fn in_flight_at_return(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
+fn in_flight_at_return(
+    prog: &Program,
+    hb: &HappensBefore,
+    locs: &[(Loc, LocAccesses)],
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut reported: HashSet<StepRef> = HashSet::new();
-    for ((r, buf, c), acc) in locations(prog) {
+    for &((r, buf, c), ref acc) in locs {
         let role = prog.buffers[buf as usize].role;
         if role == symsched_plan::BufferRole::Scratch {
             continue;
@@ -83,7 +94,7 @@ fn in_flight_at_return(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
             rank: r,
             index: len - 1,
         });
-        for &(s, write) in &acc {
+        for &(s, write) in acc {
             if s.rank == r || end.is_some_and(|e| hb.before(s, e)) || !reported.insert(s) {
                 continue;
             }
@@ -217,6 +228,20 @@ mod tests {
         b.get(0, reg(0, 0, 1), reg(1, 0, 1), 1);
         let d = run(&b.build());
         assert_eq!(d[0].code, "E0412");
+    }
+
+    #[test]
+    fn a_put_into_a_role_buffer_must_finish_before_the_owner_returns() {
+        let mut b = Builder::collective(symsched_plan::CollectiveKind::Broadcast, 2, &[("x", 1)]);
+        b.signals(&[("ready", SignalMode::Add)]);
+        let put = b.put_sig(0, reg(0, 0, 1), reg(0, 0, 1), 1, 0, 1);
+        let prog = b.build();
+        let d = run(&prog);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].code, "E0413");
+        assert_eq!(d[0].span(), Some(prog.step(put).span));
+        b.wait(1, 0, Cmp::Ge, 1);
+        assert!(run(&b.build()).is_empty());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use crate::ir::graph::{accesses, hostcoll_instances, HappensBefore};
 use crate::ir::{Program, StepRef};
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 use symsched_plan::{BufferId, HostCollOp, Op, Rank, Region};
 
 /// A unit input: chunk `chunk` of buffer `buffer` on rank `rank`.
@@ -45,13 +46,14 @@ pub type Lin = BTreeMap<Term, u32>;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Val {
     Unspecified,
-    Lin(Lin),
+    /// Shared: moving a value (put, copy) must not copy its terms.
+    Lin(Rc<Lin>),
     Concat(Vec<Val>),
 }
 
 impl Val {
     pub fn unit(atom: Atom) -> Val {
-        Val::Lin(
+        Val::Lin(Rc::new(
             [(
                 Term {
                     atom,
@@ -61,11 +63,11 @@ impl Val {
             )]
             .into_iter()
             .collect(),
-        )
+        ))
     }
 
     /// The chunk-sized pieces, concatenations flattened; `None` for unspecified pieces.
-    pub fn flatten(&self) -> Vec<Option<Lin>> {
+    pub fn flatten(&self) -> Vec<Option<Rc<Lin>>> {
         match self {
             Val::Unspecified => vec![None],
             Val::Lin(l) => vec![Some(l.clone())],
@@ -76,11 +78,11 @@ impl Val {
     fn add(&self, other: &Val) -> Val {
         match (self, other) {
             (Val::Lin(a), Val::Lin(b)) => {
-                let mut s = a.clone();
-                for (t, m) in b {
+                let mut s = Lin::clone(a);
+                for (t, m) in b.iter() {
                     *s.entry(t.clone()).or_insert(0) += m;
                 }
-                Val::Lin(s)
+                Val::Lin(Rc::new(s))
             }
             (Val::Concat(a), Val::Concat(b)) if a.len() == b.len() => {
                 Val::Concat(a.iter().zip(b).map(|(x, y)| x.add(y)).collect())
@@ -92,7 +94,7 @@ impl Val {
     fn then(&self, op: &OpLabel) -> Val {
         match self {
             Val::Unspecified => Val::Unspecified,
-            Val::Lin(l) => Val::Lin(
+            Val::Lin(l) => Val::Lin(Rc::new(
                 l.iter()
                     .map(|(t, m)| {
                         let mut t = t.clone();
@@ -100,7 +102,7 @@ impl Val {
                         (t, *m)
                     })
                     .collect(),
-            ),
+            )),
             Val::Concat(v) => Val::Concat(v.iter().map(|x| x.then(op)).collect()),
         }
     }

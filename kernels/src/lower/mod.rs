@@ -164,7 +164,13 @@ struct SimTpl<'a> {
 
 fn sanitize(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -200,8 +206,16 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
     let mut bufs = Vec::with_capacity(plan.buffers.len());
     for (i, b) in plan.buffers.iter().enumerate() {
         let (kind, expr, doc) = match &b.extent {
-            Extent::Split { total } => (0, expr::to_c(total, &plan.size_vars)?, format!("split total {total}")),
-            Extent::Uniform { chunk } => (1, expr::to_c(chunk, &plan.size_vars)?, format!("uniform chunk {chunk}")),
+            Extent::Split { total } => (
+                0,
+                expr::to_c(total, &plan.size_vars)?,
+                format!("split total {total}"),
+            ),
+            Extent::Uniform { chunk } => (
+                1,
+                expr::to_c(chunk, &plan.size_vars)?,
+                format!("uniform chunk {chunk}"),
+            ),
             Extent::Counts { matrix } => match matrix {
                 CountsMatrix::Send => (2, "0ull".to_string(), "counts[rank][j]".to_string()),
                 CountsMatrix::Recv => (3, "0ull".to_string(), "counts[j][rank]".to_string()),
@@ -260,7 +274,11 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         .iter()
         .map(|r| {
             (
-                r.words.iter().map(|w| w.to_string()).collect::<Vec<_>>().join(", "),
+                r.words
+                    .iter()
+                    .map(|w| w.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 r.comment.replace("*/", "* /"),
             )
         })
@@ -273,7 +291,11 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         n_words: words.len(),
     }
     .render()?;
-    let launch = LaunchTpl { name: &name, bufs: &bufs }.render()?;
+    let launch = LaunchTpl {
+        name: &name,
+        bufs: &bufs,
+    }
+    .render()?;
     let header = HeaderTpl {
         name: &name,
         upper: name.to_uppercase(),
@@ -284,7 +306,11 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         n_signals: plan.signals.len(),
     }
     .render()?;
-    let sim_entry = SimTpl { name: &name, bufs: &bufs }.render()?;
+    let sim_entry = SimTpl {
+        name: &name,
+        bufs: &bufs,
+    }
+    .render()?;
     Ok(Lowered {
         name,
         kernel,

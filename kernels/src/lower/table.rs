@@ -138,7 +138,13 @@ impl Builder<'_> {
         }
     }
 
-    fn push(&mut self, kind: Kind, flags: i32, fill: impl FnOnce(&mut [i32; ROW_WORDS]), comment: String) {
+    fn push(
+        &mut self,
+        kind: Kind,
+        flags: i32,
+        fill: impl FnOnce(&mut [i32; ROW_WORDS]),
+        comment: String,
+    ) {
         let mut words = [0i32; ROW_WORDS];
         words[0] = kind as i32;
         words[1] = flags;
@@ -147,16 +153,28 @@ impl Builder<'_> {
     }
 
     fn signal_row(&mut self, kind: Kind, flags: i32, u: &SignalUpdate) -> Result<(), KernelError> {
-        let offset = if u.mode == SignalMode::Set { u.value } else { 0 };
+        let offset = if u.mode == SignalMode::Set {
+            u.value
+        } else {
+            0
+        };
         self.check_slot(u.slot, u.stride, offset.max(u.value))?;
         let comment = format!(
             "{} {}@{} {} {}{}",
-            if kind == Kind::ExitSignal { "exit-signal" } else { "signal" },
+            if kind == Kind::ExitSignal {
+                "exit-signal"
+            } else {
+                "signal"
+            },
             self.slot_name(u.slot),
             u.peer,
             if u.mode == SignalMode::Add { "+=" } else { "=" },
             u.value,
-            if u.mode == SignalMode::Set { format!(" + epoch*{}", u.stride) } else { String::new() }
+            if u.mode == SignalMode::Set {
+                format!(" + epoch*{}", u.stride)
+            } else {
+                String::new()
+            }
         );
         self.push(
             kind,
@@ -218,9 +236,17 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                             .map(|u| format!(", signal {}", b.slot_name(u.slot)))
                             .unwrap_or_default()
                     );
-                    let kind = if fused.is_some() { Kind::PutSignal } else { Kind::Put };
+                    let kind = if fused.is_some() {
+                        Kind::PutSignal
+                    } else {
+                        Kind::Put
+                    };
                     if let Some(u) = fused {
-                        let offset = if u.mode == SignalMode::Set { u.value } else { 0 };
+                        let offset = if u.mode == SignalMode::Set {
+                            u.value
+                        } else {
+                            0
+                        };
                         b.check_slot(u.slot, u.stride, offset.max(u.value))?;
                     }
                     let (src, dst, peer) = (*src, *dst, *peer);
@@ -333,12 +359,21 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                     );
                     for s in srcs {
                         let s = *s;
-                        b.push(Kind::Operand, 0, |w| set_region(w, 2, &s), "  operand".into());
+                        b.push(
+                            Kind::Operand,
+                            0,
+                            |w| set_region(w, 2, &s),
+                            "  operand".into(),
+                        );
                     }
                 }
                 Op::Copy { src, dst } | Op::Cast { src, dst } => {
                     let flags = pend.flags_for_write(&[*dst]);
-                    let what = if matches!(step.op, Op::Copy { .. }) { "copy" } else { "cast" };
+                    let what = if matches!(step.op, Op::Copy { .. }) {
+                        "copy"
+                    } else {
+                        "cast"
+                    };
                     let comment = format!(
                         "{tag}: {} = {what}({})",
                         b.region_name(dst),

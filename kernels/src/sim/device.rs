@@ -30,11 +30,18 @@ pub struct SimDevice {
     pub ctx: *mut c_void,
     pub my_pe: i32,
     pub n_pes: i32,
-    pub peer_ptr: unsafe extern "C" fn(ctx: *mut c_void, local_sym: *const c_void, pe: i32) -> *mut c_void,
+    pub peer_ptr:
+        unsafe extern "C" fn(ctx: *mut c_void, local_sym: *const c_void, pe: i32) -> *mut c_void,
     pub addr_pe: unsafe extern "C" fn(ctx: *mut c_void, addr: *const c_void, len: u64) -> i32,
-    pub signal_op: unsafe extern "C" fn(ctx: *mut c_void, local_sig: *mut i32, value: i32, op: i32, pe: i32),
-    pub signal_wait_until:
-        unsafe extern "C" fn(ctx: *mut c_void, local_sig: *mut i32, cmp: i32, value: i32, observed: *mut i32) -> i32,
+    pub signal_op:
+        unsafe extern "C" fn(ctx: *mut c_void, local_sig: *mut i32, value: i32, op: i32, pe: i32),
+    pub signal_wait_until: unsafe extern "C" fn(
+        ctx: *mut c_void,
+        local_sig: *mut i32,
+        cmp: i32,
+        value: i32,
+        observed: *mut i32,
+    ) -> i32,
     pub quiet: unsafe extern "C" fn(ctx: *mut c_void),
     pub barrier: unsafe extern "C" fn(ctx: *mut c_void) -> i32,
 }

@@ -24,7 +24,12 @@ fn align64(x: usize) -> usize {
 
 impl HeapLayout {
     /// Layout for `plan` with the given data and wire types (accumulators are f32).
-    pub fn new(plan: &Plan, data: DType, wire: DType, sizes: &LaunchSizes) -> Result<Self, KernelError> {
+    pub fn new(
+        plan: &Plan,
+        data: DType,
+        wire: DType,
+        sizes: &LaunchSizes,
+    ) -> Result<Self, KernelError> {
         let mut off = 0usize;
         let (mut buf_offset, mut buf_bytes, mut elem) = (vec![], vec![], vec![]);
         for b in &plan.buffers {

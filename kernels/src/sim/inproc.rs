@@ -62,13 +62,16 @@ struct Heap {
 
 impl Heap {
     fn new(p: usize, len: usize) -> Result<Heap, KernelError> {
-        let layout = Layout::from_size_align(len.max(64), 64).map_err(|e| KernelError::Run(e.to_string()))?;
+        let layout = Layout::from_size_align(len.max(64), 64)
+            .map_err(|e| KernelError::Run(e.to_string()))?;
         let mut segs = Vec::with_capacity(p);
         for _ in 0..p {
             // SAFETY: the layout has non-zero size.
             let ptr = unsafe { alloc_zeroed(layout) };
             if ptr.is_null() {
-                return Err(KernelError::Run(format!("cannot allocate {len} bytes of heap")));
+                return Err(KernelError::Run(format!(
+                    "cannot allocate {len} bytes of heap"
+                )));
             }
             segs.push(Segment { ptr, layout });
         }
@@ -95,7 +98,11 @@ impl Shared {
     fn owner(&self, addr: usize, len: usize) -> i32 {
         for (pe, &b) in self.bases.iter().enumerate() {
             if addr >= b && addr < b + self.len {
-                return if addr + len <= b + self.len { pe as i32 } else { -2 };
+                return if addr + len <= b + self.len {
+                    pe as i32
+                } else {
+                    -2
+                };
             }
         }
         -1
@@ -199,22 +206,30 @@ pub fn run(
 ) -> Result<Vec<RankState>, KernelError> {
     let p = plan.group_size as usize;
     if init.len() != p {
-        return Err(KernelError::Run(format!("{} initial states for P = {p}", init.len())));
+        return Err(KernelError::Run(format!(
+            "{} initial states for P = {p}",
+            init.len()
+        )));
     }
     let mut size_vals = Vec::with_capacity(plan.size_vars.len());
     for v in &plan.size_vars {
         size_vals.push(
-            *sizes
-                .vars
-                .get(&v.name)
-                .ok_or_else(|| KernelError::Run(format!("size variable `{}` has no value", v.name)))?,
+            *sizes.vars.get(&v.name).ok_or_else(|| {
+                KernelError::Run(format!("size variable `{}` has no value", v.name))
+            })?,
         );
     }
     size_vals.push(0);
-    let counts: Option<Vec<u64>> = sizes.counts.as_ref().map(|m| m.iter().flatten().copied().collect());
+    let counts: Option<Vec<u64>> = sizes
+        .counts
+        .as_ref()
+        .map(|m| m.iter().flatten().copied().collect());
     if let Some(c) = &counts {
         if c.len() != p * p {
-            return Err(KernelError::Run(format!("counts matrix has {} entries for P = {p}", c.len())));
+            return Err(KernelError::Run(format!(
+                "counts matrix has {} entries for P = {p}",
+                c.len()
+            )));
         }
     }
     let heap = Heap::new(p, layout.total)?;
@@ -222,10 +237,19 @@ pub fn run(
         let base = heap.segs[r].ptr;
         for (i, bytes) in st.buffers.iter().enumerate() {
             if i >= layout.buf_bytes.len() || bytes.len() > layout.buf_bytes[i] {
-                return Err(KernelError::Run(format!("rank {r} buffer {i}: {} bytes do not fit", bytes.len())));
+                return Err(KernelError::Run(format!(
+                    "rank {r} buffer {i}: {} bytes do not fit",
+                    bytes.len()
+                )));
             }
             // SAFETY: the destination range lies inside the segment (checked above).
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(layout.buf_offset[i]), bytes.len()) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    base.add(layout.buf_offset[i]),
+                    bytes.len(),
+                )
+            };
         }
         for (s, v) in st.signals.iter().enumerate().take(layout.n_signals) {
             // SAFETY: signal lines are inside the segment and 4-byte aligned.
@@ -268,8 +292,11 @@ pub fn run(
                         };
                         let base = shared.bases[r] as *mut u8;
                         // SAFETY: offsets come from the layout the heap was sized by.
-                        let bufs: Vec<*mut u8> =
-                            layout.buf_offset.iter().map(|&o| unsafe { base.add(o) }).collect();
+                        let bufs: Vec<*mut u8> = layout
+                            .buf_offset
+                            .iter()
+                            .map(|&o| unsafe { base.add(o) })
+                            .collect();
                         for epoch in cfg.epochs.clone() {
                             let mut args = LaunchArgs {
                                 abi_version: DEVICE_ABI,
@@ -302,7 +329,10 @@ pub fn run(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(KernelError::Run("a rank thread panicked".into()))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(KernelError::Run("a rank thread panicked".into())))
+            })
             .collect()
     });
     // Report the root cause: a rank's own misuse before the waits it made others give up.
@@ -310,7 +340,12 @@ pub fn run(
     for r in results {
         match r {
             Ok(()) => {}
-            Err(e @ KernelError::Launch { code: status::WAIT_FAILED, .. }) => {
+            Err(
+                e @ KernelError::Launch {
+                    code: status::WAIT_FAILED,
+                    ..
+                },
+            ) => {
                 first_wait.get_or_insert(e);
             }
             Err(e) => return Err(e),
@@ -324,11 +359,15 @@ pub fn run(
         let mut buffers = Vec::with_capacity(layout.buf_offset.len());
         for (i, &o) in layout.buf_offset.iter().enumerate() {
             // SAFETY: the range lies inside the segment; all writer threads have joined.
-            buffers.push(unsafe { std::slice::from_raw_parts(seg.ptr.add(o), layout.buf_bytes[i]) }.to_vec());
+            buffers.push(
+                unsafe { std::slice::from_raw_parts(seg.ptr.add(o), layout.buf_bytes[i]) }.to_vec(),
+            );
         }
         let signals = (0..layout.n_signals)
             // SAFETY: as above.
-            .map(|s| unsafe { *(seg.ptr.add(layout.signal_offset + s * SIGNAL_LINE) as *const i32) })
+            .map(|s| unsafe {
+                *(seg.ptr.add(layout.signal_offset + s * SIGNAL_LINE) as *const i32)
+            })
             .collect();
         out.push(RankState { buffers, signals });
     }

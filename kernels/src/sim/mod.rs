@@ -6,5 +6,7 @@
 //!   device table with atomics, for tests and for runtimes that do not provide their own.
 
 pub mod device;
+pub mod fabric;
+pub mod harness;
 pub mod heap;
 pub mod inproc;

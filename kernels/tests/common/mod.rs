@@ -2,6 +2,8 @@
 //! emits them), a sequential reference interpreter of plans (64-bit signals), and helpers to
 //! run generated kernels on the in-process simulation.
 #![allow(dead_code)]
+// Rank- and buffer-indexed loops mirror the plan model (rank r, buffer b) more clearly.
+#![allow(clippy::needless_range_loop)]
 
 use half::{bf16, f16};
 use std::collections::BTreeMap;
@@ -12,7 +14,11 @@ use symsched_kernels::{lower, DType, KernelError, LowerOptions, ReduceOp};
 use symsched_plan::*;
 
 pub fn reg(buffer: u32, first: u32, count: u32) -> Region {
-    Region { buffer, first, count }
+    Region {
+        buffer,
+        first,
+        count,
+    }
 }
 
 fn n() -> SizeExpr {
@@ -20,7 +26,13 @@ fn n() -> SizeExpr {
 }
 
 fn buf(name: &str, role: BufferRole, chunks: u32, extent: Extent, elem: ElemClass) -> BufferDecl {
-    BufferDecl { name: name.into(), role, chunks, extent, elem }
+    BufferDecl {
+        name: name.into(),
+        role,
+        chunks,
+        extent,
+        elem,
+    }
 }
 
 fn split(total: SizeExpr) -> Extent {
@@ -28,11 +40,24 @@ fn split(total: SizeExpr) -> Extent {
 }
 
 fn add(slot: u32, peer: u32, value: u64) -> SignalUpdate {
-    SignalUpdate { slot, peer, mode: SignalMode::Add, value, stride: 0 }
+    SignalUpdate {
+        slot,
+        peer,
+        mode: SignalMode::Add,
+        value,
+        stride: 0,
+    }
 }
 
 fn wait_ge(slot: u32, per_launch: u64) -> Op {
-    Op::Wait { slot, cmp: Cmp::Ge, target: WaitTarget { stride: per_launch, offset: per_launch } }
+    Op::Wait {
+        slot,
+        cmp: Cmp::Ge,
+        target: WaitTarget {
+            stride: per_launch,
+            offset: per_launch,
+        },
+    }
 }
 
 struct B {
@@ -47,14 +72,25 @@ struct B {
 
 impl B {
     fn new(name: &str, coll: CollectiveKind, p: u32) -> B {
-        B { name: name.into(), coll, p, params: BTreeMap::new(), buffers: vec![], signals: vec![], ranks: vec![vec![]; p as usize] }
+        B {
+            name: name.into(),
+            coll,
+            p,
+            params: BTreeMap::new(),
+            buffers: vec![],
+            signals: vec![],
+            ranks: vec![vec![]; p as usize],
+        }
     }
     fn buf(&mut self, b: BufferDecl) -> u32 {
         self.buffers.push(b);
         self.buffers.len() as u32 - 1
     }
     fn sig(&mut self, name: &str, mode: SignalMode) -> u32 {
-        self.signals.push(SignalSlot { name: name.into(), mode });
+        self.signals.push(SignalSlot {
+            name: name.into(),
+            mode,
+        });
         self.signals.len() as u32 - 1
     }
     /// Insert launch credits (as compiler/src/ir/credits.rs does) and build the plan.
@@ -76,7 +112,14 @@ impl B {
                     if !seen[q as usize] {
                         seen[q as usize] = true;
                         accessors[q as usize].push(r as u32);
-                        steps.push(Op::Wait { slot: base + q, cmp: Cmp::Ge, target: WaitTarget { stride: 1, offset: 0 } });
+                        steps.push(Op::Wait {
+                            slot: base + q,
+                            cmp: Cmp::Ge,
+                            target: WaitTarget {
+                                stride: 1,
+                                offset: 0,
+                            },
+                        });
                     }
                 }
                 steps.push(op.clone());
@@ -86,7 +129,10 @@ impl B {
         let used = accessors.iter().any(|a| !a.is_empty());
         if used {
             for q in 0..p {
-                self.signals.push(SignalSlot { name: format!("__credit[{q}]"), mode: SignalMode::Add });
+                self.signals.push(SignalSlot {
+                    name: format!("__credit[{q}]"),
+                    mode: SignalMode::Add,
+                });
             }
         }
         let ranks = progs
@@ -94,8 +140,23 @@ impl B {
             .enumerate()
             .map(|(r, steps)| RankProgram {
                 rank: r as u32,
-                steps: steps.into_iter().enumerate().map(|(i, op)| Step { id: i as u32, span: (0, 0), op }).collect(),
-                exit_signals: if used { accessors[r].iter().map(|&a| add(base + r as u32, a, 1)).collect() } else { vec![] },
+                steps: steps
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, op)| Step {
+                        id: i as u32,
+                        span: (0, 0),
+                        op,
+                    })
+                    .collect(),
+                exit_signals: if used {
+                    accessors[r]
+                        .iter()
+                        .map(|&a| add(base + r as u32, a, 1))
+                        .collect()
+                } else {
+                    vec![]
+                },
             })
             .collect();
         let plan = Plan {
@@ -105,36 +166,62 @@ impl B {
             group_size: self.p,
             params: self.params,
             hierarchy: None,
-            size_vars: vec![SizeVar { name: "n".into(), meaning: "elements per rank".into() }],
+            size_vars: vec![SizeVar {
+                name: "n".into(),
+                meaning: "elements per rank".into(),
+            }],
             buffers: self.buffers,
             signals: self.signals,
             ranks,
             duals: vec![],
             source_hash: "hand-built".into(),
         };
-        plan.check_consistency().expect("hand-built plan is consistent");
+        plan.check_consistency()
+            .expect("hand-built plan is consistent");
         plan
     }
 }
 
 fn land_class(wire: bool) -> ElemClass {
-    if wire { ElemClass::Wire } else { ElemClass::Data }
+    if wire {
+        ElemClass::Wire
+    } else {
+        ElemClass::Data
+    }
 }
 
 fn own_copy(src: Region, dst: Region, wire: bool) -> Op {
-    if wire { Op::Cast { src, dst } } else { Op::Copy { src, dst } }
+    if wire {
+        Op::Cast { src, dst }
+    } else {
+        Op::Copy { src, dst }
+    }
 }
 
 pub fn allgather_direct(p: u32) -> Plan {
     let mut b = B::new("allgather_direct", CollectiveKind::Allgather, p);
     let inp = b.buf(buf("in", BufferRole::Input, 1, split(n()), ElemClass::Data));
-    let out = b.buf(buf("out", BufferRole::Output, p, split(n().scaled(p as u64)), ElemClass::Data));
+    let out = b.buf(buf(
+        "out",
+        BufferRole::Output,
+        p,
+        split(n().scaled(p as u64)),
+        ElemClass::Data,
+    ));
     let ready = b.sig("ready", SignalMode::Add);
     for r in 0..p {
         let ops = &mut b.ranks[r as usize];
-        ops.push(Op::Copy { src: reg(inp, 0, 1), dst: reg(out, r, 1) });
+        ops.push(Op::Copy {
+            src: reg(inp, 0, 1),
+            dst: reg(out, r, 1),
+        });
         for q in (0..p).filter(|q| *q != r) {
-            ops.push(Op::Put { src: reg(inp, 0, 1), dst: reg(out, r, 1), peer: q, signal: Some(add(ready, q, 1)) });
+            ops.push(Op::Put {
+                src: reg(inp, 0, 1),
+                dst: reg(out, r, 1),
+                peer: q,
+                signal: Some(add(ready, q, 1)),
+            });
         }
         if p > 1 {
             ops.push(wait_ge(ready, p as u64 - 1));
@@ -146,73 +233,182 @@ pub fn allgather_direct(p: u32) -> Plan {
 pub fn allgather_pull(p: u32) -> Plan {
     let mut b = B::new("allgather_pull", CollectiveKind::Allgather, p);
     let inp = b.buf(buf("in", BufferRole::Input, 1, split(n()), ElemClass::Data));
-    let out = b.buf(buf("out", BufferRole::Output, p, split(n().scaled(p as u64)), ElemClass::Data));
+    let out = b.buf(buf(
+        "out",
+        BufferRole::Output,
+        p,
+        split(n().scaled(p as u64)),
+        ElemClass::Data,
+    ));
     for r in 0..p {
         let ops = &mut b.ranks[r as usize];
-        ops.push(Op::Copy { src: reg(inp, 0, 1), dst: reg(out, r, 1) });
+        ops.push(Op::Copy {
+            src: reg(inp, 0, 1),
+            dst: reg(out, r, 1),
+        });
         for q in (0..p).filter(|q| *q != r) {
-            ops.push(Op::Get { src: reg(inp, 0, 1), dst: reg(out, q, 1), peer: q });
+            ops.push(Op::Get {
+                src: reg(inp, 0, 1),
+                dst: reg(out, q, 1),
+                peer: q,
+            });
         }
     }
     b.finish()
 }
 
 pub fn reduce_scatter_direct(p: u32, wire: bool) -> Plan {
-    let mut b = B::new(if wire { "reduce_scatter_direct_wire" } else { "reduce_scatter_direct" }, CollectiveKind::ReduceScatter, p);
+    let mut b = B::new(
+        if wire {
+            "reduce_scatter_direct_wire"
+        } else {
+            "reduce_scatter_direct"
+        },
+        CollectiveKind::ReduceScatter,
+        p,
+    );
     let total = n().scaled(p as u64);
-    let inp = b.buf(buf("in", BufferRole::Input, p, split(total.clone()), ElemClass::Data));
-    let out = b.buf(buf("out", BufferRole::Output, 1, split(n()), ElemClass::Data));
-    let land = b.buf(buf("land", BufferRole::Scratch, p, split(total), land_class(wire)));
+    let inp = b.buf(buf(
+        "in",
+        BufferRole::Input,
+        p,
+        split(total.clone()),
+        ElemClass::Data,
+    ));
+    let out = b.buf(buf(
+        "out",
+        BufferRole::Output,
+        1,
+        split(n()),
+        ElemClass::Data,
+    ));
+    let land = b.buf(buf(
+        "land",
+        BufferRole::Scratch,
+        p,
+        split(total),
+        land_class(wire),
+    ));
     let ready = b.sig("ready", SignalMode::Add);
     for r in 0..p {
         let ops = &mut b.ranks[r as usize];
         for q in (0..p).filter(|q| *q != r) {
-            ops.push(Op::Put { src: reg(inp, q, 1), dst: reg(land, r, 1), peer: q, signal: Some(add(ready, q, 1)) });
+            ops.push(Op::Put {
+                src: reg(inp, q, 1),
+                dst: reg(land, r, 1),
+                peer: q,
+                signal: Some(add(ready, q, 1)),
+            });
         }
         ops.push(own_copy(reg(inp, r, 1), reg(land, r, 1), wire));
         if p > 1 {
             ops.push(wait_ge(ready, p as u64 - 1));
         }
-        ops.push(Op::Reduce { dst: reg(out, 0, 1), srcs: (0..p).map(|j| reg(land, j, 1)).collect() });
+        ops.push(Op::Reduce {
+            dst: reg(out, 0, 1),
+            srcs: (0..p).map(|j| reg(land, j, 1)).collect(),
+        });
     }
     b.finish()
 }
 
 pub fn reduce_scatter_pull(p: u32, wire: bool) -> Plan {
-    let mut b = B::new(if wire { "reduce_scatter_pull_wire" } else { "reduce_scatter_pull" }, CollectiveKind::ReduceScatter, p);
+    let mut b = B::new(
+        if wire {
+            "reduce_scatter_pull_wire"
+        } else {
+            "reduce_scatter_pull"
+        },
+        CollectiveKind::ReduceScatter,
+        p,
+    );
     let total = n().scaled(p as u64);
-    let inp = b.buf(buf("in", BufferRole::Input, p, split(total.clone()), ElemClass::Data));
-    let out = b.buf(buf("out", BufferRole::Output, 1, split(n()), ElemClass::Data));
-    let land = b.buf(buf("land", BufferRole::Scratch, p, Extent::Uniform { chunk: n() }, land_class(wire)));
+    let inp = b.buf(buf(
+        "in",
+        BufferRole::Input,
+        p,
+        split(total.clone()),
+        ElemClass::Data,
+    ));
+    let out = b.buf(buf(
+        "out",
+        BufferRole::Output,
+        1,
+        split(n()),
+        ElemClass::Data,
+    ));
+    let land = b.buf(buf(
+        "land",
+        BufferRole::Scratch,
+        p,
+        Extent::Uniform { chunk: n() },
+        land_class(wire),
+    ));
     for r in 0..p {
         let ops = &mut b.ranks[r as usize];
         for q in (0..p).filter(|q| *q != r) {
-            ops.push(Op::Get { src: reg(inp, r, 1), dst: reg(land, q, 1), peer: q });
+            ops.push(Op::Get {
+                src: reg(inp, r, 1),
+                dst: reg(land, q, 1),
+                peer: q,
+            });
         }
         ops.push(own_copy(reg(inp, r, 1), reg(land, r, 1), wire));
-        ops.push(Op::Reduce { dst: reg(out, 0, 1), srcs: (0..p).map(|j| reg(land, j, 1)).collect() });
+        ops.push(Op::Reduce {
+            dst: reg(out, 0, 1),
+            srcs: (0..p).map(|j| reg(land, j, 1)).collect(),
+        });
     }
     b.finish()
 }
 
 pub fn allreduce_rs_ag(p: u32, wire: bool) -> Plan {
-    let mut b = B::new(if wire { "allreduce_rs_ag_wire" } else { "allreduce_rs_ag" }, CollectiveKind::Allreduce, p);
+    let mut b = B::new(
+        if wire {
+            "allreduce_rs_ag_wire"
+        } else {
+            "allreduce_rs_ag"
+        },
+        CollectiveKind::Allreduce,
+        p,
+    );
     let x = b.buf(buf("x", BufferRole::InOut, p, split(n()), ElemClass::Data));
-    let land = b.buf(buf("land", BufferRole::Scratch, p, Extent::Uniform { chunk: n().ceil_div(p as u64) }, land_class(wire)));
+    let land = b.buf(buf(
+        "land",
+        BufferRole::Scratch,
+        p,
+        Extent::Uniform {
+            chunk: n().ceil_div(p as u64),
+        },
+        land_class(wire),
+    ));
     let ready = b.sig("ready", SignalMode::Add);
     let done = b.sig("done", SignalMode::Add);
     for r in 0..p {
         let ops = &mut b.ranks[r as usize];
         for q in (0..p).filter(|q| *q != r) {
-            ops.push(Op::Put { src: reg(x, q, 1), dst: reg(land, r, 1), peer: q, signal: Some(add(ready, q, 1)) });
+            ops.push(Op::Put {
+                src: reg(x, q, 1),
+                dst: reg(land, r, 1),
+                peer: q,
+                signal: Some(add(ready, q, 1)),
+            });
         }
         ops.push(own_copy(reg(x, r, 1), reg(land, r, 1), wire));
         if p > 1 {
             ops.push(wait_ge(ready, p as u64 - 1));
         }
-        ops.push(Op::Reduce { dst: reg(x, r, 1), srcs: (0..p).map(|j| reg(land, j, 1)).collect() });
+        ops.push(Op::Reduce {
+            dst: reg(x, r, 1),
+            srcs: (0..p).map(|j| reg(land, j, 1)).collect(),
+        });
         for q in (0..p).filter(|q| *q != r) {
-            ops.push(Op::Put { src: reg(x, r, 1), dst: reg(x, r, 1), peer: q, signal: Some(add(done, q, 1)) });
+            ops.push(Op::Put {
+                src: reg(x, r, 1),
+                dst: reg(x, r, 1),
+                peer: q,
+                signal: Some(add(done, q, 1)),
+            });
         }
         if p > 1 {
             ops.push(wait_ge(done, p as u64 - 1));
@@ -224,16 +420,44 @@ pub fn allreduce_rs_ag(p: u32, wire: bool) -> Plan {
 pub fn alltoall_direct(p: u32) -> Plan {
     let mut b = B::new("alltoall_direct", CollectiveKind::Alltoall, p);
     let total = n().scaled(p as u64);
-    let inp = b.buf(buf("in", BufferRole::Input, p, split(total.clone()), ElemClass::Data));
-    let out = b.buf(buf("out", BufferRole::Output, p, split(total), ElemClass::Data));
+    let inp = b.buf(buf(
+        "in",
+        BufferRole::Input,
+        p,
+        split(total.clone()),
+        ElemClass::Data,
+    ));
+    let out = b.buf(buf(
+        "out",
+        BufferRole::Output,
+        p,
+        split(total),
+        ElemClass::Data,
+    ));
     exchange(&mut b, inp, out);
     b.finish()
 }
 
 pub fn alltoallv_direct(p: u32) -> Plan {
     let mut b = B::new("alltoallv_direct", CollectiveKind::Alltoallv, p);
-    let inp = b.buf(buf("in", BufferRole::Input, p, Extent::Counts { matrix: CountsMatrix::Send }, ElemClass::Data));
-    let out = b.buf(buf("out", BufferRole::Output, p, Extent::Counts { matrix: CountsMatrix::Recv }, ElemClass::Data));
+    let inp = b.buf(buf(
+        "in",
+        BufferRole::Input,
+        p,
+        Extent::Counts {
+            matrix: CountsMatrix::Send,
+        },
+        ElemClass::Data,
+    ));
+    let out = b.buf(buf(
+        "out",
+        BufferRole::Output,
+        p,
+        Extent::Counts {
+            matrix: CountsMatrix::Recv,
+        },
+        ElemClass::Data,
+    ));
     exchange(&mut b, inp, out);
     b.finish()
 }
@@ -243,9 +467,17 @@ fn exchange(b: &mut B, inp: u32, out: u32) {
     let ready = b.sig("ready", SignalMode::Add);
     for r in 0..p {
         let ops = &mut b.ranks[r as usize];
-        ops.push(Op::Copy { src: reg(inp, r, 1), dst: reg(out, r, 1) });
+        ops.push(Op::Copy {
+            src: reg(inp, r, 1),
+            dst: reg(out, r, 1),
+        });
         for q in (0..p).filter(|q| *q != r) {
-            ops.push(Op::Put { src: reg(inp, q, 1), dst: reg(out, r, 1), peer: q, signal: Some(add(ready, q, 1)) });
+            ops.push(Op::Put {
+                src: reg(inp, q, 1),
+                dst: reg(out, r, 1),
+                peer: q,
+                signal: Some(add(ready, q, 1)),
+            });
         }
         if p > 1 {
             ops.push(wait_ge(ready, p as u64 - 1));
@@ -259,9 +491,27 @@ pub fn broadcast_push(p: u32, root: u32) -> Plan {
     let x = b.buf(buf("x", BufferRole::InOut, 1, split(n()), ElemClass::Data));
     let ready = b.sig("ready", SignalMode::Set);
     for q in (0..p).filter(|q| *q != root) {
-        let set = SignalUpdate { slot: ready, peer: q, mode: SignalMode::Set, value: 1, stride: 2 };
-        b.ranks[root as usize].push(Op::Put { src: reg(x, 0, 1), dst: reg(x, 0, 1), peer: q, signal: Some(set) });
-        b.ranks[q as usize].push(Op::Wait { slot: ready, cmp: Cmp::Ge, target: WaitTarget { stride: 2, offset: 1 } });
+        let set = SignalUpdate {
+            slot: ready,
+            peer: q,
+            mode: SignalMode::Set,
+            value: 1,
+            stride: 2,
+        };
+        b.ranks[root as usize].push(Op::Put {
+            src: reg(x, 0, 1),
+            dst: reg(x, 0, 1),
+            peer: q,
+            signal: Some(set),
+        });
+        b.ranks[q as usize].push(Op::Wait {
+            slot: ready,
+            cmp: Cmp::Ge,
+            target: WaitTarget {
+                stride: 2,
+                offset: 1,
+            },
+        });
     }
     b.finish()
 }
@@ -273,33 +523,67 @@ pub fn sendrecv(p: u32, src: u32, dst: u32) -> Plan {
     let x = b.buf(buf("x", BufferRole::InOut, 1, split(n()), ElemClass::Data));
     let ready = b.sig("ready", SignalMode::Add);
     if src != dst {
-        b.ranks[src as usize].push(Op::Put { src: reg(x, 0, 1), dst: reg(x, 0, 1), peer: dst, signal: Some(add(ready, dst, 1)) });
+        b.ranks[src as usize].push(Op::Put {
+            src: reg(x, 0, 1),
+            dst: reg(x, 0, 1),
+            peer: dst,
+            signal: Some(add(ready, dst, 1)),
+        });
         b.ranks[dst as usize].push(wait_ge(ready, 1));
     }
     b.finish()
 }
 
 pub fn reduce_to_root(p: u32, root: u32, wire: bool) -> Plan {
-    let mut b = B::new(if wire { "reduce_to_root_wire" } else { "reduce_to_root" }, CollectiveKind::Reduce, p);
+    let mut b = B::new(
+        if wire {
+            "reduce_to_root_wire"
+        } else {
+            "reduce_to_root"
+        },
+        CollectiveKind::Reduce,
+        p,
+    );
     b.params.insert("root".into(), root as i64);
     let x = b.buf(buf("x", BufferRole::InOut, 1, split(n()), ElemClass::Data));
-    let land = b.buf(buf("land", BufferRole::Scratch, p, Extent::Uniform { chunk: n() }, land_class(wire)));
+    let land = b.buf(buf(
+        "land",
+        BufferRole::Scratch,
+        p,
+        Extent::Uniform { chunk: n() },
+        land_class(wire),
+    ));
     let ready = b.sig("ready", SignalMode::Add);
     for r in (0..p).filter(|r| *r != root) {
-        b.ranks[r as usize].push(Op::Put { src: reg(x, 0, 1), dst: reg(land, r, 1), peer: root, signal: Some(add(ready, root, 1)) });
+        b.ranks[r as usize].push(Op::Put {
+            src: reg(x, 0, 1),
+            dst: reg(land, r, 1),
+            peer: root,
+            signal: Some(add(ready, root, 1)),
+        });
     }
     let ops = &mut b.ranks[root as usize];
     ops.push(own_copy(reg(x, 0, 1), reg(land, root, 1), wire));
     if p > 1 {
         ops.push(wait_ge(ready, p as u64 - 1));
     }
-    ops.push(Op::Reduce { dst: reg(x, 0, 1), srcs: (0..p).map(|j| reg(land, j, 1)).collect() });
+    ops.push(Op::Reduce {
+        dst: reg(x, 0, 1),
+        srcs: (0..p).map(|j| reg(land, j, 1)).collect(),
+    });
     b.finish()
 }
 
 /// Every hand-built standard plan at group size `p` (wire variants included).
 pub fn all_plans(p: u32) -> Vec<Plan> {
-    let mut v = vec![allgather_direct(p), allgather_pull(p), alltoall_direct(p), alltoallv_direct(p), broadcast_push(p, p - 1), sendrecv(p, 0, p - 1)];
+    let mut v = vec![
+        allgather_direct(p),
+        allgather_pull(p),
+        alltoall_direct(p),
+        alltoallv_direct(p),
+        broadcast_push(p, p - 1),
+        sendrecv(p, 0, p - 1),
+    ];
     for wire in [false, true] {
         v.push(reduce_scatter_direct(p, wire));
         v.push(reduce_scatter_pull(p, wire));
@@ -314,16 +598,26 @@ pub fn all_plans(p: u32) -> Vec<Plan> {
 fn read(t: DType, bytes: &[u8], i: usize) -> f32 {
     match t {
         DType::F32 => f32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()),
-        DType::F16 => f16::from_bits(u16::from_le_bytes(bytes[2 * i..2 * i + 2].try_into().unwrap())).to_f32(),
-        DType::Bf16 => bf16::from_bits(u16::from_le_bytes(bytes[2 * i..2 * i + 2].try_into().unwrap())).to_f32(),
+        DType::F16 => f16::from_bits(u16::from_le_bytes(
+            bytes[2 * i..2 * i + 2].try_into().unwrap(),
+        ))
+        .to_f32(),
+        DType::Bf16 => bf16::from_bits(u16::from_le_bytes(
+            bytes[2 * i..2 * i + 2].try_into().unwrap(),
+        ))
+        .to_f32(),
     }
 }
 
 fn write(t: DType, bytes: &mut [u8], i: usize, v: f32) {
     match t {
         DType::F32 => bytes[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes()),
-        DType::F16 => bytes[2 * i..2 * i + 2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes()),
-        DType::Bf16 => bytes[2 * i..2 * i + 2].copy_from_slice(&bf16::from_f32(v).to_bits().to_le_bytes()),
+        DType::F16 => {
+            bytes[2 * i..2 * i + 2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes())
+        }
+        DType::Bf16 => {
+            bytes[2 * i..2 * i + 2].copy_from_slice(&bf16::from_f32(v).to_bits().to_le_bytes())
+        }
     }
 }
 
@@ -341,9 +635,21 @@ fn transfer(st: DType, src: &[u8], so: usize, dt: DType, dst: &mut [u8], d_off: 
 
 /// Sequential reference execution of `plan` (64-bit signals; ranks advance round-robin until
 /// they block on a wait). Mirrors the plan semantics in plan/src/lib.rs.
-pub fn interpret(plan: &Plan, layout: &HeapLayout, op: ReduceOp, sizes: &LaunchSizes, mem: &mut [Vec<Vec<u8>>], sig: &mut [Vec<u64>], epochs: std::ops::Range<u64>) {
+pub fn interpret(
+    plan: &Plan,
+    layout: &HeapLayout,
+    op: ReduceOp,
+    sizes: &LaunchSizes,
+    mem: &mut [Vec<Vec<u8>>],
+    sig: &mut [Vec<u64>],
+    epochs: std::ops::Range<u64>,
+) {
     let p = plan.group_size as usize;
-    let span = |r: &Region, rank: usize| plan.buffers[r.buffer as usize].region_span(r.first, r.count, rank as u32, sizes).unwrap();
+    let span = |r: &Region, rank: usize| {
+        plan.buffers[r.buffer as usize]
+            .region_span(r.first, r.count, rank as u32, sizes)
+            .unwrap()
+    };
     let ty = |r: &Region| layout.elem[r.buffer as usize];
     for epoch in epochs {
         let mut pc = vec![0usize; p];
@@ -362,10 +668,23 @@ pub fn interpret(plan: &Plan, layout: &HeapLayout, op: ReduceOp, sizes: &LaunchS
                                 break;
                             }
                         }
-                        Op::Put { src, dst, peer, signal } => {
+                        Op::Put {
+                            src,
+                            dst,
+                            peer,
+                            signal,
+                        } => {
                             let (s, d) = (span(src, r), span(dst, *peer as usize));
                             let from = mem[r][src.buffer as usize].clone();
-                            transfer(ty(src), &from, s.offset as usize, ty(dst), &mut mem[*peer as usize][dst.buffer as usize], d.offset as usize, s.len as usize);
+                            transfer(
+                                ty(src),
+                                &from,
+                                s.offset as usize,
+                                ty(dst),
+                                &mut mem[*peer as usize][dst.buffer as usize],
+                                d.offset as usize,
+                                s.len as usize,
+                            );
                             if let Some(u) = signal {
                                 apply(sig, u, epoch);
                             }
@@ -373,13 +692,29 @@ pub fn interpret(plan: &Plan, layout: &HeapLayout, op: ReduceOp, sizes: &LaunchS
                         Op::Get { src, dst, peer } => {
                             let (s, d) = (span(src, *peer as usize), span(dst, r));
                             let from = mem[*peer as usize][src.buffer as usize].clone();
-                            transfer(ty(src), &from, s.offset as usize, ty(dst), &mut mem[r][dst.buffer as usize], d.offset as usize, s.len as usize);
+                            transfer(
+                                ty(src),
+                                &from,
+                                s.offset as usize,
+                                ty(dst),
+                                &mut mem[r][dst.buffer as usize],
+                                d.offset as usize,
+                                s.len as usize,
+                            );
                         }
                         Op::Signal { update } => apply(sig, update, epoch),
                         Op::Copy { src, dst } | Op::Cast { src, dst } => {
                             let (s, d) = (span(src, r), span(dst, r));
                             let from = mem[r][src.buffer as usize].clone();
-                            transfer(ty(src), &from, s.offset as usize, ty(dst), &mut mem[r][dst.buffer as usize], d.offset as usize, s.len as usize);
+                            transfer(
+                                ty(src),
+                                &from,
+                                s.offset as usize,
+                                ty(dst),
+                                &mut mem[r][dst.buffer as usize],
+                                d.offset as usize,
+                                s.len as usize,
+                            );
                         }
                         Op::Reduce { dst, srcs } => {
                             let d = span(dst, r);
@@ -387,10 +722,19 @@ pub fn interpret(plan: &Plan, layout: &HeapLayout, op: ReduceOp, sizes: &LaunchS
                             for i in 0..d.len as usize {
                                 let mut acc = 0f32;
                                 for (k, (s, sp)) in ss.iter().enumerate() {
-                                    let v = read(ty(s), &mem[r][s.buffer as usize], sp.offset as usize + i);
+                                    let v = read(
+                                        ty(s),
+                                        &mem[r][s.buffer as usize],
+                                        sp.offset as usize + i,
+                                    );
                                     acc = if k == 0 { v } else { op.apply(acc, v) };
                                 }
-                                write(ty(dst), &mut mem[r][dst.buffer as usize], d.offset as usize + i, acc);
+                                write(
+                                    ty(dst),
+                                    &mut mem[r][dst.buffer as usize],
+                                    d.offset as usize + i,
+                                    acc,
+                                );
                             }
                         }
                         other => panic!("reference interpreter does not run {other:?}"),
@@ -409,7 +753,10 @@ pub fn interpret(plan: &Plan, layout: &HeapLayout, op: ReduceOp, sizes: &LaunchS
             if finished.iter().all(|f| *f) {
                 break;
             }
-            assert!(progress, "reference interpreter deadlocked in epoch {epoch}");
+            assert!(
+                progress,
+                "reference interpreter deadlocked in epoch {epoch}"
+            );
         }
     }
 }
@@ -429,7 +776,9 @@ pub fn signals_before(plan: &Plan, e0: u64) -> Vec<Vec<u64>> {
     let mut set = vec![vec![0u64; plan.signals.len()]; p];
     for prog in &plan.ranks {
         let ups = prog.steps.iter().filter_map(|s| match &s.op {
-            Op::Put { signal: Some(u), .. } => Some(*u),
+            Op::Put {
+                signal: Some(u), ..
+            } => Some(*u),
             Op::Signal { update } => Some(*update),
             _ => None,
         });
@@ -443,7 +792,17 @@ pub fn signals_before(plan: &Plan, e0: u64) -> Vec<Vec<u64>> {
         }
     }
     (0..p)
-        .map(|q| (0..plan.signals.len()).map(|s| if plan.signals[s].mode == SignalMode::Add { per_launch[q][s].wrapping_mul(e0) } else { set[q][s] }).collect())
+        .map(|q| {
+            (0..plan.signals.len())
+                .map(|s| {
+                    if plan.signals[s].mode == SignalMode::Add {
+                        per_launch[q][s].wrapping_mul(e0)
+                    } else {
+                        set[q][s]
+                    }
+                })
+                .collect()
+        })
         .collect()
 }
 
@@ -452,7 +811,9 @@ pub fn signals_before(plan: &Plan, e0: u64) -> Vec<Vec<u64>> {
 pub fn cache_dir() -> std::path::PathBuf {
     std::env::var_os("SYMSCHED_KERNEL_CACHE")
         .map(Into::into)
-        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kernel-cache"))
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kernel-cache")
+        })
 }
 
 pub fn build(plan: &Plan, opts: &LowerOptions) -> SimKernel {
@@ -462,8 +823,13 @@ pub fn build(plan: &Plan, opts: &LowerOptions) -> SimKernel {
 
 pub fn sizes_for(plan: &Plan, n: u64) -> LaunchSizes {
     let p = plan.group_size as u64;
-    let counts = (0..p).map(|s| (0..p).map(|r| (n + 3 * s + 5 * r) % (n + 1)).collect()).collect();
-    LaunchSizes { vars: [("n".to_string(), n)].into_iter().collect(), counts: Some(counts) }
+    let counts = (0..p)
+        .map(|s| (0..p).map(|r| (n + 3 * s + 5 * r) % (n + 1)).collect())
+        .collect();
+    LaunchSizes {
+        vars: [("n".to_string(), n)].into_iter().collect(),
+        counts: Some(counts),
+    }
 }
 
 /// Deterministic, non-zero, sign-varying input values (exactly representable in the dtype).
@@ -476,7 +842,11 @@ pub fn inputs(plan: &Plan, layout: &HeapLayout, seed: u64) -> Vec<Vec<Vec<u8>>> 
                     let count = layout.buf_bytes[b] / t.size() as usize;
                     let mut bytes = vec![0u8; layout.buf_bytes[b]];
                     for i in 0..count {
-                        let h = (i as u64 * 2654435761 + r as u64 * 40503 + b as u64 * 977 + seed * 7919) % 2001;
+                        let h = (i as u64 * 2654435761
+                            + r as u64 * 40503
+                            + b as u64 * 977
+                            + seed * 7919)
+                            % 2001;
                         let v = (h as f32 - 1000.0) / 8.0 + 0.0625;
                         let v = if v == 0.0 { 0.5 } else { v };
                         write(t, &mut bytes, i, read_back(t, v));
@@ -497,47 +867,81 @@ fn read_back(t: DType, v: f32) -> f32 {
 /// Run the kernel on the simulation and the reference interpreter from the same state and
 /// compare every byte of every buffer and every signal word (the sim's int32 words against the
 /// low 32 bits of the reference's 64-bit counters).
-pub fn compare(kernel: &SimKernel, plan: &Plan, opts: &LowerOptions, n: u64, epochs: std::ops::Range<u64>) -> Result<(), String> {
+pub fn compare(
+    kernel: &SimKernel,
+    plan: &Plan,
+    opts: &LowerOptions,
+    n: u64,
+    epochs: std::ops::Range<u64>,
+) -> Result<(), String> {
     let sizes = sizes_for(plan, n);
     let layout = HeapLayout::new(plan, opts.dtype, opts.wire, &sizes).map_err(|e| e.to_string())?;
     let mut mem = inputs(plan, &layout, n);
     let mut sig = signals_before(plan, epochs.start);
     let init: Vec<RankState> = (0..plan.group_size as usize)
-        .map(|r| RankState { buffers: mem[r].clone(), signals: sig[r].iter().map(|v| *v as u32 as i32).collect() })
+        .map(|r| RankState {
+            buffers: mem[r].clone(),
+            signals: sig[r].iter().map(|v| *v as u32 as i32).collect(),
+        })
         .collect();
-    let cfg = RunConfig { epochs: epochs.clone(), timeout: std::time::Duration::from_secs(60), send_exit_signals: true };
-    let got = inproc::run(kernel, plan, &layout, &sizes, &init, &cfg).map_err(|e: KernelError| e.to_string())?;
+    let cfg = RunConfig {
+        epochs: epochs.clone(),
+        timeout: std::time::Duration::from_secs(60),
+        send_exit_signals: true,
+    };
+    let got = inproc::run(kernel, plan, &layout, &sizes, &init, &cfg)
+        .map_err(|e: KernelError| e.to_string())?;
     interpret(plan, &layout, opts.op, &sizes, &mut mem, &mut sig, epochs);
     for r in 0..plan.group_size as usize {
         for b in 0..plan.buffers.len() {
             if got[r].buffers[b] != mem[r][b] {
                 let t = layout.elem[b];
                 let i = (0..got[r].buffers[b].len() / t.size() as usize)
-                    .find(|&i| read(t, &got[r].buffers[b], i).to_bits() != read(t, &mem[r][b], i).to_bits())
+                    .find(|&i| {
+                        read(t, &got[r].buffers[b], i).to_bits() != read(t, &mem[r][b], i).to_bits()
+                    })
                     .unwrap_or(0);
                 return Err(format!(
                     "{}: rank {r} buffer `{}` differs at element {i}: sim {} vs reference {}",
-                    kernel.name(), plan.buffers[b].name, read(t, &got[r].buffers[b], i), read(t, &mem[r][b], i)
+                    kernel.name(),
+                    plan.buffers[b].name,
+                    read(t, &got[r].buffers[b], i),
+                    read(t, &mem[r][b], i)
                 ));
             }
         }
         let want: Vec<i32> = sig[r].iter().map(|v| *v as u32 as i32).collect();
         if got[r].signals != want {
-            return Err(format!("{}: rank {r} signals {:?} vs reference {:?}", kernel.name(), got[r].signals, want));
+            return Err(format!(
+                "{}: rank {r} signals {:?} vs reference {:?}",
+                kernel.name(),
+                got[r].signals,
+                want
+            ));
         }
     }
     Ok(())
 }
 
 pub fn opts(dtype: DType, wire: DType, op: ReduceOp, ub_bytes: u32) -> LowerOptions {
-    LowerOptions { dtype, wire, op, ub_bytes }
+    LowerOptions {
+        dtype,
+        wire,
+        op,
+        ub_bytes,
+    }
 }
 
 // ---------------------------------------------------------------- the runtime's interpreter
 
 /// Role buffers' bytes on every rank after one launch of the runtime's plan interpreter
 /// (symsched_runtime::exec, in-process world, role buffers bound as private memory).
-pub fn runtime_outputs(plan: &Plan, o: &LowerOptions, sizes: &LaunchSizes, roles_in: &[Vec<Vec<u8>>]) -> Result<Vec<Vec<Vec<u8>>>, String> {
+pub fn runtime_outputs(
+    plan: &Plan,
+    o: &LowerOptions,
+    sizes: &LaunchSizes,
+    roles_in: &[Vec<Vec<u8>>],
+) -> Result<Vec<Vec<Vec<u8>>>, String> {
     use symsched_runtime::exec as rt;
     let dt = |t: DType| rt::DType::parse(t.name()).map_err(|e| e.to_string());
     let types = rt::ElemTypes::new(dt(o.dtype)?, Some(dt(o.wire)?)).map_err(|e| e.to_string())?;
@@ -555,27 +959,52 @@ pub fn runtime_outputs(plan: &Plan, o: &LowerOptions, sizes: &LaunchSizes, roles
                     let exec = rt::Executor::new(group.fabric(r).map_err(|e| e.to_string())?);
                     let lp = exec.load(plan).map_err(|e| e.to_string())?;
                     {
-                        let mut binds: Vec<rt::Binding> = mine.iter_mut().map(|b| rt::Binding::Host(b.as_mut_slice())).collect();
-                        exec.launch(&lp, rt::LaunchArgs { types, op, sizes, buffers: &mut binds }).map_err(|e| e.to_string())?;
+                        let mut binds: Vec<rt::Binding> = mine
+                            .iter_mut()
+                            .map(|b| rt::Binding::Host(b.as_mut_slice()))
+                            .collect();
+                        exec.launch(
+                            &lp,
+                            rt::LaunchArgs {
+                                types,
+                                op,
+                                sizes,
+                                buffers: &mut binds,
+                            },
+                        )
+                        .map_err(|e| e.to_string())?;
                     }
                     exec.barrier().map_err(|e| e.to_string())?;
                     Ok(mine)
                 })
             })
             .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("runtime rank panicked".into()))).collect()
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("runtime rank panicked".into()))
+            })
+            .collect()
     });
     results.into_iter().collect()
 }
 
 /// Number of role (non-scratch) buffers: they come first in plan order.
 pub fn n_roles(plan: &Plan) -> usize {
-    plan.buffers.iter().take_while(|b| b.role != BufferRole::Scratch).count()
+    plan.buffers
+        .iter()
+        .take_while(|b| b.role != BufferRole::Scratch)
+        .count()
 }
 
 /// One launch of the generated kernel on the simulation against one launch of the runtime's
 /// interpreter, from the same role contents; role buffers must agree byte for byte.
-pub fn compare_with_runtime(kernel: &SimKernel, plan: &Plan, o: &LowerOptions, n: u64) -> Result<(), String> {
+pub fn compare_with_runtime(
+    kernel: &SimKernel,
+    plan: &Plan,
+    o: &LowerOptions,
+    n: u64,
+) -> Result<(), String> {
     let sizes = sizes_for(plan, n);
     let layout = HeapLayout::new(plan, o.dtype, o.wire, &sizes).map_err(|e| e.to_string())?;
     let roles = n_roles(plan);
@@ -584,7 +1013,8 @@ pub fn compare_with_runtime(kernel: &SimKernel, plan: &Plan, o: &LowerOptions, n
         .map(|r| {
             (0..roles)
                 .map(|b| {
-                    let len = plan.buffers[b].total_len(r as u32, &sizes).unwrap() as usize * layout.elem[b].size() as usize;
+                    let len = plan.buffers[b].total_len(r as u32, &sizes).unwrap() as usize
+                        * layout.elem[b].size() as usize;
                     all[r][b][..len].to_vec()
                 })
                 .collect()
@@ -592,9 +1022,16 @@ pub fn compare_with_runtime(kernel: &SimKernel, plan: &Plan, o: &LowerOptions, n
         .collect();
     let want = runtime_outputs(plan, o, &sizes, &roles_in)?;
     let init: Vec<RankState> = (0..plan.group_size as usize)
-        .map(|r| RankState { buffers: roles_in[r].clone(), signals: vec![] })
+        .map(|r| RankState {
+            buffers: roles_in[r].clone(),
+            signals: vec![],
+        })
         .collect();
-    let cfg = RunConfig { epochs: 0..1, timeout: std::time::Duration::from_secs(60), send_exit_signals: true };
+    let cfg = RunConfig {
+        epochs: 0..1,
+        timeout: std::time::Duration::from_secs(60),
+        send_exit_signals: true,
+    };
     let got = inproc::run(kernel, plan, &layout, &sizes, &init, &cfg).map_err(|e| e.to_string())?;
     for r in 0..plan.group_size as usize {
         for b in 0..roles {
@@ -602,10 +1039,15 @@ pub fn compare_with_runtime(kernel: &SimKernel, plan: &Plan, o: &LowerOptions, n
             let g = &got[r].buffers[b][..w.len()];
             if g != w.as_slice() {
                 let t = layout.elem[b];
-                let i = (0..w.len() / t.size() as usize).find(|&i| read(t, g, i).to_bits() != read(t, w, i).to_bits()).unwrap_or(0);
+                let i = (0..w.len() / t.size() as usize)
+                    .find(|&i| read(t, g, i).to_bits() != read(t, w, i).to_bits())
+                    .unwrap_or(0);
                 return Err(format!(
                     "{} n={n}: rank {r} `{}` element {i}: sim {} vs runtime interpreter {}",
-                    kernel.name(), plan.buffers[b].name, read(t, g, i), read(t, w, i)
+                    kernel.name(),
+                    plan.buffers[b].name,
+                    read(t, g, i),
+                    read(t, w, i)
                 ));
             }
         }
@@ -633,7 +1075,9 @@ pub fn standard_plans(p: u32) -> Vec<Plan> {
                 params.insert("L".into(), 1);
             }
             let c = compile(&lib, name, p, &params, &CompileOptions::default()).ok()?;
-            lower(&c.plan, &LowerOptions::default()).ok().map(|_| c.plan)
+            lower(&c.plan, &LowerOptions::default())
+                .ok()
+                .map(|_| c.plan)
         })
         .collect()
 }

@@ -1,0 +1,297 @@
+//! [`SimBackend`]: run generated kernels on the runtime's own group memory, through its
+//! [`Fabric`] trait — in-process (`LocalFabric`) or multi-process (`GroupFabric`, memfd heap).
+//!
+//! Every plan buffer and the kernel's int32 signal pad live in the fabric's symmetric heap at
+//! offsets that are the same on every rank; the device table maps the kernel's shmem calls onto
+//! the peers' mappings of that heap (`Fabric::heap_ptr`). The signal pad is separate from the
+//! fabric's 64-bit slots because Ascend signals are int32 words in symmetric memory.
+//!
+//! Protocol for a caller (e.g. `symsched run --backend sim`): on every rank, [`SimBackend::new`],
+//! then [`SimBackend::prepare`] (allocates scratch and the signal pad, zeroes the pad), then a
+//! group barrier, then any number of [`SimBackend::launch`] calls (back to back; launch credits
+//! make a trailing barrier unnecessary). Role buffers are bound in place by heap offset.
+
+use super::device::{cmp_i32, status, LaunchArgs, SimDevice, DEVICE_ABI};
+use super::heap::SIGNAL_LINE;
+use crate::sim_build::{self, SimKernel, SimSources};
+use crate::{lower, KernelError, LowerOptions};
+use std::ffi::c_void;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+use symsched_plan::{BufferRole, ElemClass, LaunchSizes, Plan};
+use symsched_runtime::exec::Fabric;
+
+/// A generated kernel bound to one plan and launch types, ready to run on a fabric.
+pub struct SimBackend {
+    plan: Plan,
+    opts: LowerOptions,
+    kernel: SimKernel,
+    timeout: Duration,
+}
+
+/// One rank's binding: heap offsets of every plan buffer (roles first, then scratch) and of
+/// the signal pad, and the epoch of its next launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimBinding {
+    pub buffers: Vec<u64>,
+    pub signals: u64,
+    pub epoch: u64,
+}
+
+struct Ctx {
+    bases: Vec<usize>,
+    len: usize,
+    me: usize,
+    deadline: Instant,
+}
+
+impl SimBackend {
+    /// Lower `plan`, compile it against the simulation (cached in `cache_dir`) and load it.
+    pub fn new(
+        plan: &Plan,
+        opts: LowerOptions,
+        cache_dir: &Path,
+    ) -> Result<SimBackend, KernelError> {
+        let lowered = lower(plan, &opts)?;
+        let kernel = sim_build::build(&SimSources::from(&lowered), cache_dir)?;
+        Ok(SimBackend {
+            plan: plan.clone(),
+            opts,
+            kernel,
+            timeout: Duration::from_secs(120),
+        })
+    }
+
+    /// Deadline of one launch's waits (default 120 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The launch types the kernel was generated for.
+    pub fn options(&self) -> &LowerOptions {
+        &self.opts
+    }
+
+    pub fn kernel(&self) -> &SimKernel {
+        &self.kernel
+    }
+
+    fn elem_bytes(&self, c: ElemClass) -> u64 {
+        match c {
+            ElemClass::Data => self.opts.dtype.size(),
+            ElemClass::Wire => self.opts.wire.size(),
+            ElemClass::Acc => 4,
+        }
+    }
+
+    /// Allocate scratch buffers and the signal pad for `sizes` next to the role buffers at
+    /// `roles` (heap offsets, signature order) and zero this rank's signal pad. Every rank calls
+    /// it with the same arguments; barrier before the first launch.
+    pub fn prepare<F: Fabric>(
+        &self,
+        fab: &F,
+        sizes: &LaunchSizes,
+        roles: &[u64],
+    ) -> Result<SimBinding, KernelError> {
+        let err = |e: symsched_runtime::exec::ExecError| KernelError::Run(e.to_string());
+        let mut buffers = Vec::with_capacity(self.plan.buffers.len());
+        let mut it = roles.iter();
+        for (i, b) in self.plan.buffers.iter().enumerate() {
+            if b.role == BufferRole::Scratch {
+                let mut max = 0u64;
+                for r in 0..self.plan.group_size {
+                    max = max.max(b.total_len(r, sizes)?);
+                }
+                let bytes = (max * self.elem_bytes(b.elem)).max(1);
+                let key = format!("sim/{}/buf{i}/{bytes}", self.kernel.name());
+                buffers.push(fab.scratch(&key, bytes).map_err(err)?);
+            } else {
+                let off = it.next().ok_or_else(|| {
+                    KernelError::Run(format!("no heap offset for role buffer `{}`", b.name))
+                })?;
+                buffers.push(*off);
+            }
+        }
+        let pad = (self.plan.signals.len().max(1) * SIGNAL_LINE) as u64;
+        let signals = fab
+            .scratch(&format!("sim/{}/signals", self.kernel.name()), pad)
+            .map_err(err)?;
+        let p = fab.heap_ptr(fab.rank(), signals, pad).map_err(err)?;
+        // SAFETY: `p` addresses `pad` bytes of this rank's heap; peers do not signal before the
+        // caller's barrier.
+        unsafe { std::ptr::write_bytes(p, 0, pad as usize) };
+        Ok(SimBinding {
+            buffers,
+            signals,
+            epoch: 0,
+        })
+    }
+
+    /// Run one launch of the kernel on this rank.
+    pub fn launch<F: Fabric>(
+        &self,
+        fab: &F,
+        bind: &mut SimBinding,
+        sizes: &LaunchSizes,
+    ) -> Result<(), KernelError> {
+        let err = |e: symsched_runtime::exec::ExecError| KernelError::Run(e.to_string());
+        let p = fab.size() as usize;
+        // The device table only needs the part of each segment this plan's buffers occupy.
+        let mut len = bind.signals + (self.plan.signals.len().max(1) * SIGNAL_LINE) as u64;
+        for (b, &off) in self.plan.buffers.iter().zip(&bind.buffers) {
+            let mut max = 0u64;
+            for r in 0..self.plan.group_size {
+                max = max.max(b.total_len(r, sizes)?);
+            }
+            len = len.max(off + (max * self.elem_bytes(b.elem)).max(1));
+        }
+        let mut bases = Vec::with_capacity(p);
+        for r in 0..p {
+            bases.push(fab.heap_ptr(r as u32, 0, len).map_err(err)? as usize);
+        }
+        let me = fab.rank() as usize;
+        let ctx = Ctx {
+            bases,
+            len: len as usize,
+            me,
+            deadline: Instant::now() + self.timeout,
+        };
+        let mut size_vals: Vec<u64> = Vec::with_capacity(self.plan.size_vars.len() + 1);
+        for v in &self.plan.size_vars {
+            size_vals.push(*sizes.vars.get(&v.name).ok_or_else(|| {
+                KernelError::Run(format!("size variable `{}` has no value", v.name))
+            })?);
+        }
+        size_vals.push(0);
+        let counts: Option<Vec<u64>> = sizes
+            .counts
+            .as_ref()
+            .map(|m| m.iter().flatten().copied().collect());
+        let base = ctx.bases[me] as *mut u8;
+        // SAFETY: offsets were allocated in this heap by `prepare`.
+        let bufs: Vec<*mut u8> = bind
+            .buffers
+            .iter()
+            .map(|&o| unsafe { base.add(o as usize) })
+            .collect();
+        let dev = SimDevice {
+            abi_version: DEVICE_ABI,
+            ctx: &ctx as *const Ctx as *mut c_void,
+            my_pe: me as i32,
+            n_pes: p as i32,
+            peer_ptr,
+            addr_pe,
+            signal_op,
+            signal_wait_until,
+            quiet,
+            barrier,
+        };
+        let epoch = bind.epoch;
+        bind.epoch += 1;
+        let mut args = LaunchArgs {
+            abi_version: DEVICE_ABI,
+            n_buffers: bufs.len() as u32,
+            buffers: bufs.as_ptr(),
+            // SAFETY: inside this rank's heap.
+            signals: unsafe { base.add(bind.signals as usize) },
+            sizes: size_vals.as_ptr(),
+            counts: counts.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            epoch,
+            send_exit_signals: 1,
+            err_msg: std::ptr::null_mut(),
+            err_cap: 0,
+        };
+        // SAFETY: the table describes this fabric's live heap mappings for the whole call.
+        let (code, message) = unsafe { self.kernel.launch(&dev, &mut args) };
+        if code != status::OK {
+            return Err(KernelError::Launch {
+                rank: me as u32,
+                code,
+                message,
+            });
+        }
+        Ok(())
+    }
+}
+
+unsafe extern "C" fn peer_ptr(ctx: *mut c_void, local: *const c_void, pe: i32) -> *mut c_void {
+    // SAFETY: ctx is the `Ctx` of the running launch.
+    let c = unsafe { &*(ctx as *const Ctx) };
+    let off = (local as usize).wrapping_sub(c.bases[c.me]);
+    if off >= c.len || pe < 0 || pe as usize >= c.bases.len() {
+        return std::ptr::null_mut();
+    }
+    (c.bases[pe as usize] + off) as *mut c_void
+}
+
+unsafe extern "C" fn addr_pe(ctx: *mut c_void, addr: *const c_void, len: u64) -> i32 {
+    // SAFETY: as above.
+    let c = unsafe { &*(ctx as *const Ctx) };
+    let a = addr as usize;
+    for (pe, &b) in c.bases.iter().enumerate() {
+        if a >= b && a < b + c.len {
+            return if a + len as usize <= b + c.len {
+                pe as i32
+            } else {
+                -2
+            };
+        }
+    }
+    -1
+}
+
+unsafe extern "C" fn signal_op(ctx: *mut c_void, local: *mut i32, value: i32, op: i32, pe: i32) {
+    // SAFETY: the simulation validated the address and PE; the word is 4-byte aligned shared memory.
+    let p = unsafe { peer_ptr(ctx, local as *const c_void, pe) } as *mut i32;
+    if p.is_null() {
+        return;
+    }
+    let a = unsafe { AtomicI32::from_ptr(p) };
+    if op == 0 {
+        a.store(value, Ordering::SeqCst);
+    } else {
+        a.fetch_add(value, Ordering::SeqCst);
+    }
+}
+
+unsafe extern "C" fn signal_wait_until(
+    ctx: *mut c_void,
+    local: *mut i32,
+    cmp: i32,
+    value: i32,
+    observed: *mut i32,
+) -> i32 {
+    // SAFETY: as above; `observed` is a valid out-pointer from the simulation.
+    let c = unsafe { &*(ctx as *const Ctx) };
+    let a = unsafe { AtomicI32::from_ptr(local) };
+    let mut spins = 0u32;
+    loop {
+        let v = a.load(Ordering::SeqCst);
+        unsafe { *observed = v };
+        if cmp_i32(v, cmp, value) {
+            return 0;
+        }
+        if Instant::now() > c.deadline {
+            return 1;
+        }
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else if spins < 4096 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
+
+unsafe extern "C" fn quiet(_ctx: *mut c_void) {
+    std::sync::atomic::fence(Ordering::SeqCst);
+}
+
+unsafe extern "C" fn barrier(_ctx: *mut c_void) -> i32 {
+    // The generated kernels never call aclshmem_barrier; a fabric barrier needs the executor.
+    1
+}

@@ -1,0 +1,251 @@
+"""Scenarios: primitives, argument validation, memory lifecycle, profiler + trace, low precision,
+MC2 precision, forbidden mix."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+import torch.distributed as dist
+
+import symsched as symm
+import symsched.functional as F
+from _common import data
+
+
+def primitives(rank: int, world: int, args) -> dict:
+    symm.init()
+    fails = []
+    peer = (rank + 1) % world
+    left = (rank - 1) % world
+    buf = symm.empty(16, torch.float32)
+    buf.zero_()
+    sig = symm.empty(4, torch.int32)
+    sig.zero_()
+    sig64 = symm.empty(2, torch.int64)
+    sig64.zero_()
+    symm.barrier()
+    src = torch.arange(16, dtype=torch.float32) + 100 * rank
+    # put_with_signal (CANN numbering: ADD=1), wait with 'ge'
+    symm.shmem_put_with_signal(buf, 4, src, 0, 8, sig, 0, 1, 1, peer)
+    symm.shmem_wait_for_signal(sig, 0, 1, "ge")
+    if not torch.equal(buf[4:12], torch.arange(8, dtype=torch.float32) + 100 * left):
+        fails.append(f"put_with_signal data {buf.tolist()}")
+    # hyper-parallel's 5-argument form with a depend tensor, CANN EQ=0 on a SET signal
+    symm.shmem_signal_op(sig64, 1, 7, "set", peer)
+    symm.shmem_wait_for_signal(buf, sig64, 1, 7, 0)
+    # get from the peer's symmetric buffer
+    got = torch.empty(8)
+    symm.barrier()
+    symm.shmem_get(got, 0, buf, 4, 8, peer)
+    if not torch.equal(got, torch.arange(8, dtype=torch.float32) + 100 * rank):
+        fails.append(f"get {got.tolist()}")
+    # plain put + barrier, in a sub-group with group-local ranks
+    pairs = [dist.new_group([0, 1]), dist.new_group([2, 3])] if world == 4 else [dist.new_group([0, 1])]
+    g = pairs[rank // 2]
+    symm.barrier(g)
+    symm.shmem_put(buf, 0, src, 0, 2, 1 - (rank % 2), group=g)
+    symm.barrier(g)
+    partner = rank ^ 1
+    if not torch.equal(buf[:2], torch.tensor([100.0 * partner, 100.0 * partner + 1])):
+        fails.append(f"sub-group put {buf[:2].tolist()}")
+    # a wait that cannot be satisfied times out with a clear message
+    try:
+        symm.shmem_wait_for_signal(sig, 3, 99, "eq", timeout_ms=50)
+        fails.append("wait did not time out")
+    except symm.SymschedRuntimeError as e:
+        if "timed out" not in str(e):
+            fails.append(f"unclear timeout: {e}")
+    symm.barrier()
+    return {"failures": fails}
+
+
+def _raises(fails, exc, fn, *words):
+    try:
+        fn()
+    except exc as e:
+        msg = str(e)
+        for w in words:
+            if w not in msg:
+                fails.append(f"message lacks {w!r}: {msg}")
+        return
+    except Exception as e:  # wrong type
+        fails.append(f"expected {exc.__name__}, got {type(e).__name__}: {e}")
+        return
+    fails.append(f"no error for {words}")
+
+
+def bad_args(rank: int, world: int, args) -> dict:
+    symm.init()
+    fails = []
+    A, T = ValueError, TypeError
+    t = symm.empty(8, torch.float32)
+    plain = torch.zeros(8)
+    sig = symm.empty(2, torch.int32)
+    _raises(fails, symm.NotSymmetricError, lambda: symm.shmem_put(plain, 0, plain, 0, 4, 0), "target", "symm.empty")
+    _raises(fails, A, lambda: symm.shmem_put(t, 6, plain, 0, 4, 0), "target_offset")
+    _raises(fails, A, lambda: symm.shmem_put(t, 0, plain, 0, 4, world), "target_rank", f"0..{world - 1}")
+    _raises(fails, T, lambda: symm.shmem_put(t, 0, plain, 0, 4.0, 0), "size")
+    _raises(fails, A, lambda: symm.shmem_put(t, 0, plain.double(), 0, 4, 0), "dtype")
+    _raises(fails, A, lambda: symm.shmem_signal_op(sig, 0, 1, 5, 0), "signal_op")
+    _raises(fails, A, lambda: symm.shmem_signal_op(sig, 0, 1, "mul", 0), "signal_op")
+    _raises(fails, A, lambda: symm.shmem_wait_for_signal(sig, 0, 1, 9), "compare_op")
+    _raises(fails, A, lambda: symm.shmem_signal_op(t, 0, 1, "add", 0), "signal", "int32")
+    _raises(fails, A, lambda: symm.shmem_allreduce(plain, "prod"), "op", "'sum'")
+    _raises(fails, A, lambda: symm.shmem_allreduce(plain.int(), "avg"), "avg")
+    _raises(fails, A, lambda: symm.shmem_allreduce(torch.zeros(4, dtype=torch.complex64)), "tensor", "dtype")
+    _raises(fails, A, lambda: symm.shmem_allreduce(plain, low_precision_dtype="int4"), "low_precision_dtype")
+    _raises(fails, A, lambda: symm.shmem_allreduce(plain.int(), low_precision_dtype=torch.bfloat16),
+            "low_precision_dtype")
+    _raises(fails, A, lambda: symm.shmem_allreduce(torch.zeros(4, 4).t()), "contiguous")
+    _raises(fails, A, lambda: symm.shmem_allgather(torch.zeros(3), torch.zeros(2)), "output_tensor", "2")
+    _raises(fails, A, lambda: symm.shmem_reduce_scatter(torch.zeros(2), torch.zeros(3)), "input_tensor")
+    _raises(fails, A, lambda: symm.shmem_alltoall([plain] * (world + 1), plain, [1] * world), "send_tensor_list")
+    _raises(fails, A, lambda: symm.shmem_alltoall([plain] * world, plain, [1] * world), "receive_tensor")
+    _raises(fails, A, lambda: symm.shmem_send(plain, rank), "dst_rank")
+    _raises(fails, T, lambda: symm.shmem_allreduce(plain, group="dp"), "group", "ProcessGroup")
+    _raises(fails, A, lambda: symm.empty(-1), "shape")
+    _raises(fails, A, lambda: symm.empty(4, torch.complex64), "dtype")
+    _raises(fails, T, lambda: F.all_reduce(plain), "backward")
+    _raises(fails, A, lambda: F.all_reduce(plain, backward="both"), "backward")
+    _raises(fails, A, lambda: symm.fused_matmul_reduce_scatter(torch.zeros(3, 2), torch.zeros(2, 2)), "x1")
+    # free invalidates, stale views are refused, double free refused
+    view = t[2:4]
+    symm.free(t)
+    if t.numel() != 0:
+        fails.append("free did not invalidate the tensor")
+    _raises(fails, symm.StaleTensorError, lambda: symm.shmem_allreduce(view), "symm.free")
+    _raises(fails, symm.StaleTensorError, lambda: symm.free(view), "already")
+    # CANN numbering and strings agree
+    if symm.CmpOp.GE != 3 or symm.SignalOp.ADD != 1:
+        fails.append("enum numbering")
+    return {"failures": fails}
+
+
+def profiler_and_trace(rank: int, world: int, args) -> dict:
+    symm.init()
+    fails = []
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.ones(1024)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        symm.shmem_allreduce(x)
+        y = torch.empty(world * 1024)
+        symm.shmem_allgather(y, x)
+    names = {e.name for e in prof.events()}
+    for need in ("symsched::allreduce", "symsched::allgather"):
+        if need not in names:
+            fails.append(f"profiler lacks {need}: {sorted(n for n in names if 'symsched' in n)}")
+    detail = [n for n in names if n.startswith("symsched::allreduce bytes=4096 group=")]
+    if not detail:
+        fails.append(f"no size/group range: {sorted(n for n in names if 'symsched' in n)}")
+    symm.flush_trace()
+    dist.barrier()
+    path = os.environ["SYMSCHED_TRACE"]
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    pids = {e["pid"] for e in events if e.get("ph") == "X"}
+    if pids != set(range(world)):
+        fails.append(f"trace has pids {pids}")
+    return {"failures": fails, "n_events": len(events)}
+
+
+def low_precision(rank: int, world: int, args) -> dict:
+    """Wire formats vs the full-precision result; returns the measured relative errors."""
+    symm.init()
+    fails = []
+    n = 4096
+    parts = [data(4242 + r, n, torch.float32) for r in range(world)]
+    full = parts[rank].clone()
+    symm.shmem_allreduce(full)
+    errs = {}
+    for wire in (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
+        t = parts[rank].clone()
+        symm.shmem_allreduce(t, low_precision_dtype=wire)
+        # every operand is rounded once to the wire (relative error ≤ u = 2^-(mantissa+1)),
+        # the result once more: |err| ≤ u·Σ|x_r| + u·|result| (accumulation is f32)
+        u = torch.finfo(wire).eps / 2
+        bound = u * torch.stack([p.abs() for p in parts]).sum(0) + u * full.abs() + 1e-6
+        err = (t - full).abs()
+        errs[str(wire)] = float((err / full.abs().clamp_min(1e-3)).median())
+        if not bool((err <= bound).all()):
+            fails.append(f"{wire}: max err {float(err.max())} exceeds the wire bound")
+        # identical on every rank
+        g = [torch.empty(n) for _ in range(world)]
+        dist.all_gather(g, t)
+        if not all(torch.equal(g[0], q) for q in g):
+            fails.append(f"{wire}: ranks disagree")
+    # env default applies, per-call None keeps it, explicit override wins
+    os.environ["SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE"] = "bf16"
+    t = parts[rank].clone()
+    symm.shmem_allreduce(t)
+    if torch.equal(t, full):
+        fails.append("env default bf16 wire had no effect")
+    del os.environ["SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE"]
+    # fp16 data: fp8 wire + f32 accumulation vs fp16 full precision, RFC tolerance derived per format
+    h = [p.half() for p in parts]
+    full16 = h[rank].clone()
+    symm.shmem_allreduce(full16)
+    t16 = h[rank].clone()
+    symm.shmem_allreduce(t16, low_precision_dtype=torch.float8_e4m3fn)
+    errs["fp16 data, e4m3 wire, rel"] = float(((t16.float() - full16.float()).abs() /
+                                               full16.float().abs().clamp_min(1e-3)).median())
+    return {"failures": fails, "errors": errs}
+
+
+def mc2_precision(rank: int, world: int, args) -> dict:
+    symm.init()
+    fails = []
+    for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 1e-3), (torch.bfloat16, 1e-3 * 8)):
+        m, k, n = 8, 16, 12
+        a = data(10 + rank, m * k, dtype).view(m, k) / 4
+        b = data(20 + rank, k * n, dtype).view(k, n) / 4
+        g = torch.empty(world * m, k, dtype=dtype)
+        c = torch.empty(world * m, n, dtype=dtype)
+        symm.fused_all_gather_matmul(a, b, c, g)
+        g2 = torch.empty(world * m, k, dtype=dtype)
+        symm.shmem_allgather(g2, a)
+        c2 = g2 @ b
+        if not torch.equal(g, g2):
+            fails.append(f"{dtype} gather_out differs")
+        if not torch.allclose(c.float(), c2.float(), rtol=tol, atol=tol):
+            fails.append(f"{dtype} fused_all_gather_matmul off by {float((c.float() - c2.float()).abs().max())}")
+        x1 = data(30 + rank, world * m * k, dtype).view(world * m, k) / 4
+        out = symm.fused_matmul_reduce_scatter(x1, b)
+        sep = torch.empty(m, n, dtype=dtype)
+        symm.shmem_reduce_scatter(sep, (x1 @ b).contiguous())
+        if not torch.allclose(out.float(), sep.float(), rtol=tol, atol=tol):
+            fails.append(f"{dtype} fused_matmul_reduce_scatter off by {float((out.float() - sep.float()).abs().max())}")
+    return {"failures": fails}
+
+
+def forbidden_mix(rank: int, world: int, args) -> dict:
+    symm.init()
+    fails = []
+    bucket = torch.ones(64)
+    try:
+        with symm.interop.step():
+            dist.all_reduce(bucket[:32])
+            symm.shmem_allreduce(bucket[32:])
+        fails.append("gloo-then-symsched mix not detected")
+    except symm.ForbiddenMixError:
+        pass
+    bucket2 = torch.ones(64)
+    try:
+        with symm.interop.step():
+            symm.shmem_allreduce(bucket2[:32])
+            symm.interop.all_reduce(bucket2[32:])
+        fails.append("symsched-then-gloo mix not detected")
+    except symm.ForbiddenMixError:
+        pass
+    # allowed: different buckets, and the same bucket in different steps
+    a, b = torch.ones(8), torch.ones(8)
+    with symm.interop.step():
+        dist.all_reduce(a)
+        symm.shmem_allreduce(b)
+    with symm.interop.step():
+        symm.shmem_allreduce(a)
+    if dist.all_reduce.__name__ != "all_reduce" or hasattr(dist.all_reduce, "__symsched_wrapped__"):
+        fails.append("dist.all_reduce not restored")
+    return {"failures": fails}
