@@ -20,3 +20,17 @@ OUT=target/demo
 mkdir -p "$OUT"
 "$SYMSCHED" compile examples/allreduce_two_shot.sched --ranks 8 --emit plan -o "$OUT/allreduce_two_shot.P8.json"
 echo "wrote $OUT/allreduce_two_shot.P8.json ($(wc -c < "$OUT/allreduce_two_shot.P8.json") bytes)"
+
+# --- symsched run (runtime executor): every standard schedule on 4 local ranks, checked. ---
+echo "== run every standard schedule on 4 local ranks with --check"
+for f in examples/*.sched; do
+    name=$(basename "$f" .sched)
+    extra=(--count 4099,1M)
+    case "$name" in
+        allgather_matmul | matmul_reduce_scatter) extra=(--count 64,1024 --size m=32 --size k=32) ;;
+        broadcast_push | reduce_push) extra+=(--param root=1) ;;
+        sendrecv_pair) extra+=(--param src=0 --param dst=3) ;;
+        allreduce_hier) extra+=(--param L=2) ;;
+    esac
+    "$SYMSCHED" run "$f" --ranks 4 --iters 5 --warmup 1 --check "${extra[@]}"
+done

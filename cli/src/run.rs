@@ -86,7 +86,8 @@ fn parse_count(s: &str) -> Result<u64> {
     let n: u64 = num
         .parse()
         .with_context(|| format!("`{s}` is not an element count"))?;
-    n.checked_mul(mult).ok_or_else(|| anyhow!("count `{s}` overflows"))
+    n.checked_mul(mult)
+        .ok_or_else(|| anyhow!("count `{s}` overflows"))
 }
 
 /// `N`, `N,M,…` or `LO:HI` (powers of two from LO to HI).
@@ -115,14 +116,20 @@ fn build_plan(args: &Args) -> Result<Plan> {
     let name = pick_schedule(&loaded, args.schedule.as_deref())?;
     let fixed = param_map(&args.params)?;
     let params = single_binding(&loaded.lib, &name, args.ranks, &fixed)?;
-    let c = compile(&loaded.lib, &name, args.ranks, &params, &CompileOptions::default())
-        .map_err(|d| {
-            anyhow!(
-                "`{name}` does not compile for {} ranks:\n{}",
-                args.ranks,
-                symsched_compiler::diag::render_all(&d, loaded.lib.sources())
-            )
-        })?;
+    let c = compile(
+        &loaded.lib,
+        &name,
+        args.ranks,
+        &params,
+        &CompileOptions::default(),
+    )
+    .map_err(|d| {
+        anyhow!(
+            "`{name}` does not compile for {} ranks:\n{}",
+            args.ranks,
+            symsched_compiler::diag::render_all(&d, loaded.lib.sources())
+        )
+    })?;
     Ok(c.plan)
 }
 
@@ -206,7 +213,11 @@ fn row(s: &Setup, bytes: u64, count: u64, times: &[f64], wrong: Option<u64>) {
     t.sort_by(|a, b| a.total_cmp(b));
     let med = t.get(t.len() / 2).copied().unwrap_or(0.0);
     let min = t.first().copied().unwrap_or(0.0);
-    let algbw = if med > 0.0 { bytes as f64 / med / 1e9 } else { 0.0 };
+    let algbw = if med > 0.0 {
+        bytes as f64 / med / 1e9
+    } else {
+        0.0
+    };
     let busbw = algbw * bus_factor(s.plan.collective, s.plan.group_size);
     let wrong = wrong.map_or("N/A".to_string(), |w| w.to_string());
     println!(
@@ -214,7 +225,11 @@ fn row(s: &Setup, bytes: u64, count: u64, times: &[f64], wrong: Option<u64>) {
         bytes,
         count,
         s.types.data.name(),
-        if s.plan.collective.reduces() { s.op.name() } else { "none" },
+        if s.plan.collective.reduces() {
+            s.op.name()
+        } else {
+            "none"
+        },
         med * 1e6,
         min * 1e6,
         algbw,
@@ -247,7 +262,13 @@ fn run_threads(args: &Args) -> Result<ExitCode> {
             run_local(&s.plan, &spec, heap, Duration::from_secs(args.timeout))?;
         let wrong: u64 = reports.iter().map(|r| r.wrong).sum();
         total_wrong += wrong;
-        row(&s, bytes, count, &reports[0].times, args.check.then_some(wrong));
+        row(
+            &s,
+            bytes,
+            count,
+            &reports[0].times,
+            args.check.then_some(wrong),
+        );
     }
     finish(args, total_wrong)
 }
@@ -272,10 +293,16 @@ fn run_parent(args: &Args) -> Result<ExitCode> {
     spec.env.push((CHILD_ENV.into(), "1".into()));
     if std::env::var_os("SYMSCHED_SCRATCH_SIZE").is_none() {
         // Staging and scratch for the largest sizes: virtual, only touched pages cost memory.
-        spec.env.push(("SYMSCHED_SCRATCH_SIZE".into(), (4u64 << 30).to_string().into()));
+        spec.env.push((
+            "SYMSCHED_SCRATCH_SIZE".into(),
+            (4u64 << 30).to_string().into(),
+        ));
     }
     if std::env::var_os("SYMMETRIC_MEMORY_HEAP_SIZE").is_none() {
-        spec.env.push(("SYMMETRIC_MEMORY_HEAP_SIZE".into(), (2u64 << 30).to_string().into()));
+        spec.env.push((
+            "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
+            (2u64 << 30).to_string().into(),
+        ));
     }
     spec.timeout = Some(Duration::from_secs(args.timeout));
     spec.capture = true;

@@ -311,28 +311,3 @@ mod tests {
         }
     }
 }
-#[cfg(test)]
-mod tmp_timing {
-    #[test]
-    #[ignore]
-    fn phases() {
-        use std::time::Instant;
-        let lib = super::standard_library();
-        for (name, p) in [("allreduce_two_shot", 32u32), ("alltoall_push", 32)] {
-            let params = Default::default();
-            let t = Instant::now();
-            let prog = lib.instantiate(name, p, &params).unwrap();
-            let t1 = t.elapsed();
-            let t = Instant::now();
-            crate::verify::verify_program(&prog).unwrap();
-            let t2 = t.elapsed();
-            let t = Instant::now();
-            crate::verify::check(&lib, name, p, &params).unwrap();
-            let t3 = t.elapsed();
-            let t = Instant::now();
-            let _ = crate::ir::graph::build(&prog);
-            let t4 = t.elapsed();
-            eprintln!("{name} P={p}: instantiate {t1:?} verify_program {t2:?} check {t3:?} graph {t4:?}");
-        }
-    }
-}

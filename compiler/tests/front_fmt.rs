@@ -126,7 +126,9 @@ proptest! {
 fn long_else_if_chains_parse_instantiate_and_format() {
     let mut text = String::from("schedule a implements allreduce(x: [1]) {\n    signal s;\n    if rank == 0 {\n        barrier;\n    }");
     for i in 1..5000 {
-        text.push_str(&format!(" else if rank == {i} {{\n        signal s @ 0 += 1;\n    }}"));
+        text.push_str(&format!(
+            " else if rank == {i} {{\n        signal s @ 0 += 1;\n    }}"
+        ));
     }
     text.push_str(" else {\n        barrier;\n    }\n}\n");
     let mut lib = Library::new();
@@ -140,7 +142,11 @@ fn long_else_if_chains_parse_instantiate_and_format() {
 /// Thousands of operators in one expression are refused, not a stack overflow.
 #[test]
 fn huge_expressions_are_refused() {
-    for body in ["-".repeat(20000) + "1", vec!["1"; 20000].join(" + "), "!".repeat(20000) + "true"] {
+    for body in [
+        "-".repeat(20000) + "1",
+        vec!["1"; 20000].join(" + "),
+        "!".repeat(20000) + "true",
+    ] {
         let text = format!("schedule a implements allreduce(x: [1]) {{\n    let y = {body};\n}}\n");
         let mut lib = Library::new();
         let e = lib.add_source("a", &text).unwrap_err();

@@ -122,7 +122,7 @@ def _spawned(rank: int, world: int, port: str) -> None:
                        "MASTER_PORT": port, "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world)})
     dist.init_process_group("gloo", rank=rank, world_size=world)
     worker(rank, world)
-    dist.barrier()
+    symm.finalize()
     dist.destroy_process_group()
 
 
@@ -130,6 +130,7 @@ if __name__ == "__main__":
     if "RANK" in os.environ:  # torchrun
         dist.init_process_group("gloo")
         worker(dist.get_rank(), dist.get_world_size())
+        symm.finalize()
         dist.destroy_process_group()
         sys.exit(0)
     import socket

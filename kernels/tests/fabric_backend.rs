@@ -102,7 +102,10 @@ fn sim_harness_run_rank_checks_clean() {
     use symsched_runtime::exec::harness::{sizes_for as rt_sizes, RunSpec};
     use symsched_runtime::exec::{ElemTypes, Executor};
     for (name, p) in [("allreduce_ring", 3u32), ("alltoallv_push", 4)] {
-        let plan = standard_plans(p).into_iter().find(|pl| pl.schedule == name).unwrap();
+        let plan = standard_plans(p)
+            .into_iter()
+            .find(|pl| pl.schedule == name)
+            .unwrap();
         let o = opts(DType::F32, DType::F32, ReduceOp::Sum, 4096);
         let backend = SimBackend::new(&plan, o, &cache_dir()).unwrap();
         let spec = RunSpec {
@@ -122,7 +125,8 @@ fn sim_harness_run_rank_checks_clean() {
                     let (group, backend, plan, spec) = (&group, &backend, &plan, &spec);
                     s.spawn(move || {
                         let exec = Executor::new(group.fabric(r).unwrap());
-                        harness::run_rank(&exec, backend, plan, spec).unwrap_or_else(|e| panic!("{e}"))
+                        harness::run_rank(&exec, backend, plan, spec)
+                            .unwrap_or_else(|e| panic!("{e}"))
                     })
                 })
                 .collect();

@@ -58,6 +58,38 @@ impl PyRuntime {
         self.shared.runtime.local_rank()
     }
 
+    /// The private rendezvous directory of this job on this node.
+    #[getter]
+    fn rendezvous_dir(&self) -> String {
+        self.shared
+            .runtime
+            .config()
+            .rendezvous_dir
+            .display()
+            .to_string()
+    }
+
+    /// Whether this process (local rank 0, directory derived from the environment) owns the
+    /// rendezvous directory and so removes it at finalize.
+    #[getter]
+    fn owns_rendezvous_dir(&self) -> bool {
+        let c = self.shared.runtime.config();
+        c.owns_rendezvous_dir && c.local_rank == 0
+    }
+
+    /// Barrier over every rank of the job (used by `symm.finalize`).
+    fn world_barrier(&self, py: Python<'_>) -> PyResult<()> {
+        let shared = self.shared.clone();
+        py.detach(move || {
+            shared
+                .runtime
+                .world()
+                .and_then(|w| w.barrier())
+                .map_err(Box::new)
+        })
+        .map_err(errors::rt_boxed)
+    }
+
     /// Bytes of this rank's heap segment.
     #[getter]
     fn heap_size(&self) -> usize {

@@ -23,7 +23,7 @@ from . import functional, interop
 from ._enums import CmpOp, ReduceOp, SignalOp
 from ._errors import (ForbiddenMixError, NotSymmetricError, StaleTensorError, SymschedArgumentError, SymschedError,
                       SymschedRuntimeError, SymschedTypeError, UnavailableError)
-from ._state import availability, init, is_initialized, is_shmem_available
+from ._state import availability, finalize, init, is_initialized, is_shmem_available
 from .collectives import (shmem_allgather, shmem_allreduce, shmem_alltoall, shmem_broadcast, shmem_recv,
                           shmem_reduce_scatter, shmem_send)
 from .mc2 import fused_all_gather_matmul, fused_matmul_reduce_scatter
@@ -36,7 +36,7 @@ __all__ = [
     "CmpOp", "ReduceOp", "SignalOp",
     "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError", "SymschedError",
     "SymschedRuntimeError", "SymschedTypeError", "UnavailableError",
-    "availability", "init", "is_initialized", "is_shmem_available",
+    "availability", "finalize", "init", "is_initialized", "is_shmem_available",
     "empty", "free", "is_symmetric", "symm_memory_stats",
     "shmem_put", "shmem_get", "shmem_signal_op", "shmem_wait_for_signal", "shmem_put_with_signal", "barrier",
     "shmem_allgather", "shmem_alltoall", "shmem_allreduce", "shmem_reduce_scatter", "shmem_send", "shmem_recv",

@@ -9,7 +9,9 @@ meet in the same rendezvous directory.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import threading
 import uuid
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised only on broken instal
 
 _lock = threading.RLock()
 _runtime: Any = None
+_finalized = False
 _groups: Dict[Tuple[int, ...], "GroupInfo"] = {}
 
 _STORE_KEY = "symsched/job_id"
@@ -109,6 +112,32 @@ def init() -> None:
             _runtime = nat.Runtime.from_env()
         except Exception as exc:  # the native error text is the useful part
             raise SymschedRuntimeError(f"symsched runtime failed to start: {exc}") from exc
+        atexit.register(_atexit)
+
+
+def finalize() -> None:
+    """End this process's use of symsched (collective over WORLD): a barrier, then local rank 0
+    removes the node's private rendezvous directory. Symmetric tensors must not be used after.
+    Registered with ``atexit`` as well; calling it twice is harmless."""
+    global _finalized
+    if _runtime is None or _finalized:
+        return
+    _finalized = True
+    from .profiling import flush_trace
+
+    flush_trace()
+    try:
+        _runtime.world_barrier()
+    finally:
+        if _runtime.owns_rendezvous_dir:
+            shutil.rmtree(_runtime.rendezvous_dir, ignore_errors=True)
+
+
+def _atexit() -> None:
+    try:
+        finalize()
+    except Exception:  # pragma: no cover - a peer died: nothing sensible left to do at exit
+        pass
 
 
 def runtime() -> Any:
@@ -130,14 +159,20 @@ class GroupInfo:
     ranks: Tuple[int, ...]
     rank: int
     handle: Any
+    label: str = ""
 
     @property
     def size(self) -> int:
         return len(self.ranks)
 
     def describe(self) -> str:
-        return "WORLD" if self.ranks == tuple(range(len(self.ranks))) and self.size == _world() else str(
-            list(self.ranks))
+        """``WORLD`` or the rank list, for profiler ranges and messages."""
+        return self.label or str(list(self.ranks))
+
+
+# fast path: the same group object resolves to the same GroupInfo (the object is kept so its
+# id cannot be reused while cached)
+_by_object: Dict[int, Tuple[Any, "GroupInfo"]] = {}
 
 
 def _world() -> int:
@@ -168,6 +203,16 @@ def group_ranks(group: Any, arg: str = "group") -> Tuple[int, ...]:
 
 def resolve_group(group: Any, arg: str = "group") -> GroupInfo:
     """Map a ProcessGroup (or None = WORLD) to the runtime group, cached per rank list."""
+    hit = _by_object.get(id(group))
+    if hit is not None and hit[0] is group:
+        return hit[1]
+    info = _resolve(group, arg)
+    if not isinstance(group, (list, tuple)):
+        _by_object[id(group)] = (group, info)
+    return info
+
+
+def _resolve(group: Any, arg: str) -> GroupInfo:
     ranks = group_ranks(group, arg)
     me = _global_rank()
     if not ranks:
@@ -188,7 +233,8 @@ def resolve_group(group: Any, arg: str = "group") -> GroupInfo:
                 handle = rt.group(list(ranks))
             except Exception as exc:
                 raise SymschedRuntimeError(f"cannot create group {list(ranks)}: {exc}") from exc
-            info = GroupInfo(ranks=ranks, rank=ranks.index(me), handle=handle)
+            label = "WORLD" if ranks == tuple(range(world)) else str(list(ranks))
+            info = GroupInfo(ranks=ranks, rank=ranks.index(me), handle=handle, label=label)
             _groups[ranks] = info
         return info
 

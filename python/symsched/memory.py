@@ -86,11 +86,16 @@ def empty(shape: ShapeLike, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     raw = torch.frombuffer(block, dtype=torch.uint8)
     t = raw[:nbytes].view(dtype).view(dims)
     start = raw.data_ptr()
+    size = max(nbytes, elem)
     with _lock:
-        # a dead record at the same address is replaced: stale views are caught until reuse
-        if start not in _allocs:
-            bisect.insort(_starts, start)
-        _allocs[start] = _Alloc(block=block, start=start, nbytes=max(nbytes, elem))
+        # dead records inside the new block are dropped: stale views are caught until reuse
+        lo = bisect.bisect_left(_starts, start)
+        hi = bisect.bisect_left(_starts, start + size)
+        for s in _starts[lo:hi]:
+            del _allocs[s]
+        del _starts[lo:hi]
+        _starts.insert(lo, start)
+        _allocs[start] = _Alloc(block=block, start=start, nbytes=size)
     return t
 
 

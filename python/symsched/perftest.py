@@ -76,11 +76,15 @@ def sizes(a: argparse.Namespace) -> List[int]:
 # ----------------------------------------------------------------------------------------- worker
 
 def _worker(a: argparse.Namespace) -> None:
+    import warnings
+
     import torch
     import torch.distributed as dist
 
     import symsched as symm
     import symsched.functional as F
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
 
     rank = int(os.environ.get("PMI_RANK", os.environ.get("RANK", "0")))
     world = int(os.environ.get("PMI_SIZE", os.environ.get("WORLD_SIZE", "1")))
@@ -246,7 +250,7 @@ def _worker(a: argparse.Namespace) -> None:
         if a.plot:
             _plot(rows, a.plot)
     dist.barrier()
-    symm.flush_trace()
+    symm.finalize()
     dist.destroy_process_group()
 
 

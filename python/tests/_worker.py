@@ -20,6 +20,9 @@ def main() -> None:
     fn = getattr(importlib.import_module(module), func)
     result = fn(rank, world, args)
     dist.barrier()
+    import symsched
+
+    symsched.finalize()  # removes the node's rendezvous directory (local rank 0)
     with open(os.path.join(tmp, f"result{rank}.pkl"), "wb") as f:
         pickle.dump(result, f)
     dist.destroy_process_group()

@@ -60,7 +60,7 @@ pub struct Exchanged {
     /// Their segment descriptors (this rank's own included).
     pub fds: Vec<OwnedFd>,
     /// A random number chosen by local rank 0, identical on every local rank: names this
-    /// incarnation of the job so records of an earlier run in the same directory are ignored.
+    /// incarnation of the job so group ids of different runs never collide.
     pub nonce: u64,
 }
 

@@ -36,9 +36,9 @@ pub struct RuntimeConfig {
     pub local_rank: usize,
     /// Number of processes on this node (`LOCAL_WORLD_SIZE`).
     pub local_world_size: usize,
-    /// Private directory holding the rendezvous socket and group records.
+    /// Private directory holding the rendezvous socket (used only during bootstrap).
     pub rendezvous_dir: PathBuf,
-    /// Whether local rank 0 creates (and removes at exit) the directory.
+    /// Whether local rank 0 creates the directory (and removes it right after bootstrap).
     pub owns_rendezvous_dir: bool,
     /// Symmetric heap size in bytes (`SYMMETRIC_MEMORY_HEAP_SIZE`).
     pub heap_size: u64,
@@ -96,7 +96,7 @@ impl RuntimeConfig {
     /// `MASTER_ADDR`, `MASTER_PORT`). Without `SYMSCHED_RENDEZVOUS_DIR` the directory is
     /// `${XDG_RUNTIME_DIR:-/tmp}/symsched-<uid>-<job>-<MASTER_PORT>` where `<job>` is
     /// `SYMSCHED_JOB_ID`, else `TORCHELASTIC_RUN_ID`, else `default`; local rank 0 creates it
-    /// (mode 0700) and removes it at exit.
+    /// (mode 0700) and removes it as soon as the segments are exchanged.
     pub fn from_env() -> Result<Self, RuntimeError> {
         let world_size = env_usize_req("WORLD_SIZE")?;
         let rank = env_usize_req("RANK")?;

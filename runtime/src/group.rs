@@ -13,7 +13,7 @@ use crate::error::{RankList, RuntimeError, WaitContext};
 use crate::heap::{
     atomic_u64, describe_divergence, read_alloc_state, AllocState, LINE, PAD_COUNT, PAD_LINES,
 };
-use crate::records;
+use crate::mailbox::{self, GroupRecord};
 use crate::runtime::Shared;
 use crate::shm::Mapping;
 use crate::signal::{SignalLine, SignalMode};
@@ -222,43 +222,37 @@ impl Group {
     ) -> Result<usize, RuntimeError> {
         let rank = shared.cfg.rank;
         let mine = shared.heap.alloc_state();
-        let rec_name = format!("g{gid:016x}");
-        records::publish(
-            &shared.cfg.rendezvous_dir,
-            &rec_name,
-            rank,
-            &format!("{}\t{}\t{}", mine.ops, mine.hash, shared.heap.used_pads()),
-        )?;
+        let seq = shared.heap.next_group_seq();
+        let rec = GroupRecord {
+            ops: mine.ops,
+            hash: mine.hash,
+            used_pads: shared.heap.used_pads(),
+        };
+        // SAFETY: posting into this rank's own header.
+        unsafe { mailbox::post(shared.heap.base(), seq, gid, rec)? };
         let mapped: Vec<usize> = members
             .iter()
             .copied()
-            .filter(|&r| shared.peers[r].is_some())
+            .filter(|&r| r != rank && shared.peers[r].is_some())
             .collect();
-        let recs = records::collect(
-            &shared.cfg.rendezvous_dir,
-            &rec_name,
-            &mapped,
+        let bases: Vec<(usize, *mut u8)> = mapped
+            .iter()
+            .filter_map(|&r| shared.peers[r].as_ref().map(|p| (r, p.map.base())))
+            .collect();
+        let recs = mailbox::collect(
+            &bases,
+            gid,
             rank,
             &shared.monitor,
             shared.cfg.rendezvous_timeout,
             &format!("create group {name}"),
         )?;
-        let mut used = 0u64;
+        let mut used = rec.used_pads;
         for (&r, rec) in mapped.iter().zip(&recs) {
-            let f: Vec<u64> = rec
-                .split('\t')
-                .filter_map(|x| x.trim().parse().ok())
-                .collect();
-            if f.len() != 3 {
-                return Err(RuntimeError::Rendezvous {
-                    rank,
-                    reason: format!("malformed group record of rank {r}: `{rec}`"),
-                });
-            }
-            used |= f[2];
+            used |= rec.used_pads;
             let theirs = AllocState {
-                ops: f[0],
-                hash: f[1],
+                ops: rec.ops,
+                hash: rec.hash,
             };
             if theirs != mine {
                 let detail = match shared.peers[r].as_ref() {

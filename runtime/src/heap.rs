@@ -172,6 +172,7 @@ pub struct Heap {
     rank: usize,
     map: Arc<Mapping>,
     layout: Layout,
+    group_seq: std::sync::atomic::AtomicUsize,
     alloc: Mutex<Allocator>,
     pads: Mutex<u64>,
 }
@@ -208,6 +209,7 @@ impl Heap {
             rank,
             map,
             layout,
+            group_seq: std::sync::atomic::AtomicUsize::new(0),
             alloc: Mutex::new(alloc),
             pads: Mutex::new(0),
         };
@@ -296,6 +298,11 @@ impl Heap {
     pub fn user_range(&self) -> (usize, usize) {
         let a = lock(&self.alloc);
         (a.base() as usize, a.end() as usize)
+    }
+
+    /// Sequence number of the next group creation on this rank (its mailbox entry).
+    pub(crate) fn next_group_seq(&self) -> usize {
+        self.group_seq.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Bitmap of the signal pads in use on this rank.

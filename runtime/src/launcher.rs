@@ -121,10 +121,17 @@ struct KillOnDrop(Vec<Option<Child>>);
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         for c in self.0.iter_mut().flatten() {
-            let _ = c.kill();
+            kill_rank(c);
             let _ = c.wait();
         }
     }
+}
+
+/// Kills a rank and everything it started (each rank leads its own process group).
+fn kill_rank(c: &mut Child) {
+    // SAFETY: signalling the process group the rank leads (pgid == its pid).
+    unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+    let _ = c.kill();
 }
 
 fn free_port() -> u16 {
@@ -240,10 +247,12 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
-        // SAFETY: prctl is async-signal-safe; it makes the rank die with the launcher.
+        // SAFETY: prctl and setpgid are async-signal-safe. The rank dies with the launcher, and
+        // leads its own process group so stopping it also stops whatever it started.
         unsafe {
             cmd.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                libc::setpgid(0, 0);
                 Ok(())
             });
         }
@@ -301,16 +310,25 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
         if failure.is_some() && !killed {
             killed = true;
             for c in children.0.iter_mut().flatten() {
-                let _ = c.kill();
+                kill_rank(c);
             }
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    restore_signals(old_handlers);
     drop(children);
+    drop(_rm);
+    // Output still buffered in the pipes is forwarded; a descendant that escaped its process
+    // group and keeps a pipe open must not hang the launcher, so joining is bounded.
+    let join_deadline = Instant::now() + Duration::from_secs(2);
     for r in readers {
-        let _ = r.join();
+        while !r.is_finished() && Instant::now() < join_deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if r.is_finished() {
+            let _ = r.join();
+        }
     }
+    restore_signals(old_handlers);
     let output = cap
         .map(|c| std::mem::take(&mut *c.lock().unwrap_or_else(|e| e.into_inner())))
         .unwrap_or_default();

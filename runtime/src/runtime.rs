@@ -78,7 +78,6 @@ pub struct Runtime {
     pub(crate) shared: Arc<Shared>,
     groups: Mutex<HashMap<GroupKey, Arc<Group>>>,
     create: Mutex<()>,
-    _dir: Option<DirGuard>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -133,6 +132,9 @@ impl Runtime {
             cfg.first_local_rank(),
             cfg.rendezvous_timeout,
         )?;
+        // Everything after bootstrap goes through the segments, so a directory this rank
+        // created is removed right away: nothing is left behind even if a rank is killed later.
+        drop(dir_guard);
         let mut peers: Vec<Option<PeerSeg>> = (0..cfg.world_size).map(|_| None).collect();
         for (info, pfd) in ex.peers.iter().zip(&ex.fds) {
             let map = if info.rank == cfg.rank {
@@ -184,7 +186,6 @@ impl Runtime {
             }),
             groups: Mutex::new(HashMap::new()),
             create: Mutex::new(()),
-            _dir: dir_guard,
         })
     }
 

@@ -15,7 +15,10 @@ fn plan(lib: &Library, name: &str, p: u32) -> Plan {
     let params = BTreeMap::new();
     match compile(lib, name, p, &params, &CompileOptions::default()) {
         Ok(c) => c.plan,
-        Err(_) => emit_plan(&lib.instantiate(name, p, &params).expect("instantiates"), "unverified"),
+        Err(_) => emit_plan(
+            &lib.instantiate(name, p, &params).expect("instantiates"),
+            "unverified",
+        ),
     }
 }
 
@@ -50,13 +53,22 @@ fn fabric_bounds_are_typed() {
         f.heap_ptr(1, u64::MAX, 2),
         Err(ExecError::OffsetPastHeap { .. })
     ));
-    assert!(matches!(world.group(&[0, 7]), Err(ExecError::RankOutsideGroup { peer: 7, .. })));
+    assert!(matches!(
+        world.group(&[0, 7]),
+        Err(ExecError::RankOutsideGroup { peer: 7, .. })
+    ));
 }
 
 #[test]
 fn names_and_types_are_typed() {
-    assert!(matches!(DType::parse("f31"), Err(ExecError::UnknownName { what: "dtype", .. })));
-    assert!(matches!(ReduceOp::parse("prod"), Err(ExecError::UnknownName { .. })));
+    assert!(matches!(
+        DType::parse("f31"),
+        Err(ExecError::UnknownName { what: "dtype", .. })
+    ));
+    assert!(matches!(
+        ReduceOp::parse("prod"),
+        Err(ExecError::UnknownName { .. })
+    ));
     assert!(matches!(
         ElemTypes::new(DType::I32, Some(DType::Bf16)),
         Err(ExecError::DtypeMismatch(_))
@@ -82,33 +94,124 @@ fn launch_inputs_are_checked() {
     let s = sizes(16);
     // Wrong size of a heap binding.
     let off = world.alloc("x", 64).unwrap();
-    let mut b = [Binding::Heap { offset: off, bytes: 60 }];
-    let r = exec.launch(&lp, LaunchArgs { types: f32s(), op: ReduceOp::Sum, sizes: &s, buffers: &mut b });
-    assert!(matches!(r, Err(ExecError::SizeMismatch { expected: 64, found: 60, .. })), "{r:?}");
+    let mut b = [Binding::Heap {
+        offset: off,
+        bytes: 60,
+    }];
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types: f32s(),
+            op: ReduceOp::Sum,
+            sizes: &s,
+            buffers: &mut b,
+        },
+    );
+    assert!(
+        matches!(
+            r,
+            Err(ExecError::SizeMismatch {
+                expected: 64,
+                found: 60,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
     // Wrong size of a private binding.
     let mut host = vec![0u8; 12];
     let mut b = [Binding::Host(&mut host)];
-    let r = exec.launch(&lp, LaunchArgs { types: f32s(), op: ReduceOp::Sum, sizes: &s, buffers: &mut b });
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types: f32s(),
+            op: ReduceOp::Sum,
+            sizes: &s,
+            buffers: &mut b,
+        },
+    );
     assert!(matches!(r, Err(ExecError::SizeMismatch { .. })), "{r:?}");
     // A heap binding past the end of the heap.
-    let mut b = [Binding::Heap { offset: (1 << 20) - 32, bytes: 64 }];
-    let r = exec.launch(&lp, LaunchArgs { types: f32s(), op: ReduceOp::Sum, sizes: &s, buffers: &mut b });
+    let mut b = [Binding::Heap {
+        offset: (1 << 20) - 32,
+        bytes: 64,
+    }];
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types: f32s(),
+            op: ReduceOp::Sum,
+            sizes: &s,
+            buffers: &mut b,
+        },
+    );
     assert!(matches!(r, Err(ExecError::OffsetPastHeap { .. })), "{r:?}");
     // Wrong number of bindings.
     let mut b: [Binding; 0] = [];
-    let r = exec.launch(&lp, LaunchArgs { types: f32s(), op: ReduceOp::Sum, sizes: &s, buffers: &mut b });
-    assert!(matches!(r, Err(ExecError::BindingCount { expected: 1, found: 0, .. })), "{r:?}");
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types: f32s(),
+            op: ReduceOp::Sum,
+            sizes: &s,
+            buffers: &mut b,
+        },
+    );
+    assert!(
+        matches!(
+            r,
+            Err(ExecError::BindingCount {
+                expected: 1,
+                found: 0,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
     // A read-only binding for a role the plan writes.
     let ro = vec![0u8; 64];
     let mut b = [Binding::HostRead(&ro)];
-    let r = exec.launch(&lp, LaunchArgs { types: f32s(), op: ReduceOp::Sum, sizes: &s, buffers: &mut b });
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types: f32s(),
+            op: ReduceOp::Sum,
+            sizes: &s,
+            buffers: &mut b,
+        },
+    );
     assert!(matches!(r, Err(ExecError::DtypeMismatch(_))), "{r:?}");
     // Unbound size variable.
-    let mut b = [Binding::Heap { offset: off, bytes: 64 }];
-    let r = exec.launch(&lp, LaunchArgs { types: f32s(), op: ReduceOp::Sum, sizes: &LaunchSizes::default(), buffers: &mut b });
-    assert!(matches!(r, Err(ExecError::Plan(symsched_plan::PlanError::UnboundSize(_)))), "{r:?}");
+    let mut b = [Binding::Heap {
+        offset: off,
+        bytes: 64,
+    }];
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types: f32s(),
+            op: ReduceOp::Sum,
+            sizes: &LaunchSizes::default(),
+            buffers: &mut b,
+        },
+    );
+    assert!(
+        matches!(
+            r,
+            Err(ExecError::Plan(symsched_plan::PlanError::UnboundSize(_)))
+        ),
+        "{r:?}"
+    );
     // Still usable after all those refusals.
-    let r = exec.launch(&lp, LaunchArgs { types: f32s(), op: ReduceOp::Sum, sizes: &s, buffers: &mut b });
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types: f32s(),
+            op: ReduceOp::Sum,
+            sizes: &s,
+            buffers: &mut b,
+        },
+    );
     assert!(r.is_ok(), "{r:?}");
 }
 
@@ -121,19 +224,46 @@ fn plan_and_group_mismatches_are_typed() {
     let p4 = plan(&lib, "allreduce_two_shot", 4);
     assert!(matches!(
         exec.load(&p4),
-        Err(ExecError::GroupSizeMismatch { plan_size: 4, group_size: 2, .. })
+        Err(ExecError::GroupSizeMismatch {
+            plan_size: 4,
+            group_size: 2,
+            ..
+        })
     ));
     let mut bad = plan(&lib, "allreduce_two_shot", 2);
     bad.schema_version = 99;
-    assert!(matches!(exec.load(&bad), Err(ExecError::Plan(symsched_plan::PlanError::Version { .. }))));
+    assert!(matches!(
+        exec.load(&bad),
+        Err(ExecError::Plan(symsched_plan::PlanError::Version { .. }))
+    ));
     // alltoallv without the counts matrix.
     let v = plan(&lib, "alltoallv_push", 2);
     let lp = exec.load(&v).unwrap();
-    let mut b = [Binding::Heap { offset: 0, bytes: 0 }, Binding::Heap { offset: 0, bytes: 0 }];
-    let r = exec.launch(&lp, LaunchArgs { types: f32s(), op: ReduceOp::Sum, sizes: &sizes(4), buffers: &mut b });
+    let mut b = [
+        Binding::Heap {
+            offset: 0,
+            bytes: 0,
+        },
+        Binding::Heap {
+            offset: 0,
+            bytes: 0,
+        },
+    ];
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types: f32s(),
+            op: ReduceOp::Sum,
+            sizes: &sizes(4),
+            buffers: &mut b,
+        },
+    );
     assert!(matches!(r, Err(ExecError::MissingCounts(_))), "{r:?}");
     // A counts row of the wrong length.
-    assert!(matches!(exec.gather_counts(&[1, 2, 3]), Err(ExecError::SizeMismatch { .. })));
+    assert!(matches!(
+        exec.gather_counts(&[1, 2, 3]),
+        Err(ExecError::SizeMismatch { .. })
+    ));
 }
 
 #[test]
@@ -150,7 +280,15 @@ fn matmul_refuses_integers() {
     let types = ElemTypes::new(DType::I32, None).unwrap();
     let mut bufs: Vec<Vec<u8>> = vec![vec![0; 16], vec![0; 16], vec![0; 16], vec![0; 16]];
     let mut b: Vec<Binding> = bufs.iter_mut().map(|v| Binding::Host(v)).collect();
-    let r = exec.launch(&lp, LaunchArgs { types, op: ReduceOp::Sum, sizes: &s, buffers: &mut b });
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types,
+            op: ReduceOp::Sum,
+            sizes: &s,
+            buffers: &mut b,
+        },
+    );
     assert!(matches!(r, Err(ExecError::UnsupportedOp { .. })), "{r:?}");
 }
 
@@ -165,12 +303,26 @@ fn a_wait_nobody_satisfies_times_out_naming_the_step() {
     let exec = Executor::new(g.fabric(0).unwrap());
     let lp = exec.load(&plan(&lib, "allreduce_one_shot", 2)).unwrap();
     let off = world.alloc("x", 32).unwrap();
-    let mut b = [Binding::Heap { offset: off, bytes: 32 }];
-    let r = exec.launch(&lp, LaunchArgs { types: f32s(), op: ReduceOp::Sum, sizes: &sizes(8), buffers: &mut b });
+    let mut b = [Binding::Heap {
+        offset: off,
+        bytes: 32,
+    }];
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types: f32s(),
+            op: ReduceOp::Sum,
+            sizes: &sizes(8),
+            buffers: &mut b,
+        },
+    );
     match r {
         Err(e @ ExecError::Timeout { .. }) => {
             let msg = e.to_string();
-            assert!(msg.contains("rank 0") && msg.contains("allreduce_one_shot"), "{msg}");
+            assert!(
+                msg.contains("rank 0") && msg.contains("allreduce_one_shot"),
+                "{msg}"
+            );
             if let ExecError::Timeout { signallers, .. } = e {
                 assert_eq!(signallers, vec![1]);
             }

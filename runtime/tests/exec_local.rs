@@ -45,7 +45,10 @@ fn plan_of(lib: &Library, name: &str, p: u32, params: &BTreeMap<String, i64>) ->
     match compile(lib, name, p, params, &CompileOptions::default()) {
         Ok(c) => c.plan,
         Err(d) => {
-            eprintln!("warning: {name} P={p} does not verify ({} diagnostics); running unverified", d.len());
+            eprintln!(
+                "warning: {name} P={p} does not verify ({} diagnostics); running unverified",
+                d.len()
+            );
             let prog = lib
                 .instantiate(name, p, params)
                 .unwrap_or_else(|d| panic!("{name} P={p} instantiates: {d:?}"));
@@ -100,7 +103,11 @@ const DATA: [DType; 7] = [
     DType::U8,
 ];
 
+/// The sweeps run one at a time: P threads each, on a machine that may have 2 cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn sweep(p: u32) {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for plan in plans(p) {
         let reduces = plan.collective.reduces();
         let matmul = matches!(
@@ -113,7 +120,16 @@ fn sweep(p: u32) {
                 if matmul && !data.is_float() {
                     continue;
                 }
-                let ops: &[ReduceOp] = if reduces { &ReduceOp::ALL } else { &[ReduceOp::Sum] };
+                // Every dtype with sum; every op on one type of each kind (float, 16-bit, int).
+                let all_ops = reduces && matches!(data, DType::F32 | DType::Bf16 | DType::I32);
+                let ops: &[ReduceOp] = if all_ops {
+                    &ReduceOp::ALL
+                } else {
+                    &[ReduceOp::Sum]
+                };
+                if count == 0 && data != DType::F32 {
+                    continue;
+                }
                 for &op in ops {
                     // Alternate heap-bound and staged roles over the sweep.
                     let staged = (ci + di) % 2 == 1;

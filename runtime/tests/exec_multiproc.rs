@@ -18,7 +18,9 @@ use symsched_compiler::library::Library;
 use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
 use symsched_plan::Plan;
 use symsched_runtime::exec::harness::{run_rank, sizes_for, RunSpec};
-use symsched_runtime::exec::{DType, ElemTypes, ExecError, Executor, Fabric, GroupFabric, ReduceOp};
+use symsched_runtime::exec::{
+    DType, ElemTypes, ExecError, Executor, Fabric, GroupFabric, ReduceOp,
+};
 use symsched_runtime::launcher::{launch, LaunchSpec};
 
 const ROLE: &str = "SYMSCHED_EXEC_TEST_ROLE";
@@ -27,8 +29,14 @@ fn plan_of(lib: &Library, name: &str, p: u32, params: &BTreeMap<String, i64>) ->
     match compile(lib, name, p, params, &CompileOptions::default()) {
         Ok(c) => c.plan,
         Err(d) => {
-            eprintln!("warning: {name} P={p} does not verify ({} diagnostics); running unverified", d.len());
-            emit_plan(&lib.instantiate(name, p, params).expect("instantiates"), "unverified")
+            eprintln!(
+                "warning: {name} P={p} does not verify ({} diagnostics); running unverified",
+                d.len()
+            );
+            emit_plan(
+                &lib.instantiate(name, p, params).expect("instantiates"),
+                "unverified",
+            )
         }
     }
 }
@@ -42,8 +50,12 @@ fn run_ranks(n: usize, role: &str, timeout: Duration) {
         ["rank_entry", "--exact", "--nocapture", "--test-threads=1"],
     );
     spec.env.push((ROLE.into(), role.into()));
-    spec.env.push(("SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(), "30000".into()));
-    spec.env.push(("SYMMETRIC_MEMORY_HEAP_SIZE".into(), (64u64 << 20).to_string().into()));
+    spec.env
+        .push(("SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(), "30000".into()));
+    spec.env.push((
+        "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
+        (64u64 << 20).to_string().into(),
+    ));
     spec.timeout = Some(timeout);
     spec.capture = true;
     let out = launch(&spec).expect("launcher starts the ranks");
@@ -55,7 +67,10 @@ fn run_ranks(n: usize, role: &str, timeout: Duration) {
             .collect();
         panic!("{role}: {:?}\n{}", out.failure, lines.join("\n"));
     }
-    assert!(!out.rendezvous_dir.exists(), "rendezvous directory left behind");
+    assert!(
+        !out.rendezvous_dir.exists(),
+        "rendezvous directory left behind"
+    );
 }
 
 /// The rank program. Outside a launch (no role set) it has nothing to do.
@@ -79,8 +94,12 @@ fn smoke(rt: &symsched_runtime::Runtime) {
     let world = rt.world().unwrap();
     let exec = Executor::new(GroupFabric::new(world));
     for i in 0..3u64 {
-        let all = exec.allgather_u64("smoke", &[i * 10 + exec.fabric().rank() as u64]).unwrap();
-        let want: Vec<Vec<u64>> = (0..exec.fabric().size() as u64).map(|r| vec![i * 10 + r]).collect();
+        let all = exec
+            .allgather_u64("smoke", &[i * 10 + exec.fabric().rank() as u64])
+            .unwrap();
+        let want: Vec<Vec<u64>> = (0..exec.fabric().size() as u64)
+            .map(|r| vec![i * 10 + r])
+            .collect();
         assert_eq!(all, want);
         exec.barrier().unwrap();
     }
@@ -91,7 +110,14 @@ fn smoke_two_ranks() {
     run_ranks(2, "smoke", Duration::from_secs(60));
 }
 
-fn check(exec: &Executor<GroupFabric>, plan: &Plan, data: DType, op: ReduceOp, count: u64, staged: bool) {
+fn check(
+    exec: &Executor<GroupFabric>,
+    plan: &Plan,
+    data: DType,
+    op: ReduceOp,
+    count: u64,
+    staged: bool,
+) {
     let spec = RunSpec {
         types: ElemTypes::new(data, None).unwrap(),
         op,
@@ -102,7 +128,10 @@ fn check(exec: &Executor<GroupFabric>, plan: &Plan, data: DType, op: ReduceOp, c
         staged,
     };
     let rep = run_rank(exec, plan, &spec).unwrap_or_else(|e| {
-        panic!("{} P={} {data} {op} count={count}: {e}", plan.schedule, plan.group_size)
+        panic!(
+            "{} P={} {data} {op} count={count}: {e}",
+            plan.schedule, plan.group_size
+        )
     });
     assert_eq!(
         rep.wrong, 0,
@@ -127,9 +156,17 @@ fn subset(rt: &symsched_runtime::Runtime) {
         let plan = plan_of(&lib, &s.name, p, &params);
         let matmul = s.name.contains("matmul");
         for (i, count) in [0u64, 3 * p as u64 + 1, 5000].into_iter().enumerate() {
-            let dts: &[DType] = if matmul { &[DType::F32, DType::Bf16] } else { &[DType::F32, DType::Bf16, DType::I32] };
+            let dts: &[DType] = if matmul {
+                &[DType::F32, DType::Bf16]
+            } else {
+                &[DType::F32, DType::Bf16, DType::I32]
+            };
             for (j, &dt) in dts.iter().enumerate() {
-                let ops: &[ReduceOp] = if plan.collective.reduces() { &[ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg] } else { &[ReduceOp::Sum] };
+                let ops: &[ReduceOp] = if plan.collective.reduces() {
+                    &[ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg]
+                } else {
+                    &[ReduceOp::Sum]
+                };
                 for &op in ops {
                     check(&exec, &plan, dt, op, count, (i + j) % 2 == 1);
                 }
@@ -184,7 +221,14 @@ fn concurrency(rt: &symsched_runtime::Runtime) {
         .filter(|(_, m)| m.contains(&me))
         .map(|(gi, m)| (gi, rt.group(&m, false).expect("group")))
         .collect();
-    let schedules = ["allreduce_two_shot", "allreduce_one_shot", "allgather_push", "reduce_scatter_push", "alltoall_push", "allreduce_ring"];
+    let schedules = [
+        "allreduce_two_shot",
+        "allreduce_one_shot",
+        "allgather_push",
+        "reduce_scatter_push",
+        "alltoall_push",
+        "allreduce_ring",
+    ];
     let done: u64 = std::thread::scope(|s| {
         let handles: Vec<_> = mine
             .iter()
@@ -216,15 +260,25 @@ fn concurrency(rt: &symsched_runtime::Runtime) {
                         };
                         let rep = run_rank(&exec, plan, &spec)
                             .unwrap_or_else(|e| panic!("group {gi} op {k} {}: {e}", plan.schedule));
-                        assert_eq!(rep.wrong, 0, "group {gi} op {k} {} count {count}", plan.schedule);
+                        assert_eq!(
+                            rep.wrong, 0,
+                            "group {gi} op {k} {} count {count}",
+                            plan.schedule
+                        );
                     }
                     OPS_PER_GROUP
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("group thread")).sum()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("group thread"))
+            .sum()
     });
-    println!("rank {me}: {done} collective launches in {} groups", mine.len());
+    println!(
+        "rank {me}: {done} collective launches in {} groups",
+        mine.len()
+    );
 }
 
 #[test]
@@ -237,7 +291,10 @@ fn concurrent_overlapping_groups() {
 fn errors(rt: &symsched_runtime::Runtime) {
     let world = rt.world().unwrap();
     let f = GroupFabric::new(world);
-    assert!(matches!(f.heap_ptr(9, 0, 1), Err(ExecError::RankOutsideGroup { .. })), "rank");
+    assert!(
+        matches!(f.heap_ptr(9, 0, 1), Err(ExecError::RankOutsideGroup { .. })),
+        "rank"
+    );
     assert!(matches!(
         f.heap_ptr(0, u64::MAX - 8, 16),
         Err(ExecError::OffsetPastHeap { .. })
@@ -249,7 +306,10 @@ fn errors(rt: &symsched_runtime::Runtime) {
     let lib = standard_library();
     let exec = Executor::new(f);
     let p4 = plan_of(&lib, "allreduce_two_shot", 4, &BTreeMap::new());
-    assert!(matches!(exec.load(&p4), Err(ExecError::GroupSizeMismatch { .. })));
+    assert!(matches!(
+        exec.load(&p4),
+        Err(ExecError::GroupSizeMismatch { .. })
+    ));
     // Cross-node groups are refused by the runtime (nodes emulated with SYMSCHED_NODE_ID).
     exec.barrier().unwrap();
 }

@@ -65,7 +65,7 @@ pub const E_EMPTY_REDUCE: &str = "E0308";
 pub const E_ASYMMETRIC: &str = "E0309";
 /// `over nodes(L)` with L not a positive divisor of P.
 pub const E_NODES: &str = "E0310";
-/// A chunk count or array length that is not positive.
+/// A chunk count, array length or group argument outside 1..=2^20.
 pub const E_COUNT: &str = "E0311";
 /// A negative signal value or wait target.
 pub const E_NEGATIVE_SIGNAL: &str = "E0312";

@@ -789,7 +789,10 @@ impl Builder {
                         }
                         Rule::else_if => {
                             let mut it = sig(q).into_iter();
-                            let c = it.next().map(|e| self.expr(e)).unwrap_or_else(|| zero(span));
+                            let c = it
+                                .next()
+                                .map(|e| self.expr(e))
+                                .unwrap_or_else(|| zero(span));
                             let b = it.next().map(|b| self.block(b)).unwrap_or(Block {
                                 stmts: Vec::new(),
                                 span,

@@ -1,10 +1,13 @@
-//! The petgraph view of a [`Program`]: one node per step, edges for program order, signal→wait
-//! synchronisation (and the implicit barrier of a host collective) and data flow.
+//! The petgraph view of a [`Program`]: one node per step plus one *arrival* node per put, edges
+//! for program order, signal→wait synchronisation (and the implicit barrier of a host
+//! collective), put completion and data flow.
 //!
-//! The graph is derived from [`Program::ranks`] and must be rebuilt after any edit. The rules
-//! that decide which updates are *guaranteed* to precede a wait are documented in
-//! `docs/verifier.md` ("Happens-before"); [`HappensBefore`] answers ordering queries with vector
-//! clocks in O(steps · P) time and memory.
+//! The graph is derived from [`Program::ranks`] and must be rebuilt after any edit. The memory
+//! model (a put's remote write lands at an unknown time after the put is issued and is ordered
+//! only by its own fused signal or by a later standalone signal of the sender) and the rules that
+//! decide which updates are *guaranteed* to precede a wait are documented in `docs/verifier.md`
+//! ("Happens-before"); [`HappensBefore`] answers ordering queries with vector clocks in
+//! O(events · P) time and memory.
 
 use super::credits::CREDIT_SLOT_PREFIX;
 use super::{Program, StepRef};
@@ -22,17 +25,46 @@ pub enum EdgeKind {
     Sync,
     /// A write whose data a later step reads (derived from happens-before; never adds order).
     Data,
+    /// Put completion: from a put to the arrival of its data at the target, and from that
+    /// arrival to the sender's next standalone `Signal` step (which the lowering precedes with a
+    /// quiet). Both ends of either edge are shown as the put's step.
+    Completion,
+}
+
+/// A point of an execution the verifier orders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Event {
+    /// A step: issued after its rank's previous step completed. Everything a step does is done
+    /// when the rank moves on, except a put's write into the peer's memory.
+    Step(StepRef),
+    /// The arrival of the put at this step: its data lands in the target's memory, then (for a
+    /// put with signal) its signal is delivered.
+    Arrival(StepRef),
+}
+
+impl Event {
+    /// The step this event belongs to.
+    pub fn step(self) -> StepRef {
+        match self {
+            Event::Step(s) | Event::Arrival(s) => s,
+        }
+    }
 }
 
 /// The dataflow graph of one program.
 #[derive(Debug, Clone)]
 pub struct DataflowGraph {
     pub graph: DiGraph<StepRef, EdgeKind>,
-    /// `base[r]` is the node index of rank r's first step; nodes are rank-major.
+    /// `base[r]` is the node index of rank r's first step; step nodes are rank-major and come
+    /// before all arrival nodes.
     base: Vec<usize>,
+    /// Number of step nodes (arrival nodes follow them).
+    step_nodes: usize,
+    /// The arrival node of each put.
+    arrival: HashMap<StepRef, NodeIndex>,
     /// Happens-before, when the program-order and sync edges form no cycle.
     hb: Option<HappensBefore>,
-    /// The nodes on a cycle, when there is one.
+    /// A node on a cycle of program-order and sync edges, when there is one.
     cycle: Option<NodeIndex>,
 }
 
@@ -42,7 +74,15 @@ impl DataflowGraph {
         NodeIndex::new(self.base[at.rank as usize] + at.index as usize)
     }
 
-    /// Step of a node.
+    /// Node of an event.
+    pub fn event_node(&self, e: Event) -> Option<NodeIndex> {
+        match e {
+            Event::Step(s) => Some(self.node(s)),
+            Event::Arrival(s) => self.arrival.get(&s).copied(),
+        }
+    }
+
+    /// Step of a node (for an arrival node, its put).
     pub fn step_ref(&self, n: NodeIndex) -> StepRef {
         self.graph[n]
     }
@@ -77,6 +117,20 @@ pub struct Access {
     pub first: u32,
     pub count: u32,
     pub write: bool,
+    /// A put's destination: the write happens at the put's [`Event::Arrival`], not when the put
+    /// is issued.
+    pub on_arrival: bool,
+}
+
+impl Access {
+    /// The event at which the step `at` performs this access.
+    pub fn event(&self, at: StepRef) -> Event {
+        if self.on_arrival {
+            Event::Arrival(at)
+        } else {
+            Event::Step(at)
+        }
+    }
 }
 
 /// The memory accesses of `op` executed by rank `me`, reads before writes.
@@ -87,9 +141,16 @@ pub fn accesses(op: &Op, me: Rank) -> Vec<Access> {
         first: r.first,
         count: r.count,
         write,
+        on_arrival: false,
     };
     match op {
-        Op::Put { src, dst, peer, .. } => vec![acc(me, src, false), acc(*peer, dst, true)],
+        Op::Put { src, dst, peer, .. } => vec![
+            acc(me, src, false),
+            Access {
+                on_arrival: true,
+                ..acc(*peer, dst, true)
+            },
+        ],
         Op::Get { src, dst, peer } => vec![acc(*peer, src, false), acc(me, dst, true)],
         Op::Reduce { dst, srcs } => srcs
             .iter()
@@ -159,13 +220,23 @@ pub fn hostcoll_instances(prog: &Program) -> (Vec<HostCollInstance>, HashMap<Ste
 
 /// Happens-before as vector clocks: `clock(s)[q]` is how many of rank q's first steps precede
 /// or equal step s.
+///
+/// Arrival events get no clock component of their own (they are not a chain: the arrivals of
+/// one rank's puts are mutually unordered). An arrival has a single predecessor, its put, so
+/// `x → Arrival(p)` iff `x → p`; and every path out of an arrival goes through one of its few
+/// successors (the waits its fused signal releases, the sender's next standalone signal), so
+/// `Arrival(p) → y` iff some successor is `y` or precedes it. Step-to-step queries stay O(1).
 #[derive(Debug, Clone)]
 pub struct HappensBefore {
     p: usize,
     base: Vec<usize>,
     clocks: Vec<u32>,
-    /// Nodes in a topological order of the program-order and sync edges.
+    /// Successor steps of each put's arrival.
+    arrival_succ: HashMap<StepRef, Vec<StepRef>>,
+    /// Steps in a topological order of the program-order, sync and completion edges.
     pub topo: Vec<StepRef>,
+    /// Steps and arrivals in a topological order (the order symbolic execution follows).
+    pub events: Vec<Event>,
 }
 
 impl HappensBefore {
@@ -174,14 +245,38 @@ impl HappensBefore {
         &self.clocks[n * self.p..(n + 1) * self.p]
     }
 
-    /// Whether `a` is guaranteed to complete before `b` starts (`a != b`).
+    /// Whether step `a` is guaranteed to complete before step `b` starts (`a != b`). For a put,
+    /// "complete" covers reading its source, not the arrival of its data (see [`Self::precedes`]).
     pub fn before(&self, a: StepRef, b: StepRef) -> bool {
         a != b && self.clock(b)[a.rank as usize] > a.index
     }
 
-    /// Whether `a` and `b` are ordered either way (or equal).
+    /// Whether steps `a` and `b` are ordered either way (or equal).
     pub fn ordered(&self, a: StepRef, b: StepRef) -> bool {
         a == b || self.before(a, b) || self.before(b, a)
+    }
+
+    /// Whether event `a` is guaranteed to happen before event `b` (`a != b`).
+    pub fn precedes(&self, a: Event, b: Event) -> bool {
+        if a == b {
+            return false;
+        }
+        match (a, b) {
+            (Event::Step(x), Event::Step(y)) => self.before(x, y),
+            (Event::Step(x), Event::Arrival(p)) => x == p || self.before(x, p),
+            // A path into another arrival passes through that arrival's put.
+            (Event::Arrival(p), b) => {
+                let target = b.step();
+                self.arrival_succ
+                    .get(&p)
+                    .is_some_and(|ss| ss.iter().any(|&s| s == target || self.before(s, target)))
+            }
+        }
+    }
+
+    /// Whether events `a` and `b` are ordered either way (or equal).
+    pub fn events_ordered(&self, a: Event, b: Event) -> bool {
+        a == b || self.precedes(a, b) || self.precedes(b, a)
     }
 }
 
@@ -191,23 +286,37 @@ pub(crate) struct Update {
     pub at: StepRef,
     pub mode: SignalMode,
     pub value: u64,
+    /// The signal of a put with signal: delivered at the put's arrival, after its data.
+    pub fused: bool,
+}
+
+impl Update {
+    /// The event that delivers the update.
+    pub fn event(&self) -> Event {
+        if self.fused {
+            Event::Arrival(self.at)
+        } else {
+            Event::Step(self.at)
+        }
+    }
 }
 
 /// Signal updates by (receiving rank, slot), from `Signal` steps and puts with signal.
 pub(crate) fn updates_by_slot(prog: &Program) -> HashMap<(Rank, SlotId), Vec<Update>> {
     let mut out: HashMap<(Rank, SlotId), Vec<Update>> = HashMap::new();
     for (at, s) in prog.steps() {
-        let u = match &s.op {
-            Op::Signal { update } => update,
+        let (u, fused) = match &s.op {
+            Op::Signal { update } => (update, false),
             Op::Put {
                 signal: Some(u), ..
-            } => u,
+            } => (u, true),
             _ => continue,
         };
         out.entry((u.peer, u.slot)).or_default().push(Update {
             at,
             mode: u.mode,
             value: u.value,
+            fused,
         });
     }
     out
@@ -229,7 +338,7 @@ fn sync_edges(
     prog: &Program,
     updates: &HashMap<(Rank, SlotId), Vec<Update>>,
     hb: Option<&HappensBefore>,
-) -> Vec<(StepRef, StepRef)> {
+) -> Vec<(Event, StepRef)> {
     let mut edges = Vec::new();
     for (w, s) in prog.steps() {
         let Op::Wait { slot, cmp, target } = &s.op else {
@@ -242,7 +351,7 @@ fn sync_edges(
             continue;
         };
         let can_contribute = |u: &&Update| match hb {
-            Some(hb) => !hb.before(w, u.at) && u.at != w,
+            Some(hb) => !hb.precedes(Event::Step(w), u.event()) && u.at != w,
             None => !(u.at.rank == w.rank && u.at.index > w.index),
         };
         let cands: Vec<&Update> = cands.iter().filter(can_contribute).collect();
@@ -260,7 +369,7 @@ fn sync_edges(
                 let total: u64 = cands.iter().map(|u| u.value).fold(0, u64::saturating_add);
                 for u in &cands {
                     if total.saturating_sub(u.value) < need {
-                        edges.push((u.at, w));
+                        edges.push((u.event(), w));
                     }
                 }
             }
@@ -269,7 +378,7 @@ fn sync_edges(
                 // Only a unique satisfying update is guaranteed; an initial 0 that already
                 // satisfies the wait needs no update at all.
                 if sat.len() == 1 && !cmp.holds(0, k) {
-                    edges.push((sat[0].at, w));
+                    edges.push((sat[0].event(), w));
                 }
             }
         }
@@ -279,7 +388,7 @@ fn sync_edges(
 
 /// Implicit barrier of each host collective: every member's earlier steps precede every other
 /// member's hostcoll step, and every member's hostcoll step precedes the others' later steps.
-fn hostcoll_edges(prog: &Program) -> Vec<(StepRef, StepRef)> {
+fn hostcoll_edges(prog: &Program) -> Vec<(Event, StepRef)> {
     let (instances, _) = hostcoll_instances(prog);
     let mut edges = Vec::new();
     for inst in &instances {
@@ -291,16 +400,16 @@ fn hostcoll_edges(prog: &Program) -> Vec<(StepRef, StepRef)> {
                 }
                 if a.index > 0 {
                     edges.push((
-                        StepRef {
+                        Event::Step(StepRef {
                             rank: a.rank,
                             index: a.index - 1,
-                        },
+                        }),
                         b,
                     ));
                 }
                 if (b.index as usize + 1) < prog.ranks[b.rank as usize].len() {
                     edges.push((
-                        a,
+                        Event::Step(a),
                         StepRef {
                             rank: b.rank,
                             index: b.index + 1,
@@ -313,8 +422,15 @@ fn hostcoll_edges(prog: &Program) -> Vec<(StepRef, StepRef)> {
     edges
 }
 
-fn skeleton(prog: &Program, sync: &[(StepRef, StepRef)]) -> DataflowGraph {
-    let mut graph = DiGraph::with_capacity(prog.step_count(), prog.step_count() + sync.len());
+fn skeleton(prog: &Program, sync: &[(Event, StepRef)]) -> DataflowGraph {
+    let puts = prog
+        .steps()
+        .filter(|(_, s)| matches!(s.op, Op::Put { .. }))
+        .count();
+    let mut graph = DiGraph::with_capacity(
+        prog.step_count() + puts,
+        prog.step_count() + 2 * puts + sync.len(),
+    );
     let mut base = Vec::with_capacity(prog.ranks.len());
     for (r, steps) in prog.ranks.iter().enumerate() {
         base.push(graph.node_count());
@@ -328,56 +444,119 @@ fn skeleton(prog: &Program, sync: &[(StepRef, StepRef)]) -> DataflowGraph {
             }
         }
     }
+    let step_nodes = graph.node_count();
+    // Arrivals: after the put is issued; before the sender's next standalone signal (the quiet
+    // the lowering emits before it completes every outstanding put). A later put with signal
+    // does not order them: there is no fence between the two.
+    let mut arrival = HashMap::with_capacity(puts);
+    for (r, steps) in prog.ranks.iter().enumerate() {
+        let mut outstanding: Vec<NodeIndex> = Vec::new();
+        for (i, s) in steps.iter().enumerate() {
+            let at = StepRef {
+                rank: r as Rank,
+                index: i as u32,
+            };
+            let n = NodeIndex::new(base[r] + i);
+            match s.op {
+                Op::Put { .. } => {
+                    let a = graph.add_node(at);
+                    graph.add_edge(n, a, EdgeKind::Completion);
+                    arrival.insert(at, a);
+                    outstanding.push(a);
+                }
+                Op::Signal { .. } => {
+                    for a in outstanding.drain(..) {
+                        graph.add_edge(a, n, EdgeKind::Completion);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
     let mut g = DataflowGraph {
         graph,
         base,
+        step_nodes,
+        arrival,
         hb: None,
         cycle: None,
     };
     for &(a, b) in sync {
-        let (na, nb) = (g.node(a), g.node(b));
-        g.graph.add_edge(na, nb, EdgeKind::Sync);
+        if let Some(na) = g.event_node(a) {
+            let nb = g.node(b);
+            g.graph.add_edge(na, nb, EdgeKind::Sync);
+        }
     }
     g
 }
 
 fn compute_hb(g: &DataflowGraph, p: usize) -> Result<HappensBefore, NodeIndex> {
+    // Data edges never add order, and none exist yet; skip them anyway.
     let order = petgraph::algo::toposort(&g.graph, None).map_err(|c| c.node_id())?;
     let n = g.graph.node_count();
+    let steps = g.step_nodes;
     let mut clocks = vec![0u32; n * p];
+    let mut cur = vec![0u32; p];
+    let mut arrival_succ: HashMap<StepRef, Vec<StepRef>> = HashMap::new();
     for &v in &order {
         let me = g.graph[v];
         let vi = v.index();
-        let mut cur = vec![0u32; p];
-        for u in g.graph.neighbors_directed(v, petgraph::Direction::Incoming) {
-            let ui = u.index();
+        cur.iter_mut().for_each(|c| *c = 0);
+        for e in g.graph.edges_directed(v, petgraph::Direction::Incoming) {
+            use petgraph::visit::EdgeRef;
+            if *e.weight() == EdgeKind::Data {
+                continue;
+            }
+            let ui = e.source().index();
             for (c, x) in cur.iter_mut().zip(&clocks[ui * p..(ui + 1) * p]) {
                 *c = (*c).max(*x);
             }
+            if ui >= steps {
+                arrival_succ.entry(g.graph[e.source()]).or_default().push(me);
+            }
         }
-        cur[me.rank as usize] = me.index + 1;
+        if vi < steps {
+            cur[me.rank as usize] = me.index + 1;
+        }
         clocks[vi * p..(vi + 1) * p].copy_from_slice(&cur);
     }
+    let event = |v: NodeIndex| {
+        if v.index() < steps {
+            Event::Step(g.graph[v])
+        } else {
+            Event::Arrival(g.graph[v])
+        }
+    };
     Ok(HappensBefore {
         p,
         base: g.base.clone(),
         clocks,
-        topo: order.iter().map(|&v| g.graph[v]).collect(),
+        arrival_succ,
+        topo: order
+            .iter()
+            .filter(|v| v.index() < steps)
+            .map(|&v| g.graph[v])
+            .collect(),
+        events: order.iter().map(|&v| event(v)).collect(),
     })
 }
 
 /// Data edges: each read gets an edge from the last write (in a topological order) of each
-/// chunk it reads that happens before it.
-fn data_edges(prog: &Program, hb: &HappensBefore) -> Vec<(StepRef, StepRef)> {
-    let mut last: HashMap<(Rank, BufferId, u32), StepRef> = HashMap::new();
+/// chunk it reads that happens before it. A put's write is its arrival.
+fn data_edges(prog: &Program, hb: &HappensBefore) -> Vec<(Event, StepRef)> {
+    let mut last: HashMap<(Rank, BufferId, u32), Event> = HashMap::new();
     let mut edges = Vec::new();
-    for &at in &hb.topo {
-        let acc = accesses(&prog.step(at).op, at.rank);
-        let mut from: Vec<StepRef> = Vec::new();
+    for &ev in &hb.events {
+        let at = ev.step();
+        let acc: Vec<Access> = accesses(&prog.step(at).op, at.rank)
+            .into_iter()
+            .filter(|a| a.event(at) == ev)
+            .collect();
+        let mut from: Vec<Event> = Vec::new();
         for a in acc.iter().filter(|a| !a.write) {
             for c in a.first..a.first.saturating_add(a.count) {
                 if let Some(&w) = last.get(&(a.rank, a.buffer, c)) {
-                    if hb.before(w, at) && !from.contains(&w) {
+                    if hb.precedes(w, ev) && !from.contains(&w) {
                         from.push(w);
                     }
                 }
@@ -386,7 +565,7 @@ fn data_edges(prog: &Program, hb: &HappensBefore) -> Vec<(StepRef, StepRef)> {
         edges.extend(from.into_iter().map(|w| (w, at)));
         for a in acc.iter().filter(|a| a.write) {
             for c in a.first..a.first.saturating_add(a.count) {
-                last.insert((a.rank, a.buffer, c), at);
+                last.insert((a.rank, a.buffer, c), ev);
             }
         }
     }
@@ -426,8 +605,10 @@ pub fn build_with(prog: &Program, hostcoll_barrier: bool) -> DataflowGraph {
                 if next.len() == sync.len() {
                     let data = data_edges(prog, &hb);
                     for (a, b) in data {
-                        let (na, nb) = (g.node(a), g.node(b));
-                        g.graph.add_edge(na, nb, EdgeKind::Data);
+                        if let Some(na) = g.event_node(a) {
+                            let nb = g.node(b);
+                            g.graph.add_edge(na, nb, EdgeKind::Data);
+                        }
                     }
                     g.hb = Some(hb);
                     return g;

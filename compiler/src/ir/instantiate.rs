@@ -240,13 +240,17 @@ fn eval_bool(e: &Expr, env: &dyn Env) -> Result<bool, Diagnostic> {
     }
 }
 
+/// Largest chunk count, signal array length or group argument: far beyond any real schedule,
+/// small enough that per-chunk and per-slot tables stay cheap.
+pub const MAX_COUNT: i64 = 1 << 20;
+
 /// A positive count (chunks, array length, group block) from a static expression.
 fn positive(e: &Expr, env: &dyn Env, what: &str) -> Result<u32, Diagnostic> {
     let v = eval_int(e, env)?;
-    if v < 1 || v > u32::MAX as i64 {
+    if !(1..=MAX_COUNT).contains(&v) {
         return Err(err(
             codes::E_COUNT,
-            format!("{what} must be positive, found {v}"),
+            format!("{what} must be in 1..={MAX_COUNT}, found {v}"),
             e.span,
             format!("evaluates to {v}"),
         ));
@@ -1121,7 +1125,7 @@ impl<'a> Builder<'a> {
             return Err(err(
                 codes::E_TOO_LARGE,
                 format!(
-                    "the unrolled program exceeds {MAX_STATEMENTS_PER_RANK} statements per rank"
+                    "the unrolled program exceeds {MAX_STATEMENTS_PER_RANK} statements (or reduce operands) per rank"
                 ),
                 span,
                 "while unrolling this",
@@ -1289,6 +1293,7 @@ impl<'a> Builder<'a> {
                         for r in rs {
                             let reg = Self::region(f, r, true)?;
                             if matches!(r.index, Some(IndexAst::Range(..))) {
+                                Self::tick(st, reg.count as u64, r.span)?;
                                 srcs.extend((0..reg.count).map(|i| Region {
                                     first: reg.first + i,
                                     count: 1,

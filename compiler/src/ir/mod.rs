@@ -31,7 +31,7 @@ pub struct Program {
     pub hierarchy: Option<Hierarchy>,
     pub size_vars: Vec<SizeVar>,
     /// Role buffers first (signature order), then scratch (declaration order, `use` inlining
-    /// adds the callee's scratch with a `callee.` prefix).
+    /// adds the callee's scratch with a `NAME#i.` prefix).
     pub buffers: Vec<BufferDecl>,
     pub buffer_spans: Vec<Span>,
     /// Flattened signal slots (`ready[0]`, `ready[1]`, …).

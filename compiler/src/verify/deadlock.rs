@@ -100,12 +100,28 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
                 let total: u64 = ups.iter().map(|u| u.value).fold(0, u64::saturating_add);
                 let slot_name = prog.slot_name(*slot).to_string();
                 if !reachable {
-                    let what = match mode {
-                        SignalMode::Add => format!(
-                            "at most {total} can be added to `{slot_name}` on rank {r} by {} update(s), and no combination satisfies it",
+                    let senders: BTreeSet<Rank> = ups.iter().map(|u| u.at.rank).collect();
+                    let from = if senders.is_empty() {
+                        "no rank signals it".to_string()
+                    } else {
+                        format!(
+                            "from rank(s) {}",
+                            senders
+                                .iter()
+                                .map(|q| q.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    };
+                    let what = match (mode, graph::add_threshold(*cmp, target.offset)) {
+                        (SignalMode::Add, Some(need)) if matches!(cmp, Cmp::Ge | Cmp::Gt) => format!(
+                            "at most {total} can reach `{slot_name}` on rank {r} ({from}) but it needs {need}"
+                        ),
+                        (SignalMode::Add, _) => format!(
+                            "no combination of the {} update(s) to `{slot_name}` on rank {r} ({from}, {total} in all) satisfies it",
                             ups.len()
                         ),
-                        SignalMode::Set => format!(
+                        (SignalMode::Set, _) => format!(
                             "no update sets `{slot_name}` on rank {r} to a value that satisfies it"
                         ),
                     };

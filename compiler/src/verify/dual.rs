@@ -127,6 +127,22 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
             format!("group sizes {} and {}", fwd.group_size, bwd.group_size),
         ));
     }
+    // Both programs are indexed by role, region and peer below: refuse malformed ones first
+    // (extent findings do not matter here).
+    for p in [fwd, bwd] {
+        let bad = super::bounds::check(p)
+            .into_iter()
+            .filter(|d| d.code != "E0432")
+            .chain(super::postcondition::shape_errors(p))
+            .next();
+        if let Some(d) = bad {
+            return Err(Diagnostic::error(
+                "E0444",
+                format!("[dual] `{}` cannot be checked: {}", p.schedule, d.message),
+            )
+            .with_label(decl_span, "dual declared here"));
+        }
+    }
     let (fi, fo) = (linear_inputs(fwd), outputs(fwd));
     let (bi, bo) = (linear_inputs(bwd), outputs(bwd));
     if fo.len() != bi.len() || fi.len() != bo.len() {

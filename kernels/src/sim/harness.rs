@@ -24,7 +24,10 @@ pub fn run_rank<F: Fabric>(
             "the sim backend binds role buffers in the heap; staged runs are not supported".into(),
         ));
     }
-    let want_types = (backend.options().dtype.name(), backend.options().wire.name());
+    let want_types = (
+        backend.options().dtype.name(),
+        backend.options().wire.name(),
+    );
     if (spec.types.data.name(), spec.types.wire.name()) != want_types {
         return Err(KernelError::Run(format!(
             "kernel built for {}/{} but the run asks for {}/{}",
@@ -67,7 +70,11 @@ pub fn run_rank<F: Fabric>(
                 .iter()
                 .enumerate()
                 .map(|(i, n)| {
-                    let tag = if roles[i] == BufferRole::Output { 100 + i } else { i };
+                    let tag = if roles[i] == BufferRole::Output {
+                        100 + i
+                    } else {
+                        i
+                    };
                     fill(spec.types.data, r, it, tag, *n as usize)
                 })
                 .collect())

@@ -206,11 +206,7 @@ pub trait Accum: Copy + Default + Send + Sync + 'static {
 
 /// Copy raw bytes into a typed stack buffer (alignment-agnostic).
 unsafe fn raw_into<T: Copy>(src: *const u8, out: &mut [T]) {
-    std::ptr::copy_nonoverlapping(
-        src,
-        out.as_mut_ptr() as *mut u8,
-        std::mem::size_of_val(out),
-    );
+    std::ptr::copy_nonoverlapping(src, out.as_mut_ptr() as *mut u8, std::mem::size_of_val(out));
 }
 
 unsafe fn raw_from<T: Copy>(vals: &[T], dst: *mut u8) {
@@ -431,7 +427,11 @@ mod tests {
             assert_eq!(got, want, "{dtype} decode of {code:#04x}");
             if want.is_finite() {
                 // Every finite code encodes back to itself (zeros keep their sign).
-                assert_eq!(f64_to_fp8(dtype, want as f64), code, "{dtype} roundtrip of {want}");
+                assert_eq!(
+                    f64_to_fp8(dtype, want as f64),
+                    code,
+                    "{dtype} roundtrip of {want}"
+                );
                 if code & 0x80 == 0 {
                     finite.push((want as f64, code));
                 }
@@ -443,7 +443,11 @@ mod tests {
             let ((lo, lc), (hi, hc)) = (w[0], w[1]);
             let mid = (lo + hi) / 2.0;
             let even = if lc % 2 == 0 { lc } else { hc };
-            assert_eq!(f64_to_fp8(dtype, mid), even, "{dtype} tie between {lo} and {hi}");
+            assert_eq!(
+                f64_to_fp8(dtype, mid),
+                even,
+                "{dtype} tie between {lo} and {hi}"
+            );
             assert_eq!(f64_to_fp8(dtype, -mid), even | 0x80, "{dtype} negative tie");
             let eps = (hi - lo) / 8.0;
             assert_eq!(f64_to_fp8(dtype, mid - eps), lc, "{dtype} below mid {mid}");
@@ -472,7 +476,15 @@ mod tests {
         // 1 + 2^-11 is exactly between two f16 values: ties to even (1.0).
         let x = [1.0f32 + 2f32.powi(-11), 1.0 + 3.0 * 2f32.powi(-11)];
         let mut out = [0u8; 4];
-        unsafe { convert(DType::F32, x.as_ptr() as *const u8, DType::F16, out.as_mut_ptr(), 2) };
+        unsafe {
+            convert(
+                DType::F32,
+                x.as_ptr() as *const u8,
+                DType::F16,
+                out.as_mut_ptr(),
+                2,
+            )
+        };
         let h0 = f16::from_bits(u16::from_le_bytes([out[0], out[1]]));
         let h1 = f16::from_bits(u16::from_le_bytes([out[2], out[3]]));
         assert_eq!(h0.to_f32(), 1.0);

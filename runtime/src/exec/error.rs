@@ -11,7 +11,11 @@ pub enum ExecError {
     RankOutsideGroup { peer: u32, size: u32 },
     /// A byte range does not fit in the symmetric heap.
     #[error("heap range [{offset}, {offset}+{len}) is past the heap end {heap_len}")]
-    OffsetPastHeap { offset: u64, len: u64, heap_len: u64 },
+    OffsetPastHeap {
+        offset: u64,
+        len: u64,
+        heap_len: u64,
+    },
     /// A user buffer has the wrong number of bytes for the plan and sizes.
     #[error("buffer `{buffer}` needs {expected} bytes but {found} were given")]
     SizeMismatch {
@@ -33,7 +37,9 @@ pub enum ExecError {
     #[error("operation `{op}` is not supported for dtype {dtype}")]
     UnsupportedOp { op: String, dtype: String },
     /// An alltoallv plan was launched without the counts matrix.
-    #[error("plan `{0}` needs the alltoallv counts matrix (gather it with `Executor::gather_counts`)")]
+    #[error(
+        "plan `{0}` needs the alltoallv counts matrix (gather it with `Executor::gather_counts`)"
+    )]
     MissingCounts(String),
     /// The plan was compiled for another group size.
     #[error("plan `{schedule}` was compiled for {plan_size} ranks but the group has {group_size}")]

@@ -95,7 +95,13 @@ impl Fabric for GroupFabric {
             .map_err(map)
     }
 
-    fn wait(&self, slot: u32, cmp: Cmp, target: u64, ctx: &ExecWaitContext) -> Result<u64, ExecError> {
+    fn wait(
+        &self,
+        slot: u32,
+        cmp: Cmp,
+        target: u64,
+        ctx: &ExecWaitContext,
+    ) -> Result<u64, ExecError> {
         // Most waits are already satisfied (credits, late waiters): check before building the
         // core's owned context, so the fast path allocates nothing.
         let v = self.group.read_signal(slot as usize).map_err(map)?;

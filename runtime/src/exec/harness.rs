@@ -108,7 +108,9 @@ pub fn run_rank_with<F: Fabric>(
         let row = counts.get(me as usize).cloned().unwrap_or_default();
         sizes.counts = Some(exec.gather_counts(&row)?);
         if sizes.counts.as_ref() != Some(counts) {
-            return Err(ExecError::Runtime("gathered counts differ from the inputs".into()));
+            return Err(ExecError::Runtime(
+                "gathered counts differ from the inputs".into(),
+            ));
         }
     }
     let roles: Vec<BufferRole> = plan
@@ -147,7 +149,11 @@ pub fn run_rank_with<F: Fabric>(
                 .enumerate()
                 .map(|(i, n)| {
                     // Outputs start as a sentinel (other values) so unwritten elements show.
-                    let tag = if roles[i] == BufferRole::Output { 100 + i } else { i };
+                    let tag = if roles[i] == BufferRole::Output {
+                        100 + i
+                    } else {
+                        i
+                    };
                     fill(spec.types.data, r, it, tag, *n as usize)
                 })
                 .collect())
@@ -168,7 +174,9 @@ pub fn run_rank_with<F: Fabric>(
         let t0 = Instant::now();
         {
             let mut binds: Vec<Binding> = if spec.staged {
-                host.iter_mut().map(|h| Binding::Host(h.as_mut_slice())).collect()
+                host.iter_mut()
+                    .map(|h| Binding::Host(h.as_mut_slice()))
+                    .collect()
             } else {
                 heap_offs
                     .iter()
@@ -252,8 +260,15 @@ pub fn run_local(
             .collect()
     });
     // Report the root cause rather than the peers' timeouts it caused.
-    if let Some(e) = results.iter().position(|r| matches!(r, Err(e) if !matches!(e, ExecError::Timeout { .. }))) {
-        return Err(results.into_iter().nth(e).and_then(|r| r.err()).expect("an error"));
+    if let Some(e) = results
+        .iter()
+        .position(|r| matches!(r, Err(e) if !matches!(e, ExecError::Timeout { .. })))
+    {
+        return Err(results
+            .into_iter()
+            .nth(e)
+            .and_then(|r| r.err())
+            .expect("an error"));
     }
     results.into_iter().collect()
 }

@@ -36,8 +36,8 @@ use super::reduce::{reduce_raw, scale_avg, Operand, ReduceOp};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use symsched_plan::{
-    BufferDecl, BufferRole, Cmp, HostCollOp, LaunchSizes, Op, Plan, Rank,
-    SignalUpdate, PLAN_SCHEMA_VERSION,
+    BufferDecl, BufferRole, Cmp, HostCollOp, LaunchSizes, Op, Plan, Rank, SignalUpdate,
+    PLAN_SCHEMA_VERSION,
 };
 
 const AREA_ALIGN: u64 = 64;
@@ -141,6 +141,7 @@ pub struct LoadedPlan {
     /// Whether any rank puts into, or gets from, a peer's role buffer: then staged roles need a
     /// barrier after the copy-in, or a fast peer could write before (or read before) it.
     remote_roles: bool,
+    has_reduce: bool,
     state: Mutex<PlanState>,
 }
 
@@ -229,7 +230,9 @@ impl<F: Fabric> Executor<F> {
                 .steps
                 .iter()
                 .filter_map(|s| match &s.op {
-                    Op::Put { signal: Some(u), .. } => Some(u),
+                    Op::Put {
+                        signal: Some(u), ..
+                    } => Some(u),
                     Op::Signal { update } => Some(update),
                     _ => None,
                 })
@@ -261,6 +264,7 @@ impl<F: Fabric> Executor<F> {
             signallers,
             roles,
             remote_roles,
+            has_reduce: has_reduce(plan),
             state: Mutex::new(PlanState {
                 epoch: 0,
                 resolved: None,
@@ -405,7 +409,11 @@ impl<F: Fabric> Executor<F> {
                         fits(n, len, id)?;
                         rs.push(r);
                     }
-                    RStep::Reduce { dst: d, srcs: rs, n }
+                    RStep::Reduce {
+                        dst: d,
+                        srcs: rs,
+                        n,
+                    }
                 }
                 Op::Copy { src, dst } | Op::Cast { src, dst } => {
                     let (s, n) = span(src, me)?;
@@ -469,7 +477,7 @@ impl<F: Fabric> Executor<F> {
     pub fn launch(&self, lp: &LoadedPlan, args: LaunchArgs) -> Result<(), ExecError> {
         let plan = &lp.plan;
         let types = args.types;
-        if plan.collective.reduces() || has_reduce(plan) {
+        if plan.collective.reduces() || lp.has_reduce {
             check_op(args.op, types.data)?;
         }
         if args.buffers.len() != lp.roles {
@@ -501,21 +509,18 @@ impl<F: Fabric> Executor<F> {
                 })
             });
         if !cached {
-            let key = if uses_counts {
-                None
-            } else {
-                let mut k = Vec::with_capacity(plan.size_vars.len());
-                for v in &plan.size_vars {
-                    k.push(
-                        *args
-                            .sizes
-                            .vars
-                            .get(&v.name)
-                            .ok_or_else(|| symsched_plan::PlanError::UnboundSize(v.name.clone()))?,
-                    );
-                }
-                Some(k)
-            };
+            let key =
+                if uses_counts {
+                    None
+                } else {
+                    let mut k = Vec::with_capacity(plan.size_vars.len());
+                    for v in &plan.size_vars {
+                        k.push(*args.sizes.vars.get(&v.name).ok_or_else(|| {
+                            symsched_plan::PlanError::UnboundSize(v.name.clone())
+                        })?);
+                    }
+                    Some(k)
+                };
             st.resolved = Some(self.resolve(lp, args.sizes, key)?);
         }
         let res = st.resolved.as_ref().expect("resolved above");
@@ -598,7 +603,10 @@ impl<F: Fabric> Executor<F> {
             // SAFETY: `dst` is a checked heap range of src.len() bytes, disjoint from `src`.
             unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
         }
-        let staged = args.buffers.iter().any(|b| !matches!(b, Binding::Heap { .. }));
+        let staged = args
+            .buffers
+            .iter()
+            .any(|b| !matches!(b, Binding::Heap { .. }));
         if staged && lp.remote_roles {
             let members: Vec<u32> = (0..self.fabric.size()).collect();
             let mut ex = self.internal.lock().unwrap_or_else(|e| e.into_inner());
@@ -722,7 +730,9 @@ impl<F: Fabric> Executor<F> {
             for (i, b) in plan.buffers[..lp.roles].iter().enumerate() {
                 if matches!(b.role, BufferRole::Output | BufferRole::InOut) && res.my_len[i] > 0 {
                     let dt = elem(b);
-                    let p = self.fabric.heap_ptr(me, base[i], res.my_len[i] * dt.size() as u64)?;
+                    let p = self
+                        .fabric
+                        .heap_ptr(me, base[i], res.my_len[i] * dt.size() as u64)?;
                     // SAFETY: checked local range.
                     unsafe { scale_avg(types.acc, p, dt, res.my_len[i] as usize, plan.group_size) };
                 }
@@ -825,5 +835,11 @@ fn matmul(
 }
 
 unsafe fn load_f64(src: (*mut u8, DType), out: &mut [f64]) {
-    convert(src.1, src.0, DType::F64, out.as_mut_ptr() as *mut u8, out.len());
+    convert(
+        src.1,
+        src.0,
+        DType::F64,
+        out.as_mut_ptr() as *mut u8,
+        out.len(),
+    );
 }

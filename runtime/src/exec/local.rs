@@ -277,7 +277,9 @@ impl Fabric for LocalFabric {
             .checked_add(count)
             .filter(|e| *e <= DEFAULT_SLOTS)
             .ok_or_else(|| {
-                ExecError::Exhausted(format!("{count} signal slots for `{key}` ({DEFAULT_SLOTS} per group)"))
+                ExecError::Exhausted(format!(
+                    "{count} signal slots for `{key}` ({DEFAULT_SLOTS} per group)"
+                ))
             })?;
         g.0 = end;
         g.1.insert(key.to_string(), (base, count));

@@ -278,7 +278,11 @@ mod tests {
     #[test]
     fn f32_sum_is_a_strict_left_fold() {
         let ops: Vec<Vec<f32>> = (0..5)
-            .map(|r| (0..2500).map(|i| ((i * 7 + r * 13) % 97) as f32 * 0.1 + 1e7 * (r % 2) as f32).collect())
+            .map(|r| {
+                (0..2500)
+                    .map(|i| ((i * 7 + r * 13) % 97) as f32 * 0.1 + 1e7 * (r % 2) as f32)
+                    .collect()
+            })
             .collect();
         let refs: Vec<&[f32]> = ops.iter().map(|v| v.as_slice()).collect();
         let mut out = vec![0f32; 2500];
@@ -311,7 +315,11 @@ mod tests {
     fn bf16_accumulates_in_f32_and_rounds_once() {
         use half::bf16;
         // 1 + 2^-8 + 2^-8: each addend alone is a tie lost in bf16, together they survive.
-        let v = [bf16::from_f32(1.0), bf16::from_f32(2f32.powi(-8)), bf16::from_f32(2f32.powi(-8))];
+        let v = [
+            bf16::from_f32(1.0),
+            bf16::from_f32(2f32.powi(-8)),
+            bf16::from_f32(2f32.powi(-8)),
+        ];
         let mut out = bf16::ZERO;
         let srcs: Vec<Operand> = v
             .iter()
@@ -321,8 +329,15 @@ mod tests {
             })
             .collect();
         unsafe {
-            reduce_raw(DType::F32, ReduceOp::Sum, &mut out as *mut bf16 as *mut u8, DType::Bf16, &srcs, 1)
-                .unwrap();
+            reduce_raw(
+                DType::F32,
+                ReduceOp::Sum,
+                &mut out as *mut bf16 as *mut u8,
+                DType::Bf16,
+                &srcs,
+                1,
+            )
+            .unwrap();
         }
         assert_eq!(out.to_f32(), 1.0 + 2f32.powi(-7));
     }
