@@ -120,6 +120,10 @@ pub const STANDARD_LIBRARY: &[(&str, &str)] = &[
         include_str!("../../examples/allreduce_two_shot_wire.sched"),
     ),
     (
+        "examples/reduce_scatter_push_wire.sched",
+        include_str!("../../examples/reduce_scatter_push_wire.sched"),
+    ),
+    (
         "examples/alltoall_push.sched",
         include_str!("../../examples/alltoall_push.sched"),
     ),

@@ -106,3 +106,34 @@ fn identity_dual_is_reported_as_a_note() {
         "{report:?}"
     );
 }
+
+/// Puts are non-blocking and unordered with one another: in the ring's broadcast pass, rank
+/// P-2's wait for chunk c is not implied by its wait for the last chunk, although its
+/// predecessor sends the chunks in program order.
+#[test]
+fn ring_broadcast_needs_every_per_chunk_wait() {
+    use symsched_plan::Op;
+    let lib = examples_library();
+    let p = 4u32;
+    let prog = lib
+        .instantiate("allreduce_ring", p, &BTreeMap::new())
+        .unwrap_or_else(|d| panic!("{}", render_all(&d, lib.sources())));
+    verify::verify_program(&prog).expect("the ring verifies");
+    let rank = (p - 2) as usize;
+    let bc0 = prog.ranks[rank]
+        .iter()
+        .position(|s| matches!(&s.op, Op::Wait { slot, .. } if prog.slot_name(*slot) == "bc[0]"))
+        .expect("rank P-2 waits for bc[0]");
+    let mut edited = prog.clone();
+    edited.ranks[rank].remove(bc0);
+    edited.assign_epoch_strides();
+    let errors = verify::verify_program(&edited).expect_err("chunk 0 may still be in flight");
+    // Chunk 0 lands in rank P-2's `x`, a role buffer: it may arrive after the rank returns.
+    assert!(
+        errors
+            .iter()
+            .any(|d| d.code == "E0413" && d.message.contains("x[0]")),
+        "{}",
+        render_all(&errors, lib.sources())
+    );
+}

@@ -72,9 +72,16 @@ def parse_wire(value: Union[None, str, torch.dtype], arg: str = "low_precision_d
     raise SymschedTypeError(f"`{arg}` must be a torch dtype or a name, got {type(value).__name__}")
 
 
+_default_cache: tuple = (None, None)
+
+
 def default_wire() -> Optional[torch.dtype]:
     """The wire format from ``SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE`` (None when unset)."""
-    return parse_wire(os.environ.get(LOW_PRECISION_ENV), arg=LOW_PRECISION_ENV)
+    global _default_cache
+    raw = os.environ.get(LOW_PRECISION_ENV)
+    if raw != _default_cache[0]:
+        _default_cache = (raw, parse_wire(raw, arg=LOW_PRECISION_ENV))
+    return _default_cache[1]
 
 
 def resolve_wire(explicit: Union[None, str, torch.dtype], data: torch.dtype, arg: str = "low_precision_dtype"

@@ -85,11 +85,16 @@ def parse_signal_op(value: SignalOpLike, arg: str = "signal_op") -> SignalOp:
     return _named(value, arg, _SIG_ALIASES, SignalOp, "a signal op: 0 (SET), 1 (ADD), 'set' or 'add'")
 
 
+_REDUCE_FAST = {"sum": ReduceOp.SUM, "avg": ReduceOp.AVG, "max": ReduceOp.MAX, "min": ReduceOp.MIN}
+_REDUCE_FAST.update({op: op for op in ReduceOp})
+
+
 def parse_reduce_op(value: ReduceOpLike, arg: str = "op") -> ReduceOp:
     """Accept 'sum'/'avg'/'max'/'min' (any case), a ReduceOp or ``torch.distributed.ReduceOp``."""
+    hit = _REDUCE_FAST.get(value) if isinstance(value, (str, ReduceOp)) else None
+    if hit is not None:
+        return hit
     table = {"sum": ReduceOp.SUM, "avg": ReduceOp.AVG, "max": ReduceOp.MAX, "min": ReduceOp.MIN}
-    if isinstance(value, ReduceOp):
-        return value
     if isinstance(value, str):
         key = value.strip().lower()
         if key in table:

@@ -15,19 +15,28 @@ from . import _state
 from ._dtypes import WIRE_DTYPES, data_name
 from ._enums import ReduceOp
 from ._errors import SymschedArgumentError, SymschedRuntimeError
-from .profiling import add_events, op_range, trace_path
+from .profiling import _profiler_on, add_events, op_range, trace_path
 
 #: Below this many bytes allreduce uses the one-shot schedule, at or above it two-shot.
 ONE_SHOT_ENV = "SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES"
 DEFAULT_ONE_SHOT_MAX_BYTES = 256 * 1024
 
 
+_one_shot_cache: Tuple[Optional[str], int] = (None, DEFAULT_ONE_SHOT_MAX_BYTES)
+
+
 def one_shot_max_bytes() -> int:
-    raw = os.environ.get(ONE_SHOT_ENV, "")
+    """The one-shot / two-shot threshold from ``SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES``."""
+    global _one_shot_cache
+    raw = os.environ.get(ONE_SHOT_ENV)
+    if raw == _one_shot_cache[0]:
+        return _one_shot_cache[1]
     try:
-        return int(raw) if raw.strip() else DEFAULT_ONE_SHOT_MAX_BYTES
+        value = int(raw) if raw and raw.strip() else DEFAULT_ONE_SHOT_MAX_BYTES
     except ValueError:
         raise SymschedArgumentError(f"{ONE_SHOT_ENV}={raw!r} is not an integer byte count") from None
+    _one_shot_cache = (raw, value)
+    return value
 
 
 def allreduce_schedule(nbytes: int, wire: Optional[torch.dtype]) -> str:
@@ -47,6 +56,17 @@ def run(op_name: str, info: _state.GroupInfo, schedule: str, buffers: Sequence[t
         recv_counts: Optional[List[int]] = None, nbytes: Optional[int] = None) -> None:
     """Run ``schedule`` on ``info``'s group with the given role buffers (in signature order)."""
     params = dict(params or {})
+    if not _profiler_on() and trace_path() is None:
+        # hot path: nothing observes the op, so skip building profiler/trace arguments
+        try:
+            info.handle.launch(schedule, params, [_buf(b) for b in buffers], data_name(dtype, "tensor"),
+                               None if reduce is None else reduce.value,
+                               None if wire is None else WIRE_DTYPES[wire], sizes, send_counts, recv_counts, False)
+        except (ValueError, TypeError):
+            raise
+        except Exception as exc:
+            raise SymschedRuntimeError(f"symsched {op_name} ({schedule}) on group {list(info.ranks)}: {exc}") from exc
+        return
     total = nbytes if nbytes is not None else sum(_buf(b)[1] for b in buffers[:1])
     with op_range(op_name, total, info.describe(), schedule=schedule, dtype=str(dtype).replace("torch.", ""),
                   op=None if reduce is None else reduce.value,

@@ -42,6 +42,7 @@ class _Alloc:
 _lock = threading.Lock()
 _starts: List[int] = []
 _allocs: Dict[int, _Alloc] = {}
+_dead = 0  # released records still kept to catch stale views (0 = nothing to check)
 
 
 def _shape(shape: Any) -> Tuple[int, ...]:
@@ -87,11 +88,13 @@ def empty(shape: ShapeLike, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     t = raw[:nbytes].view(dtype).view(dims)
     start = raw.data_ptr()
     size = max(nbytes, elem)
+    global _dead
     with _lock:
         # dead records inside the new block are dropped: stale views are caught until reuse
         lo = bisect.bisect_left(_starts, start)
         hi = bisect.bisect_left(_starts, start + size)
         for s in _starts[lo:hi]:
+            _dead -= 0 if _allocs[s].live else 1
             del _allocs[s]
         del _starts[lo:hi]
         _starts.insert(lo, start)
@@ -141,7 +144,7 @@ def heap_offset(t: torch.Tensor, arg: str) -> int:
 
 def check_not_stale(t: torch.Tensor, arg: str) -> None:
     """Reject views of freed symmetric blocks passed where ordinary tensors are allowed."""
-    if not isinstance(t, torch.Tensor):
+    if not _dead or not isinstance(t, torch.Tensor):
         return
     a = _lookup(t.data_ptr(), t.numel() * t.element_size())
     if a is not None and not a.live:
@@ -167,9 +170,11 @@ def free(t: torch.Tensor) -> None:
         _state.runtime().free(a.block)
     except Exception as exc:
         raise SymschedRuntimeError(f"symm.free: {exc}") from exc
+    global _dead
     with _lock:
         a.live = False
         a.block = None
+        _dead += 1
     # the old storage still maps heap memory; point the tensor at an empty one instead
     t.set_(torch.empty(0, dtype=t.dtype))
 

@@ -18,17 +18,39 @@ fn main() -> Result<(), RuntimeError> {
     let ctx = WaitContext::new("pingpong", "pong", "flag");
     let mut seq = 0u64;
     for &size in &[8usize, 4096, 1 << 20, 64 << 20] {
-        let iters = if size <= 4096 { 20000 } else if size <= 1 << 20 { 200 } else { 10 };
+        let iters = if size <= 4096 {
+            20000
+        } else if size <= 1 << 20 {
+            200
+        } else {
+            10
+        };
         w.barrier()?;
         let t = Instant::now();
         for _ in 0..iters {
             seq += 1;
             if me == 0 {
-                w.put_with_signal(peer, dst.offset, src.offset, size, s.slot(0), SignalMode::Set, seq)?;
+                w.put_with_signal(
+                    peer,
+                    dst.offset,
+                    src.offset,
+                    size,
+                    s.slot(0),
+                    SignalMode::Set,
+                    seq,
+                )?;
                 w.wait(s.slot(0), Cmp::Ge, seq, &ctx)?;
             } else {
                 w.wait(s.slot(0), Cmp::Ge, seq, &ctx)?;
-                w.put_with_signal(peer, dst.offset, src.offset, size, s.slot(0), SignalMode::Set, seq)?;
+                w.put_with_signal(
+                    peer,
+                    dst.offset,
+                    src.offset,
+                    size,
+                    s.slot(0),
+                    SignalMode::Set,
+                    seq,
+                )?;
             }
         }
         let el = t.elapsed().as_secs_f64();

@@ -282,7 +282,7 @@ fn serve(
     }
     let mut infos: Vec<Option<PeerInfo>> = vec![None; local_world];
     let mut fds: Vec<Option<OwnedFd>> = (0..local_world).map(|_| None).collect();
-    let mut conns = Vec::new();
+    let mut conns: Vec<OwnedFd> = Vec::new();
     infos[0] = Some(me.clone());
     // SAFETY: duplicating our own descriptor.
     let dup = unsafe { libc::fcntl(my_fd, libc::F_DUPFD_CLOEXEC, 0) };
@@ -303,12 +303,26 @@ fn serve(
     };
     while infos.iter().any(Option::is_none) {
         if !poll_in(listener.as_raw_fd(), deadline)? {
+            let missing = missing(&infos);
+            // Tell the ranks that did join who is missing, so every rank reports the same.
+            let note = format!(
+                "missing\t{}",
+                missing
+                    .0
+                    .iter()
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            for c in &conns {
+                let _ = send_msg(c.as_raw_fd(), note.as_bytes(), &[]);
+            }
             return Err(RuntimeError::RendezvousTimeout {
                 rank: me.rank,
                 step: "hello (local rank 0 waiting for its peers)".into(),
                 dir: path.parent().unwrap_or(path).display().to_string(),
                 timeout_ms: timeout.as_millis() as u64,
-                missing: missing(&infos),
+                missing,
             });
         }
         // SAFETY: accepting on a valid listener.
@@ -422,10 +436,12 @@ fn join(
     };
     let hello = format!("hello\t{}", me.encode());
     send_msg(conn.as_raw_fd(), hello.as_bytes(), &[my_fd])?;
-    if !poll_in(conn.as_raw_fd(), deadline)? {
+    // A little longer than local rank 0's own deadline, so its "missing" note arrives first.
+    let table_step = "table (waiting for local rank 0 to collect every local rank)";
+    if !poll_in(conn.as_raw_fd(), deadline + Duration::from_secs(1))? {
         return Err(RuntimeError::RendezvousTimeout {
             rank: me.rank,
-            step: "table (waiting for local rank 0 to collect every local rank)".into(),
+            step: table_step.into(),
             dir,
             timeout_ms: timeout.as_millis() as u64,
             missing: RankList(Vec::new()),
@@ -433,6 +449,15 @@ fn join(
     }
     let (data, fds) = recv_msg(conn.as_raw_fd())?;
     let text = String::from_utf8_lossy(&data);
+    if let Some(list) = text.strip_prefix("missing\t") {
+        return Err(RuntimeError::RendezvousTimeout {
+            rank: me.rank,
+            step: table_step.into(),
+            dir,
+            timeout_ms: timeout.as_millis() as u64,
+            missing: RankList(list.split(',').filter_map(|r| r.parse().ok()).collect()),
+        });
+    }
     let mut lines = text.lines();
     let nonce = lines
         .next()

@@ -249,7 +249,7 @@ impl Group {
         )?;
         let mut used = rec.used_pads;
         for (&r, rec) in mapped.iter().zip(&recs) {
-            used |= rec.used_pads;
+            used = used.union(&rec.used_pads);
             let theirs = AllocState {
                 ops: rec.ops,
                 hash: rec.hash,
@@ -273,10 +273,9 @@ impl Group {
                 });
             }
         }
-        let idx = (!used).trailing_zeros() as usize;
-        if idx >= PAD_COUNT {
+        let Some(idx) = used.first_free() else {
             return Err(RuntimeError::TooManyGroups(PAD_COUNT));
-        }
+        };
         Ok(idx)
     }
 

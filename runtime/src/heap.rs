@@ -29,8 +29,8 @@ pub const PAD_BASE: usize = HEADER_BYTES;
 pub const PAD_LINES: usize = 4096;
 /// Bytes in one group's signal pad.
 pub const PAD_BYTES: usize = PAD_LINES * LINE;
-/// Maximum number of groups a rank can be a member of at once.
-pub const PAD_COUNT: usize = 64;
+/// Maximum number of groups a rank can be a member of.
+pub const PAD_COUNT: usize = 256;
 /// First byte of the user heap.
 pub const USER_BASE: usize = PAD_BASE + PAD_COUNT * PAD_BYTES;
 /// Smallest accepted `SYMMETRIC_MEMORY_HEAP_SIZE`.
@@ -90,6 +90,41 @@ const OPLOG_ENTRY: usize = 32;
 /// `base + off` must be 8-aligned and inside a live shared mapping that outlives the reference.
 pub(crate) unsafe fn atomic_u64<'a>(base: *mut u8, off: usize) -> &'a AtomicU64 {
     &*(base.add(off) as *const AtomicU64)
+}
+
+/// A set of signal-pad indices (`0..PAD_COUNT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PadSet(pub [u64; PAD_COUNT / 64]);
+
+impl PadSet {
+    /// Whether `idx` is in the set.
+    pub fn contains(&self, idx: usize) -> bool {
+        idx < PAD_COUNT && self.0[idx / 64] & (1u64 << (idx % 64)) != 0
+    }
+
+    /// Adds `idx`.
+    pub fn insert(&mut self, idx: usize) {
+        self.0[idx / 64] |= 1u64 << (idx % 64);
+    }
+
+    /// Removes `idx`.
+    pub fn remove(&mut self, idx: usize) {
+        self.0[idx / 64] &= !(1u64 << (idx % 64));
+    }
+
+    /// Union with `other`.
+    pub fn union(&self, other: &PadSet) -> PadSet {
+        let mut out = *self;
+        for (o, x) in out.0.iter_mut().zip(other.0) {
+            *o |= x;
+        }
+        out
+    }
+
+    /// The lowest index not in the set.
+    pub fn first_free(&self) -> Option<usize> {
+        (0..PAD_COUNT).find(|&i| !self.contains(i))
+    }
 }
 
 /// What a peer's header says about its allocator.
@@ -174,7 +209,7 @@ pub struct Heap {
     layout: Layout,
     group_seq: std::sync::atomic::AtomicUsize,
     alloc: Mutex<Allocator>,
-    pads: Mutex<u64>,
+    pads: Mutex<PadSet>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -211,7 +246,7 @@ impl Heap {
             layout,
             group_seq: std::sync::atomic::AtomicUsize::new(0),
             alloc: Mutex::new(alloc),
-            pads: Mutex::new(0),
+            pads: Mutex::new(PadSet::default()),
         };
         heap.publish(&lock(&heap.alloc), None);
         Ok(heap)
@@ -306,30 +341,29 @@ impl Heap {
     }
 
     /// Bitmap of the signal pads in use on this rank.
-    pub(crate) fn used_pads(&self) -> u64 {
+    pub(crate) fn used_pads(&self) -> PadSet {
         *lock(&self.pads)
     }
 
     /// Reserves signal pad `idx` (zeroed); returns its byte offset.
     pub(crate) fn pad_alloc_at(&self, idx: usize) -> Result<usize, RuntimeError> {
         let mut used = lock(&self.pads);
-        if idx >= PAD_COUNT || *used & (1 << idx) != 0 {
+        if idx >= PAD_COUNT || used.contains(idx) {
             return Err(RuntimeError::TooManyGroups(PAD_COUNT));
         }
-        *used |= 1 << idx;
+        used.insert(idx);
         // Not cleared here: peers that finished creating the group may already be signalling
-        // into it. Pads start zeroed (fresh memfd) and are cleared when released.
+        // into it. Pads start zeroed (fresh memfd) and are used by one group only.
         Ok(PAD_BASE + idx * PAD_BYTES)
     }
 
-    /// Returns a pad reserved by [`Heap::pad_alloc`].
+    /// Returns a pad reserved by [`Heap::pad_alloc_at`].
     pub(crate) fn pad_release(&self, off: usize) {
         let idx = (off - PAD_BASE) / PAD_BYTES;
-        let mut used = lock(&self.pads);
-        // SAFETY: the pad lies inside the reserved region of this rank's segment and its group
-        // is gone, so nobody on this rank uses it any more.
-        unsafe { std::ptr::write_bytes(self.map.base().add(off), 0, PAD_BYTES) };
-        *used &= !(1u64 << idx);
+        // Not cleared: peers may still read this rank's last barrier record (a rank that
+        // finished its final barrier tears down while slower peers check it). Groups are cached
+        // for the runtime's lifetime, so a released pad is never handed out again anyway.
+        lock(&self.pads).remove(idx);
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::error::{PeerDiedError, RankList, RuntimeError};
-use crate::heap::{atomic_u64, PAD_COUNT};
+use crate::heap::{atomic_u64, PadSet, PAD_COUNT};
 use crate::monitor::Monitor;
 
 /// Offset of the first entry in the header.
@@ -24,8 +24,8 @@ pub(crate) struct GroupRecord {
     pub ops: u64,
     /// Allocator hash.
     pub hash: u64,
-    /// Bitmap of signal pads in use.
-    pub used_pads: u64,
+    /// Signal pads in use.
+    pub used_pads: PadSet,
 }
 
 /// Posts `rec` for group `gid` as entry `seq` of the segment at `base` (this rank's own).
@@ -44,7 +44,9 @@ pub(crate) unsafe fn post(
     let at = MAILBOX_OFF + seq * ENTRY;
     atomic_u64(base, at + 8).store(rec.ops, Ordering::Relaxed);
     atomic_u64(base, at + 16).store(rec.hash, Ordering::Relaxed);
-    atomic_u64(base, at + 24).store(rec.used_pads, Ordering::Relaxed);
+    for (i, w) in rec.used_pads.0.iter().enumerate() {
+        atomic_u64(base, at + 24 + 8 * i).store(*w, Ordering::Relaxed);
+    }
     // The id is published last (release) so a reader that matches it sees the whole entry.
     atomic_u64(base, at).store(gid, Ordering::Release);
     Ok(())
@@ -63,7 +65,9 @@ pub(crate) unsafe fn find(base: *mut u8, gid: u64) -> Option<GroupRecord> {
         Some(GroupRecord {
             ops: atomic_u64(base, at + 8).load(Ordering::Relaxed),
             hash: atomic_u64(base, at + 16).load(Ordering::Relaxed),
-            used_pads: atomic_u64(base, at + 24).load(Ordering::Relaxed),
+            used_pads: PadSet(std::array::from_fn(|i| {
+                atomic_u64(base, at + 24 + 8 * i).load(Ordering::Relaxed)
+            })),
         })
     })
 }

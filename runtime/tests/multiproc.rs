@@ -34,6 +34,7 @@ fn rank_main(scenario: &str) -> Result<(), String> {
         "perm" => perm(),
         "crossnode" => crossnode(),
         "fail" => fail(),
+        "rdv_timeout" => rdv_timeout(),
         other => return Err(format!("unknown scenario {other}")),
     };
     r.map_err(|e| e.to_string())
@@ -470,6 +471,29 @@ fn crossnode() -> Result<(), RuntimeError> {
     rt.finalize()
 }
 
+/// The last rank never joins: the others must time out naming it.
+fn rdv_timeout() -> Result<(), RuntimeError> {
+    let rank: usize = std::env::var("RANK")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0);
+    let world: usize = std::env::var("WORLD_SIZE")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0);
+    if rank == world - 1 {
+        std::thread::sleep(Duration::from_secs(2));
+        return Ok(());
+    }
+    match Runtime::init_from_env() {
+        Err(e @ RuntimeError::RendezvousTimeout { .. }) => {
+            println!("RDV_TIMEOUT {e}");
+            Ok(())
+        }
+        other => panic!("expected a rendezvous timeout, got {:?}", other.map(|_| ())),
+    }
+}
+
 fn fail() -> Result<(), RuntimeError> {
     let rt = Runtime::init_from_env()?;
     let w = rt.world()?;
@@ -586,6 +610,25 @@ fn shm_entries() -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
+fn t_rdv_timeout() -> Result<String, String> {
+    let o = run_ranks(
+        "rdv_timeout",
+        3,
+        &[("SYMSCHED_RENDEZVOUS_TIMEOUT_MS", "500")],
+    );
+    let text = output_text(&o);
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("RDV_TIMEOUT")).collect();
+    if lines.len() != 2 || !lines.iter().all(|l| l.contains("missing ranks [2]")) {
+        return Err(format!(
+            "expected both joined ranks to name rank 2:\n{text}"
+        ));
+    }
+    if o.rendezvous_dir.exists() {
+        return Err("rendezvous dir left behind".into());
+    }
+    Ok(lines[0].chars().take(160).collect())
+}
+
 /// Ranks started directly (torchrun style, derived rendezvous directory), one SIGKILLs itself.
 fn t_kill9() -> Result<String, String> {
     let before = shm_entries();
@@ -670,6 +713,48 @@ fn t_kill9() -> Result<String, String> {
     Ok(format!("{times:?}"))
 }
 
+/// Without `SHMEM_LOG_TO_STDOUT` records go to a per-rank file in `SYMSCHED_LOG_DIR`, created
+/// only by the rank that logged something.
+fn t_log_file() -> Result<String, String> {
+    let dir = std::env::temp_dir().join(format!("symsched-logtest-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_string_lossy().into_owned();
+    let r = expect_ok(
+        "timeout",
+        2,
+        &[
+            ("SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS", "400"),
+            ("SHMEM_LOG_TO_STDOUT", "0"),
+            ("SYMSCHED_LOG_DIR", d.as_str()),
+            ("HYPER_PARALLEL_SHMEM_LOG_LEVEL", "ERROR"),
+        ],
+        "TIMEOUT_OK",
+    );
+    let files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .map(|it| it.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    let content: String = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    r?;
+    if !content.contains("signal wait timed out") {
+        return Err(format!("log content: {content}"));
+    }
+    let [f] = files.as_slice() else {
+        return Err(format!("expected one log file, found {files:?}"));
+    };
+    let name = f
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !name.starts_with("symsched-rank0-pid") {
+        return Err(format!("unexpected log file {name}"));
+    }
+    Ok(name)
+}
+
 fn t_fail() -> Result<String, String> {
     let t = Instant::now();
     let o = run_ranks("fail", 4, &[]);
@@ -734,6 +819,83 @@ fn prefix_child() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// SIGTERM to the launcher stops every rank and its descendants and still removes the
+/// rendezvous directory (the launcher runs in a child process so it can be signalled).
+fn t_term() -> Result<String, String> {
+    use std::io::BufRead;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = Command::new(exe)
+        .env("SYMSCHED_TEST_TERM_CHILD", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let pid = child.id() as i32;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done2 = done.clone();
+    let watchdog = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done2.load(std::sync::atomic::Ordering::SeqCst) {
+            if Instant::now() > deadline {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut dir = None;
+    let mut seen = 0;
+    while seen < 2 {
+        let Some(Ok(l)) = lines.next() else { break };
+        if let Some(d) = l.split("dir=").nth(1) {
+            dir = Some(std::path::PathBuf::from(d.trim()));
+            seen += 1;
+        }
+    }
+    let dir = dir.ok_or("no rank started")?;
+    if !dir.exists() {
+        return Err("rendezvous dir missing while running".into());
+    }
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let st = child.wait();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = watchdog.join();
+    let st = st.map_err(|e| e.to_string())?;
+    if st.success() {
+        return Err("launcher exited 0 after SIGTERM".into());
+    }
+    if dir.exists() {
+        return Err(format!("{} left behind", dir.display()));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let survivors: Vec<String> = std::fs::read_dir("/proc")
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains("61.37"))
+        .collect();
+    if !survivors.is_empty() {
+        return Err(format!("descendants survived: {survivors:?}"));
+    }
+    Ok(format!("exit {st}, dir removed, no descendants left"))
+}
+
+fn term_child() -> ExitCode {
+    let spec = LaunchSpec::new(
+        2,
+        "sh",
+        [
+            "-c",
+            "echo dir=$SYMSCHED_RENDEZVOUS_DIR; sleep 61.37; echo never",
+        ],
+    );
+    match launch(&spec) {
+        Ok(o) if o.success() => ExitCode::SUCCESS,
+        _ => ExitCode::from(3),
     }
 }
 
@@ -844,6 +1006,66 @@ fn t_bad_inputs() -> Result<String, String> {
     Ok(format!("{n} typed errors checked"))
 }
 
+/// Ranks may also be threads of one process (`Runtime::init` with `RuntimeConfig::local`), which
+/// in-process tests of higher layers use.
+fn t_threads() -> Result<String, String> {
+    let dir = symsched_runtime::bootstrap::make_private_dir(std::path::Path::new("/tmp"))
+        .map_err(|e| e.to_string())?;
+    let n = 3;
+    let res: Vec<Result<u64, String>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..n)
+            .map(|r| {
+                let dir = dir.clone();
+                sc.spawn(move || -> Result<u64, RuntimeError> {
+                    let mut cfg = RuntimeConfig::local(r, n, dir)?;
+                    cfg.heap_size = 4 << 20;
+                    cfg.scratch_size = 1 << 20;
+                    cfg.signal_timeout = Duration::from_secs(20);
+                    cfg.rendezvous_timeout = Duration::from_secs(20);
+                    let rt = Runtime::init(cfg)?;
+                    let w = rt.world()?;
+                    let a = rt.malloc(8 * n)?;
+                    let s = w.signal_slots("t", 1)?;
+                    for p in 0..n {
+                        w.put_bytes_with_signal(
+                            p,
+                            a.offset + 8 * r,
+                            &(r as u64 + 1).to_le_bytes(),
+                            s.slot(0),
+                            SignalMode::Add,
+                            1,
+                        )?;
+                    }
+                    w.wait(s.slot(0), Cmp::Ge, n as u64, &ctx("threads"))?;
+                    let mut sum = 0;
+                    for p in 0..n {
+                        let mut b = [0u8; 8];
+                        w.get_bytes(r, a.offset + 8 * p, &mut b)?;
+                        sum += u64::from_le_bytes(b);
+                    }
+                    w.barrier()?;
+                    rt.finalize()?;
+                    Ok(sum)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| "panic".to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+            })
+            .collect()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    for r in &res {
+        if r.as_ref().ok() != Some(&6) {
+            return Err(format!("{res:?}"));
+        }
+    }
+    Ok("3 thread ranks exchanged and summed".into())
+}
+
 /// Torchrun variables that are missing or malformed give `Env` errors (child process, so the
 /// runner's own environment is untouched).
 fn t_env() -> Result<String, String> {
@@ -928,6 +1150,9 @@ fn main() -> ExitCode {
     if std::env::var("SYMSCHED_TEST_ENV_CHILD").is_ok() {
         return env_child();
     }
+    if std::env::var("SYMSCHED_TEST_TERM_CHILD").is_ok() {
+        return term_child();
+    }
     let filters: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -936,6 +1161,7 @@ fn main() -> ExitCode {
     let tests: Vec<(&str, T)> = vec![
         ("bad_inputs", t_bad_inputs),
         ("env_errors", t_env),
+        ("ranks_as_threads", t_threads),
         ("bootstrap_1", || t_boot(1)),
         ("bootstrap_2", || t_boot(2)),
         ("bootstrap_4", || t_boot(4)),
@@ -960,6 +1186,8 @@ fn main() -> ExitCode {
                 "TIMEOUT_OK",
             )
         }),
+        ("log_to_file", t_log_file),
+        ("rendezvous_timeout_names_missing", t_rdv_timeout),
         ("kill9_detected", t_kill9),
         ("segments_private", || expect_ok("perm", 2, &[], "PERM_")),
         ("cross_node_groups", || {
@@ -967,6 +1195,7 @@ fn main() -> ExitCode {
         }),
         ("launch_failure_propagates", t_fail),
         ("launch_output_prefix", t_prefix),
+        ("launch_sigterm_cleanup", t_term),
     ];
     let (mut passed, mut failed) = (0, 0);
     for (name, f) in tests {

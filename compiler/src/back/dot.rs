@@ -1,6 +1,9 @@
 //! The DOT back end (`--emit dot`, `symsched graph`): one cluster per rank, nodes labelled with
 //! the step's `.sched`-like text, program-order edges solid, signal→wait edges dashed, data
-//! edges dotted. Output is deterministic (nodes in program order, edges sorted).
+//! edges dotted, and put-completion edges (a plain put's data ordered before the sender's next
+//! standalone signal) bold green. A put's arrival is drawn as the put itself, so the put → arrival
+//! half of a completion is a self-loop and is left out. Output is deterministic (nodes in
+//! program order, edges sorted).
 
 use super::text::sorted_edges;
 use crate::ir::graph::{self, EdgeKind};
@@ -57,10 +60,11 @@ pub fn emit_dot(prog: &Program) -> String {
         (EdgeKind::Program, ""),
         (EdgeKind::Sync, " [style=dashed, color=blue]"),
         (EdgeKind::Data, " [style=dotted, color=gray40]"),
+        (EdgeKind::Completion, " [style=bold, color=darkgreen]"),
     ];
     let dg = graph::build(prog);
     for (kind, attrs) in kinds {
-        for (a, b) in sorted_edges(&dg, kind) {
+        for (a, b) in sorted_edges(&dg, kind).into_iter().filter(|(a, b)| a != b) {
             let _ = writeln!(out, "  {} -> {}{attrs};", node_id(a), node_id(b));
         }
     }
@@ -82,6 +86,9 @@ mod tests {
         // The signal (rank 0 step 1) releases the wait (rank 1 step 0).
         assert!(dot.contains("r0_1 -> r1_0 [style=dashed"), "{dot}");
         assert_eq!(dot, emit_dot(&tiny_program()));
+        // The plain put's data is ordered before the standalone signal after it.
+        assert!(dot.contains("r0_0 -> r0_1 [style=bold"), "{dot}");
+        assert!(!dot.contains("r0_0 -> r0_0"), "{dot}");
     }
 
     #[test]

@@ -25,9 +25,10 @@ pub enum EdgeKind {
     Sync,
     /// A write whose data a later step reads (derived from happens-before; never adds order).
     Data,
-    /// Put completion: from a put to the arrival of its data at the target, and from that
-    /// arrival to the sender's next standalone `Signal` step (which the lowering precedes with a
-    /// quiet). Both ends of either edge are shown as the put's step.
+    /// Put completion: from a put to the arrival of its data at the target, and, for a put
+    /// without a fused signal to its own target, from that arrival to the sender's next
+    /// standalone `Signal` step (which the lowering then precedes with a quiet). An arrival
+    /// node is labelled with its put's step.
     Completion,
 }
 
@@ -445,9 +446,9 @@ fn skeleton(prog: &Program, sync: &[(Event, StepRef)]) -> DataflowGraph {
         }
     }
     let step_nodes = graph.node_count();
-    // Arrivals: after the put is issued; before the sender's next standalone signal (the quiet
-    // the lowering emits before it completes every outstanding put). A later put with signal
-    // does not order them: there is no fence between the two.
+    // Arrivals: after the put is issued; a plain put's arrival also before the sender's next
+    // standalone signal (the quiet the lowering emits before it completes every outstanding
+    // put). A later put with signal does not order them: there is no fence between the two.
     let mut arrival = HashMap::with_capacity(puts);
     for (r, steps) in prog.ranks.iter().enumerate() {
         let mut outstanding: Vec<NodeIndex> = Vec::new();
@@ -457,12 +458,17 @@ fn skeleton(prog: &Program, sync: &[(Event, StepRef)]) -> DataflowGraph {
                 index: i as u32,
             };
             let n = NodeIndex::new(base[r] + i);
-            match s.op {
-                Op::Put { .. } => {
+            match &s.op {
+                Op::Put { peer, signal, .. } => {
                     let a = graph.add_node(at);
                     graph.add_edge(n, a, EdgeKind::Completion);
                     arrival.insert(at, a);
-                    outstanding.push(a);
+                    // The lowering quiets before a signal only while *plain* puts are
+                    // outstanding (a put whose signal goes elsewhere counts as plain); a put
+                    // with its own fused signal is left in flight.
+                    if signal.is_none_or(|u| u.peer != *peer) {
+                        outstanding.push(a);
+                    }
                 }
                 Op::Signal { .. } => {
                     for a in outstanding.drain(..) {
@@ -491,33 +497,43 @@ fn skeleton(prog: &Program, sync: &[(Event, StepRef)]) -> DataflowGraph {
 }
 
 fn compute_hb(g: &DataflowGraph, p: usize) -> Result<HappensBefore, NodeIndex> {
-    // Data edges never add order, and none exist yet; skip them anyway.
+    use petgraph::visit::EdgeRef;
     let order = petgraph::algo::toposort(&g.graph, None).map_err(|c| c.node_id())?;
-    let n = g.graph.node_count();
     let steps = g.step_nodes;
-    let mut clocks = vec![0u32; n * p];
+    // Only steps store a clock: an arrival's clock is its put's (its only predecessor).
+    let clock_row = |n: NodeIndex| -> usize {
+        if n.index() < steps {
+            n.index()
+        } else {
+            g.node(g.graph[n]).index()
+        }
+    };
+    let mut clocks = vec![0u32; steps * p];
     let mut cur = vec![0u32; p];
     let mut arrival_succ: HashMap<StepRef, Vec<StepRef>> = HashMap::new();
     for &v in &order {
         let me = g.graph[v];
-        let vi = v.index();
+        if v.index() >= steps {
+            continue;
+        }
         cur.iter_mut().for_each(|c| *c = 0);
         for e in g.graph.edges_directed(v, petgraph::Direction::Incoming) {
-            use petgraph::visit::EdgeRef;
             if *e.weight() == EdgeKind::Data {
                 continue;
             }
-            let ui = e.source().index();
+            let ui = clock_row(e.source());
             for (c, x) in cur.iter_mut().zip(&clocks[ui * p..(ui + 1) * p]) {
                 *c = (*c).max(*x);
             }
-            if ui >= steps {
-                arrival_succ.entry(g.graph[e.source()]).or_default().push(me);
+            if e.source().index() >= steps {
+                arrival_succ
+                    .entry(g.graph[e.source()])
+                    .or_default()
+                    .push(me);
             }
         }
-        if vi < steps {
-            cur[me.rank as usize] = me.index + 1;
-        }
+        cur[me.rank as usize] = me.index + 1;
+        let vi = v.index();
         clocks[vi * p..(vi + 1) * p].copy_from_slice(&cur);
     }
     let event = |v: NodeIndex| {
@@ -640,6 +656,47 @@ mod tests {
         assert!(!hb.before(sr(1, 0), sr(0, 0)));
         assert_eq!(g.edges_of(EdgeKind::Sync), vec![(sr(0, 0), sr(1, 0))]);
         assert_eq!(g.edges_of(EdgeKind::Data), vec![(sr(0, 0), sr(1, 1))]);
+    }
+
+    #[test]
+    fn a_put_arrives_after_it_is_issued_and_before_its_own_signal_is_seen() {
+        // rank 0: put x -> y @ 1 (plain); put x -> y @ 1, signal s @ 1 += 1; signal t @ 1 += 1
+        // rank 1: wait s >= 1; wait t >= 1
+        let mut b = Builder::new(
+            2,
+            &[("x", 1), ("y", 1)],
+            &[("s", SignalMode::Add), ("t", SignalMode::Add)],
+        );
+        let plain = b.put(0, reg(0, 0, 1), reg(1, 0, 1), 1);
+        let fused = b.put_sig(0, reg(0, 0, 1), reg(1, 0, 1), 1, 0, 1);
+        let sig = b.signal(0, 1, 1, SignalMode::Add, 1);
+        let ws = b.wait(1, 0, Cmp::Ge, 1);
+        let wt = b.wait(1, 1, Cmp::Ge, 1);
+        let g = build(&b.build());
+        let hb = g.happens_before().expect("acyclic");
+        let (s, a) = (Event::Step, Event::Arrival);
+        assert!(hb.precedes(s(plain), a(plain)));
+        assert!(!hb.precedes(a(plain), s(plain)));
+        // Issued in program order, arriving in any order.
+        assert!(hb.precedes(s(plain), a(fused)));
+        assert!(!hb.events_ordered(a(plain), a(fused)));
+        assert!(!hb.precedes(a(plain), s(fused)));
+        // The fused signal is delivered after its data; the standalone signal follows a quiet.
+        assert!(hb.precedes(a(fused), s(ws)));
+        assert!(!hb.precedes(a(plain), s(ws)));
+        assert!(hb.precedes(a(plain), s(sig)));
+        assert!(hb.precedes(a(plain), s(wt)));
+        // No quiet covers a put with its own signal: only that signal orders its arrival.
+        assert!(!hb.precedes(a(fused), s(sig)));
+        // Step order is unchanged: the put is issued before the wait on its signal.
+        assert!(hb.before(fused, ws));
+        // Each arrival comes after its put in the execution order.
+        let pos = |e: Event| hb.events.iter().position(|&x| x == e).expect("listed");
+        assert!(pos(s(plain)) < pos(a(plain)) && pos(s(fused)) < pos(a(fused)));
+        assert_eq!(hb.topo.len(), 5);
+        assert_eq!(hb.events.len(), 7);
+        // The sync edge is still shown from the put.
+        assert_eq!(g.edges_of(EdgeKind::Sync), vec![(fused, ws), (sig, wt)]);
     }
 
     #[test]

@@ -1,23 +1,62 @@
 //! put + signal fusion: `put a -> b @ p; signal s @ p += v;` becomes
 //! `put a -> b @ p, signal s @ p += v;`.
 //!
-//! Sound because the executor completes a put before starting the next step, so the separate
-//! form already made the data visible before the signal; the fused form guarantees the same
-//! ordering and saves a step (one remote operation instead of two on a real device).
+//! Memory model (docs/verifier.md, "Happens-before"): puts are non-blocking. A standalone signal
+//! is preceded by a quiet: it orders the data of every earlier *plain* put of its rank before
+//! the signal, and it is delivered before the rank's next step starts. A fused signal orders
+//! only its own put's data and is delivered at an unknown time. So fusing is sound only when
+//! nothing relied on the two extra guarantees of the standalone form:
+//! - no other plain put is pending since the rank's previous standalone signal (the quiet also
+//!   covered it);
+//! - no later step of the rank can pass on "the signal was delivered" to another rank: no later
+//!   signal, put with signal or host collective.
+//!
+//! Where it applies, the fused form saves a step and the quiet (one remote operation instead of
+//! two on a real device).
 
 use crate::ir::{Program, Step};
 use symsched_plan::{Op, SignalMode};
 
+/// A plain put: its data is ordered only by a later standalone signal of its rank.
+fn is_plain_put(op: &Op) -> bool {
+    matches!(op, Op::Put { peer, signal, .. } if signal.is_none_or(|u| u.peer != *peer))
+}
+
+/// A step after which other ranks may learn what this rank did before it.
+fn publishes(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Signal { .. }
+            | Op::Put {
+                signal: Some(_),
+                ..
+            }
+            | Op::HostColl { .. }
+    )
+}
+
 /// Fuse every put without signal that is immediately followed, on the same rank, by an add-signal
-/// to the same peer. Returns the number of fusions.
+/// to the same peer, where the conditions above hold. Returns the number of fusions.
 pub fn fuse_put_signal(prog: &mut Program) -> usize {
     let mut fused = 0;
     for steps in &mut prog.ranks {
+        // publishes_after[i]: some step after index i publishes.
+        let mut publishes_after = vec![false; steps.len()];
+        let mut seen = false;
+        for (i, st) in steps.iter().enumerate().rev() {
+            publishes_after[i] = seen;
+            seen |= publishes(&st.op);
+        }
         let mut out: Vec<Step> = Vec::with_capacity(steps.len());
-        for step in steps.drain(..) {
+        // Plain puts issued since this rank's last standalone signal.
+        let mut pending = 0usize;
+        for (i, step) in steps.drain(..).enumerate() {
             if let Op::Signal { update } = &step.op {
-                if update.mode == SignalMode::Add {
-                    if let Some(Step {
+                let candidate =
+                    update.mode == SignalMode::Add && pending == 1 && !publishes_after[i];
+                if let (
+                    true,
+                    Some(Step {
                         op:
                             Op::Put {
                                 peer,
@@ -26,18 +65,22 @@ pub fn fuse_put_signal(prog: &mut Program) -> usize {
                             },
                         span,
                         ..
-                    }) = out.last_mut()
-                    {
-                        if *peer == update.peer {
-                            *signal = Some(*update);
-                            if span.file == step.span.file {
-                                *span = span.join(step.span);
-                            }
-                            fused += 1;
-                            continue;
+                    }),
+                ) = (candidate, out.last_mut())
+                {
+                    if *peer == update.peer {
+                        *signal = Some(*update);
+                        if span.file == step.span.file {
+                            *span = span.join(step.span);
                         }
+                        fused += 1;
+                        pending = 0;
+                        continue;
                     }
                 }
+                pending = 0;
+            } else if is_plain_put(&step.op) {
+                pending += 1;
             }
             out.push(step);
         }
@@ -68,6 +111,33 @@ mod tests {
         );
         // Idempotent.
         assert_eq!(fuse_put_signal(&mut prog), 0);
+    }
+
+    #[test]
+    fn keeps_the_quiet_when_an_earlier_put_needs_it() {
+        // put x -> x @ 1; put x -> x @ 1; signal ready @ 1: the standalone signal also orders the
+        // first put's data, which the fused form would not.
+        let mut prog = tiny_program();
+        let put = prog.ranks[0][0].clone();
+        prog.ranks[0].insert(0, put);
+        assert_eq!(fuse_put_signal(&mut prog), 0);
+        assert_eq!(prog.ranks[0].len(), 3);
+        // put; signal; put; signal: the first signal is delivered before the second pair
+        // starts, which a waiter on the second signal may rely on; only the last pair fuses.
+        let mut prog = tiny_program();
+        let (put, sig) = (prog.ranks[0][0].clone(), prog.ranks[0][1].clone());
+        prog.ranks[0].extend([put, sig]);
+        assert_eq!(fuse_put_signal(&mut prog), 1);
+        assert_eq!(prog.ranks[0].len(), 3);
+        assert!(matches!(prog.ranks[0][0].op, Op::Put { signal: None, .. }));
+        assert!(matches!(prog.ranks[0][1].op, Op::Signal { .. }));
+        assert!(matches!(
+            prog.ranks[0][2].op,
+            Op::Put {
+                signal: Some(_),
+                ..
+            }
+        ));
     }
 
     #[test]

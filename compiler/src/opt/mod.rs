@@ -3,7 +3,8 @@
 //! verification and verifies the result again, so a wrong pass is caught rather than shipped.
 //!
 //! Passes never add or remove signal updates, so the epoch strides computed at instantiation stay
-//! valid.
+//! valid. Puts are non-blocking (docs/verifier.md): a pass may only strengthen or keep the
+//! ordering of a put's data, never rely on a put having completed.
 
 pub mod fuse;
 pub mod noop_copy;
@@ -87,43 +88,64 @@ mod tests {
 
     #[test]
     fn fusion_restores_split_puts_and_reverifies() {
+        // Split each rank's last publishing step when it is a put with a signal to its own peer
+        // and no plain put is pending: exactly the case fusion must recognise and undo.
         let mut split_any = false;
         for original in programs(4) {
             let mut prog = original.clone();
             let mut split = 0;
             for steps in &mut prog.ranks {
-                let mut out = Vec::new();
-                for s in steps.drain(..) {
-                    match s.op {
-                        Op::Put {
-                            src,
-                            dst,
-                            peer,
-                            signal: Some(update),
-                        } if update.peer == peer => {
-                            out.push(Step {
-                                op: Op::Put {
-                                    src,
-                                    dst,
-                                    peer,
-                                    signal: None,
-                                },
-                                ..s.clone()
-                            });
-                            out.push(Step {
-                                op: Op::Signal { update },
-                                ..s
-                            });
-                            split += 1;
-                        }
-                        _ => out.push(s),
+                let last = steps.iter().rposition(|s| {
+                    matches!(
+                        s.op,
+                        Op::Signal { .. }
+                            | Op::Put {
+                                signal: Some(_),
+                                ..
+                            }
+                            | Op::HostColl { .. }
+                    )
+                });
+                let Some(i) = last else { continue };
+                let plain_before = steps[..i].iter().any(|s| {
+                    matches!(&s.op, Op::Put { peer, signal, .. }
+                        if signal.is_none_or(|u| u.peer != *peer))
+                });
+                let s = steps[i].clone();
+                if let Op::Put {
+                    src,
+                    dst,
+                    peer,
+                    signal: Some(update),
+                } = s.op
+                {
+                    if update.peer != peer || plain_before {
+                        continue;
                     }
+                    steps[i].op = Op::Put {
+                        src,
+                        dst,
+                        peer,
+                        signal: None,
+                    };
+                    steps.insert(
+                        i + 1,
+                        Step {
+                            op: Op::Signal { update },
+                            ..s
+                        },
+                    );
+                    split += 1;
                 }
-                *steps = out;
             }
             must_verify(&prog, "with split puts");
             split_any |= split > 0;
-            assert_eq!(fuse::fuse_put_signal(&mut prog), split);
+            assert_eq!(
+                fuse::fuse_put_signal(&mut prog),
+                split,
+                "{}",
+                original.schedule
+            );
             must_verify(&prog, "after fusion");
             assert_eq!(ops(&prog), ops(&original), "{}", original.schedule);
         }
@@ -149,7 +171,12 @@ mod tests {
                     }
                 }
             }
-            must_verify(&prog, "with self-puts");
+            // The verifier models puts as asynchronous, so a self-put whose target a later step
+            // of the same rank reads (inlined in-place copies) is a race; the copy was not.
+            // Such variants are not valid inputs for this round trip.
+            if verify_program(&prog).is_err() {
+                continue;
+            }
             any |= made > 0;
             assert_eq!(self_put::self_put_to_copy(&mut prog), made);
             must_verify(&prog, "after self-put rewriting");

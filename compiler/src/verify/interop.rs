@@ -16,12 +16,17 @@ pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut reported: HashSet<(StepRef, StepRef)> = HashSet::new();
     for ((r, buf, c), acc) in locations(prog) {
-        for &(h, _) in acc
+        for &(eh, _) in acc
             .iter()
-            .filter(|(s, _)| matches!(prog.step(*s).op, Op::HostColl { .. }))
+            .filter(|(e, _)| matches!(prog.step(e.step()).op, Op::HostColl { .. }))
         {
-            for &(s, _) in acc.iter().filter(|(s, _)| is_shmem(&prog.step(*s).op)) {
-                if hb.ordered(h, s) || !reported.insert((h, s)) {
+            for &(es, _) in acc
+                .iter()
+                .filter(|(e, _)| is_shmem(&prog.step(e.step()).op))
+            {
+                let (h, s) = (eh.step(), es.step());
+                // A put's remote write is its arrival, which a hostcoll does not complete.
+                if hb.events_ordered(eh, es) || !reported.insert((h, s)) {
                     continue;
                 }
                 out.push(

@@ -7,11 +7,14 @@
 //! - E0412: any other unordered read/write pair (e.g. a put that may overwrite a chunk before the
 //!   owner has read it: a missing "slot free" handshake).
 //!
+//! A put's write into the peer's memory is an access of the put's arrival event, which only the
+//! put's own signal or a later standalone signal of the sender orders (`docs/verifier.md`).
+//!
 //! Pairs of a hostcoll and a shmem step are left to the interop rule (E045x).
 
 use super::{span_of, step_error, step_text};
 use crate::diag::Diagnostic;
-use crate::ir::graph::{accesses, HappensBefore};
+use crate::ir::graph::{accesses, Event, HappensBefore};
 use crate::ir::{Program, StepRef};
 use std::collections::{HashMap, HashSet};
 use symsched_plan::{BufferId, Op, Rank};
@@ -19,21 +22,23 @@ use symsched_plan::{BufferId, Op, Rank};
 /// A memory location: (owning rank, buffer, chunk).
 pub(super) type Loc = (Rank, BufferId, u32);
 
-/// Accesses of one location: (step, is-write), in step order.
-pub(super) type LocAccesses = Vec<(StepRef, bool)>;
+/// Accesses of one location: (event, is-write), in step order.
+pub(super) type LocAccesses = Vec<(Event, bool)>;
 
 /// Every location's accesses, locations sorted.
 pub(super) fn locations(prog: &Program) -> Vec<(Loc, LocAccesses)> {
     let mut map: HashMap<Loc, LocAccesses> = HashMap::new();
     for (at, s) in prog.steps() {
         for a in accesses(&s.op, at.rank) {
+            let ev = a.event(at);
             for c in a.first..a.first + a.count {
                 let v = map.entry((a.rank, a.buffer, c)).or_default();
-                // A step that reads and writes one location (reduce in place, hostcoll) is
-                // one access: a write. Steps come in order, so a repeat is the last entry.
+                // A step that reads and writes one location at one event (reduce in place,
+                // hostcoll) is one access: a write. Steps come in order, so a repeat is the last
+                // entry. A put onto its own source reads at issue and writes at arrival: two.
                 match v.last_mut() {
-                    Some(e) if e.0 == at => e.1 |= a.write,
-                    _ => v.push((at, a.write)),
+                    Some(e) if e.0 == ev => e.1 |= a.write,
+                    _ => v.push((ev, a.write)),
                 }
             }
         }
@@ -54,11 +59,12 @@ pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
     let locs = locations(prog);
     for (loc, acc) in &locs {
         let (loc, acc) = (*loc, acc);
-        for (i, &(a, wa)) in acc.iter().enumerate() {
-            for &(b, wb) in &acc[i + 1..] {
-                if !(wa || wb) || hb.ordered(a, b) {
+        for (i, &(ea, wa)) in acc.iter().enumerate() {
+            for &(eb, wb) in &acc[i + 1..] {
+                if !(wa || wb) || hb.events_ordered(ea, eb) {
                     continue;
                 }
+                let (a, b) = (ea.step(), eb.step());
                 let (oa, ob) = (&prog.step(a).op, &prog.step(b).op);
                 let hc = |o: &Op| matches!(o, Op::HostColl { .. });
                 if (hc(oa) && is_shmem(ob)) || (hc(ob) && is_shmem(oa)) {
@@ -67,12 +73,34 @@ pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
                 if !reported.insert((a, b)) {
                     continue;
                 }
-                out.push(race(prog, loc, (a, wa), (b, wb)));
+                let mut d = race(prog, loc, (a, wa), (b, wb));
+                if let Some(p) = issued_not_arrived(hb, (ea, eb)) {
+                    d.notes.push(format!(
+                        "{} is issued before the other access, but its data may still be in flight: only its own signal, or a standalone signal after it on rank {}, orders its arrival (a later put with signal does not)",
+                        step_text(prog, p),
+                        p.rank
+                    ));
+                }
+                out.push(d);
             }
         }
     }
     out.extend(in_flight_at_return(prog, hb, &locs));
     out
+}
+
+/// The put of a pair whose arrival is unordered with the other access although the put itself
+/// is issued before it: the typical slip under the non-blocking put model.
+fn issued_not_arrived(hb: &HappensBefore, pair: (Event, Event)) -> Option<StepRef> {
+    let (a, b) = pair;
+    for (x, y) in [(a, b), (b, a)] {
+        if let Event::Arrival(p) = x {
+            if hb.precedes(Event::Step(p), y) {
+                return Some(p);
+            }
+        }
+    }
+    None
 }
 
 /// E0413: the caller owns a rank's role buffers again once that rank's program returns, so
@@ -94,8 +122,12 @@ fn in_flight_at_return(
             rank: r,
             index: len - 1,
         });
-        for &(s, write) in acc {
-            if s.rank == r || end.is_some_and(|e| hb.before(s, e)) || !reported.insert(s) {
+        for &(ev, write) in acc {
+            let s = ev.step();
+            if s.rank == r
+                || end.is_some_and(|e| hb.precedes(ev, Event::Step(e)))
+                || !reported.insert(s)
+            {
                 continue;
             }
             let what = if write { "write into" } else { "read of" };
@@ -209,6 +241,121 @@ mod tests {
         b.wait(1, 0, Cmp::Ge, 1);
         b.copy(1, reg(1, 0, 1), reg(0, 0, 1));
         assert!(run(&b.build()).is_empty());
+    }
+
+    /// Rank 0 puts `x[0]` into rank 1's `land[0]` without a signal, then `x[1]` into `land[1]`
+    /// with a fused signal; rank 1 waits for that signal and reads both slots. `between` runs
+    /// on rank 0 between the two puts.
+    fn plain_put_then_put_with_signal(between: impl FnOnce(&mut Builder)) -> (Program, StepRef) {
+        let mut b = Builder::new(
+            2,
+            &[("x", 2), ("land", 2)],
+            &[("s", SignalMode::Add), ("t", SignalMode::Add)],
+        );
+        b.put(0, reg(0, 0, 1), reg(1, 0, 1), 1);
+        between(&mut b);
+        b.put_sig(0, reg(0, 1, 1), reg(1, 1, 1), 1, 0, 1);
+        b.wait(1, 0, Cmp::Ge, 1);
+        let read = b.copy(1, reg(1, 0, 2), reg(0, 0, 2));
+        (b.build(), read)
+    }
+
+    #[test]
+    fn a_later_put_with_signal_does_not_order_an_earlier_put() {
+        let (prog, read) = plain_put_then_put_with_signal(|_| {});
+        let d = run(&prog);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].code, "E0410");
+        assert_eq!(d[0].span(), Some(prog.step(read).span));
+        assert_eq!(d[0].labels[1].0, prog.step(sr(0, 0)).span);
+        assert!(
+            d[0].notes.iter().any(|n| n.contains("still be in flight")),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn a_standalone_signal_after_the_put_orders_it() {
+        // The standalone signal goes to another slot nobody waits for: the quiet before it
+        // completes the plain put, and the fused signal after it carries that order.
+        let (prog, _) = plain_put_then_put_with_signal(|b| {
+            b.signal(0, 1, 1, SignalMode::Add, 1);
+        });
+        assert!(run(&prog).is_empty());
+    }
+
+    #[test]
+    fn a_standalone_signal_does_not_cover_a_put_with_its_own_signal() {
+        // The lowering quiets before a signal only while plain puts are outstanding, so the
+        // data of a fused put may land after a later standalone signal.
+        let mut b = Builder::new(
+            2,
+            &[("x", 1), ("land", 1)],
+            &[("s", SignalMode::Add), ("t", SignalMode::Add)],
+        );
+        let put = b.put_sig(0, reg(0, 0, 1), reg(1, 0, 1), 1, 0, 1);
+        b.signal(0, 1, 1, SignalMode::Add, 1);
+        b.wait(1, 1, Cmp::Ge, 1);
+        let read = b.copy(1, reg(1, 0, 1), reg(0, 0, 1));
+        b.wait(1, 0, Cmp::Ge, 1);
+        let prog = b.build();
+        let d = run(&prog);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(
+            (d[0].code, d[0].span()),
+            ("E0410", Some(prog.step(read).span))
+        );
+        assert_eq!(d[0].labels[1].0, prog.step(put).span);
+    }
+
+    #[test]
+    fn the_standalone_signal_must_come_after_the_put() {
+        let mut b = Builder::new(2, &[("x", 1), ("land", 1)], &[("s", SignalMode::Add)]);
+        b.signal(0, 0, 1, SignalMode::Add, 1);
+        let put = b.put(0, reg(0, 0, 1), reg(1, 0, 1), 1);
+        b.wait(1, 0, Cmp::Ge, 1);
+        let read = b.copy(1, reg(1, 0, 1), reg(0, 0, 1));
+        let prog = b.build();
+        let d = run(&prog);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(
+            (d[0].code, d[0].span()),
+            ("E0410", Some(prog.step(read).span))
+        );
+        assert_eq!(d[0].labels[1].0, prog.step(put).span);
+    }
+
+    #[test]
+    fn a_put_into_a_role_buffer_unordered_by_its_own_signal_is_in_flight_at_return() {
+        // Broadcast of two chunks: the plain put of chunk 0 is not covered by the signal of the
+        // put of chunk 1, so rank 1 may return while chunk 0 is still arriving.
+        let mut b = Builder::collective(symsched_plan::CollectiveKind::Broadcast, 2, &[("x", 2)]);
+        b.signals(&[("ready", SignalMode::Add)]);
+        let first = b.put(0, reg(0, 0, 1), reg(0, 0, 1), 1);
+        b.put_sig(0, reg(0, 1, 1), reg(0, 1, 1), 1, 0, 1);
+        b.wait(1, 0, Cmp::Ge, 1);
+        let prog = b.build();
+        let d = run(&prog);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(
+            (d[0].code, d[0].span()),
+            ("E0413", Some(prog.step(first).span))
+        );
+    }
+
+    #[test]
+    fn a_put_may_overwrite_what_it_is_issued_after_only_once_it_arrives() {
+        // Rank 1 reads land[0] and then tells rank 0 the slot is free; rank 0's put after the
+        // wait is ordered after the read even though its data lands later.
+        let mut b = Builder::new(2, &[("x", 1), ("land", 1)], &[("free", SignalMode::Add)]);
+        b.copy(1, reg(1, 0, 1), reg(0, 0, 1));
+        b.signal(1, 0, 0, SignalMode::Add, 1);
+        b.wait(0, 0, Cmp::Ge, 1);
+        b.put(0, reg(0, 0, 1), reg(1, 0, 1), 1);
+        let prog = b.build();
+        // The arrival follows the put, which follows the read: no E0412. (`land` is scratch, so
+        // the arrival may outlive rank 1's program.)
+        assert!(run(&prog).is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! and put move values (element classes do not change the value); matmul appends the operator
 //! `matmul(·, b)` to every term of its left operand.
 
-use crate::ir::graph::{accesses, hostcoll_instances, HappensBefore};
+use crate::ir::graph::{accesses, hostcoll_instances, Event, HappensBefore};
 use crate::ir::{Program, StepRef};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -194,7 +194,8 @@ pub struct Outcome {
     pub writer: HashMap<Atom, StepRef>,
 }
 
-/// Execute `prog` in the topological order of `hb`.
+/// Execute `prog` in the topological order of `hb`'s events: a put reads its source when it is
+/// issued and writes its destination at its arrival.
 pub fn execute(prog: &Program, hb: &HappensBefore) -> Outcome {
     let mut state = initial(prog);
     let mut writer = HashMap::new();
@@ -202,12 +203,26 @@ pub fn execute(prog: &Program, hb: &HappensBefore) -> Outcome {
     // Results of each host collective, computed when its first member step runs (all members'
     // earlier steps happen before every member's hostcoll step).
     let mut pending: HashMap<usize, HashMap<Rank, Vec<Val>>> = HashMap::new();
-    for &at in &hb.topo {
+    // Values of issued puts whose data has not arrived yet.
+    let mut in_flight: HashMap<StepRef, Vec<Val>> = HashMap::new();
+    for &ev in &hb.events {
+        let at = ev.step();
         let me = at.rank;
-        match &prog.step(at).op {
-            Op::Put { src, dst, peer, .. } => {
-                let v = read(&state, me, src);
+        if let Event::Arrival(_) = ev {
+            if let Op::Put { dst, peer, .. } = &prog.step(at).op {
+                let v = in_flight
+                    .remove(&at)
+                    .unwrap_or_else(|| vec![Val::Unspecified; dst.count as usize]);
                 write(&mut state, *peer, dst, v);
+                for c in dst.first..dst.first + dst.count {
+                    writer.insert((*peer, dst.buffer, c), at);
+                }
+            }
+            continue;
+        }
+        match &prog.step(at).op {
+            Op::Put { src, .. } => {
+                in_flight.insert(at, read(&state, me, src));
             }
             Op::Get { src, dst, peer } => {
                 let v = read(&state, *peer, src);
@@ -260,7 +275,10 @@ pub fn execute(prog: &Program, hb: &HappensBefore) -> Outcome {
             }
             Op::Signal { .. } | Op::Wait { .. } => {}
         }
-        for a in accesses(&prog.step(at).op, me).iter().filter(|a| a.write) {
+        for a in accesses(&prog.step(at).op, me)
+            .iter()
+            .filter(|a| a.write && !a.on_arrival)
+        {
             for c in a.first..a.first + a.count {
                 writer.insert((a.rank, a.buffer, c), at);
             }

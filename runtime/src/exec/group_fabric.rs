@@ -10,17 +10,33 @@ use super::fabric::{Fabric, WaitContext as ExecWaitContext};
 use crate::error::{RuntimeError, WaitContext};
 use crate::group::Group;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use symsched_plan::{Cmp, SignalMode};
 
 /// One rank's [`Fabric`] over a runtime [`Group`].
 #[derive(Clone)]
 pub struct GroupFabric {
     group: Arc<Group>,
+    spin: Duration,
 }
+
+/// How long to poll the signal line before handing a wait to the runtime core (which spins
+/// briefly, yields, then sleeps on a futex). When every rank can have its own core, a peer's
+/// signal usually lands within a few microseconds and a futex round trip would cost far more;
+/// the budget is short and time-bounded because on a loaded machine the peer may be waiting for
+/// this very core, and when ranks outnumber cores spinning only steals the peer's time slice.
+const SPIN_DEDICATED: Duration = Duration::from_micros(20);
+const SPIN_OVERSUBSCRIBED: Duration = Duration::ZERO;
 
 impl GroupFabric {
     pub fn new(group: Arc<Group>) -> GroupFabric {
-        GroupFabric { group }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let spin = if group.size() <= cores {
+            SPIN_DEDICATED
+        } else {
+            SPIN_OVERSUBSCRIBED
+        };
+        GroupFabric { group, spin }
     }
 
     pub fn group(&self) -> &Arc<Group> {
@@ -107,6 +123,21 @@ impl Fabric for GroupFabric {
         let v = self.group.read_signal(slot as usize).map_err(map)?;
         if cmp.holds(v, target) {
             return Ok(v);
+        }
+        if !self.spin.is_zero() {
+            let start = Instant::now();
+            loop {
+                for _ in 0..32 {
+                    std::hint::spin_loop();
+                    let v = self.group.read_signal(slot as usize).map_err(map)?;
+                    if cmp.holds(v, target) {
+                        return Ok(v);
+                    }
+                }
+                if start.elapsed() >= self.spin {
+                    break;
+                }
+            }
         }
         let step = if ctx.step == u32::MAX {
             "executor".to_string()
