@@ -52,12 +52,14 @@ pub fn compile(
     params: &BTreeMap<String, i64>,
     opts: &CompileOptions,
 ) -> Result<Compiled, Vec<Diagnostic>> {
-    let report = verify::check(lib, name, group_size, params)?;
-    let mut program = lib.instantiate(name, group_size, params)?;
+    let (mut program, report) = verify::check_program(lib, name, group_size, params)?;
     let mut opt_stats = OptStats::default();
     if opts.optimize {
         opt_stats = opt::optimize(&mut program);
-        verify::verify_program(&program)?;
+        // An unchanged program is the one just verified.
+        if opt_stats != OptStats::default() {
+            verify::verify_program(&program)?;
+        }
     }
     let hash = source_hash(lib.sources(), &program);
     let plan = emit_plan(&program, &hash);

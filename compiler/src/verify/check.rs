@@ -2,6 +2,7 @@
 
 use super::{note, verify_dual, verify_program, Report};
 use crate::diag::Diagnostic;
+use crate::ir::Program;
 use crate::library::Library;
 use std::collections::BTreeMap;
 use symsched_plan::{CollectiveKind, DualDecl};
@@ -15,6 +16,17 @@ pub fn check(
     group_size: u32,
     params: &BTreeMap<String, i64>,
 ) -> Result<Report, Vec<Diagnostic>> {
+    check_program(lib, name, group_size, params).map(|(_, report)| report)
+}
+
+/// [`check`], also returning the verified program so a caller that goes on to compile it need
+/// not instantiate it again.
+pub fn check_program(
+    lib: &Library,
+    name: &str,
+    group_size: u32,
+    params: &BTreeMap<String, i64>,
+) -> Result<(Program, Report), Vec<Diagnostic>> {
     let prog = lib.instantiate(name, group_size, params)?;
     let mut report = verify_program(&prog)?;
     let mut errors = Vec::new();
@@ -58,6 +70,14 @@ pub fn check(
                     .with_label(*span, "dual declared here")
                     .with_note(format!("caused by {}", d.code))
                 };
+                if dn == name && dp == params {
+                    // The schedule is its own dual (same name, same binding): the program is
+                    // the one just instantiated and verified.
+                    if let Err(d) = verify_dual(&prog, &prog, *span) {
+                        errors.push(d);
+                    }
+                    continue;
+                }
                 let bwd = match lib.instantiate(dn, group_size, dp) {
                     Ok(b) => b,
                     Err(ds) => {
@@ -76,7 +96,7 @@ pub fn check(
         }
     }
     if errors.is_empty() {
-        Ok(report)
+        Ok((prog, report))
     } else {
         Err(errors)
     }

@@ -16,7 +16,7 @@
 //! - E0444: the dual cannot be checked (it fails to instantiate or to verify).
 
 use super::postcondition::{
-    expected, is_output_role, lin_text, operand_roles, role_access, term_text,
+    is_output_role, lin_text, operand_roles, role_access, specified_blocks, term_text,
 };
 use super::symbolic::{execute, OpLabel};
 use crate::diag::{Diagnostic, Span};
@@ -28,8 +28,97 @@ use symsched_plan::{BufferRole, CollectiveKind, Rank};
 type Coord = (Rank, usize, u32);
 /// Operator chain → multiplicity.
 type Entry = BTreeMap<Vec<OpLabel>, u32>;
-/// (row, col) → entry; rows are forward inputs, columns forward outputs.
-type Matrix = BTreeMap<(Coord, Coord), Entry>;
+/// One nonzero of a matrix: (key, operator chain, multiplicity); the key packs (row, col) as
+/// [`CoordSet::key`] does, rows are forward inputs, columns forward outputs.
+type Nonzero = (u64, Vec<OpLabel>, u32);
+
+/// A sparse matrix as its nonzeros sorted by (row, col, chain), one per key. Allreduce has P³
+/// of them: a flat sorted vector is an order of magnitude cheaper than nested maps.
+fn matrix(mut nz: Vec<Nonzero>) -> Vec<Nonzero> {
+    nz.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    let mut out: Vec<Nonzero> = Vec::with_capacity(nz.len());
+    for e in nz {
+        match out.last_mut() {
+            Some(last) if last.0 == e.0 && last.1 == e.1 => last.2 += e.2,
+            _ => out.push(e),
+        }
+    }
+    out
+}
+
+/// The entry of `m` (a [`matrix`]) at each key, in key order.
+fn entries(m: &[Nonzero]) -> impl Iterator<Item = (u64, Entry)> + '_ {
+    m.chunk_by(|a, b| a.0 == b.0).map(|run| {
+        (
+            run[0].0,
+            run.iter().map(|(_, ops, n)| (ops.clone(), *n)).collect(),
+        )
+    })
+}
+
+/// A set of coordinates of one program, dense over (rank, role, chunk): the dual rule looks
+/// up P³ terms.
+struct CoordSet {
+    /// First index of each role within a rank.
+    offset: Vec<usize>,
+    chunks: Vec<u32>,
+    per_rank: usize,
+    member: Vec<bool>,
+}
+
+impl CoordSet {
+    fn new(prog: &Program, coords: &BTreeSet<Coord>) -> CoordSet {
+        let chunks: Vec<u32> = prog.buffers.iter().map(|b| b.chunks).collect();
+        let mut offset = Vec::with_capacity(chunks.len());
+        let mut per_rank = 0usize;
+        for &k in &chunks {
+            offset.push(per_rank);
+            per_rank += k as usize;
+        }
+        let mut set = CoordSet {
+            offset,
+            chunks,
+            per_rank,
+            member: vec![false; per_rank * prog.group_size as usize],
+        };
+        for &c in coords {
+            if let Some(i) = set.index(c) {
+                set.member[i] = true;
+            }
+        }
+        set
+    }
+
+    fn index(&self, (r, role, c): Coord) -> Option<usize> {
+        let k = *self.chunks.get(role)?;
+        (c < k).then(|| r as usize * self.per_rank + self.offset[role] + c as usize)
+    }
+
+    fn contains(&self, c: Coord) -> bool {
+        self.index(c)
+            .and_then(|i| self.member.get(i).copied())
+            .unwrap_or(false)
+    }
+
+    /// (row, col) packed into one integer ordered as the pair is (indices are lexicographic
+    /// in (rank, role, chunk)); both must be in range.
+    fn key(&self, row: Coord, col: Coord) -> u64 {
+        let (i, j) = (self.index(row), self.index(col));
+        let (i, j) = (i.expect("row in range"), j.expect("col in range"));
+        i as u64 * self.member.len() as u64 + j as u64
+    }
+
+    fn coord(&self, i: usize) -> Coord {
+        let (r, rem) = (i / self.per_rank, i % self.per_rank);
+        let role = self.offset.partition_point(|&o| o <= rem) - 1;
+        (r as Rank, role, (rem - self.offset[role]) as u32)
+    }
+
+    fn unkey(&self, k: u64) -> (Coord, Coord) {
+        let n = self.member.len() as u64;
+        (self.coord((k / n) as usize), self.coord((k % n) as usize))
+    }
+}
 
 fn linear_inputs(prog: &Program) -> Vec<usize> {
     let kind = prog.collective;
@@ -67,8 +156,8 @@ fn specified(prog: &Program) -> Result<BTreeSet<Coord>, Diagnostic> {
     let mut out = BTreeSet::new();
     for role in outputs(prog) {
         for r in (0..prog.group_size).filter(|&r| differentiated_rank(prog, r)) {
-            for (j, e) in expected(prog, role, r)?.iter().enumerate() {
-                if e.is_some() {
+            for (j, e) in specified_blocks(prog, role, r)?.into_iter().enumerate() {
+                if e {
                     for c in super::postcondition::block_chunks(prog, role, j as u32) {
                         out.insert((r, role, c));
                     }
@@ -191,16 +280,27 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
         )
         .with_label(decl_span, "dual declared here")
     };
-    let (gf, gb) = (graph::build(fwd), graph::build(bwd));
+    // A schedule that is its own dual (two-shot allreduce) is executed once.
+    let same = std::ptr::eq(fwd, bwd);
+    let gf = graph::build(fwd);
     let hf = gf.happens_before().ok_or_else(|| unverified(fwd))?;
-    let hbw = gb.happens_before().ok_or_else(|| unverified(bwd))?;
-    let (sf, sb) = (execute(fwd, hf).state, execute(bwd, hbw).state);
+    let sf = execute(fwd, hf).state;
+    let sb_own;
+    let sb = if same {
+        &sf
+    } else {
+        let gb = graph::build(bwd);
+        let hbw = gb.happens_before().ok_or_else(|| unverified(bwd))?;
+        sb_own = execute(bwd, hbw).state;
+        &sb_own
+    };
     let spec_f = specified(fwd).map_err(|d| d.with_label(decl_span, "dual declared here"))?;
-    let spec_b: BTreeSet<Coord> = specified(bwd)
-        .map_err(|d| d.with_label(decl_span, "dual declared here"))?
-        .into_iter()
-        .map(|(r, role, c)| (r, role_map[&role], c))
+    let spec_b_own = specified(bwd).map_err(|d| d.with_label(decl_span, "dual declared here"))?;
+    let spec_b: BTreeSet<Coord> = spec_b_own
+        .iter()
+        .map(|&(r, role, c)| (r, role_map[&role], c))
         .collect();
+    let (in_f, in_b) = (CoordSet::new(fwd, &spec_f), CoordSet::new(fwd, &spec_b));
     let granularity = |p: &Program, (r, role, c): Coord| {
         shape_error(
             fwd,
@@ -214,7 +314,7 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
     };
 
     // Transpose of the forward.
-    let mut want: Matrix = BTreeMap::new();
+    let mut want: Vec<Nonzero> = Vec::new();
     for &(r, o, c) in &spec_f {
         let pieces = sf[r as usize][o][c as usize].flatten();
         let [Some(lin)] = pieces.as_slice() else {
@@ -223,19 +323,16 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
         for (t, m) in lin.iter() {
             let (q, i, ci) = t.atom;
             let row = (q, i as usize, ci);
-            if !spec_b.contains(&row) {
+            if !in_b.contains(row) {
                 continue;
             }
-            *want
-                .entry((row, (r, o, c)))
-                .or_default()
-                .entry(transpose_chain(&t.ops))
-                .or_insert(0) += m;
+            want.push((in_f.key(row, (r, o, c)), transpose_chain(&t.ops), *m));
         }
     }
+    let want = matrix(want);
     // The backward, in forward coordinates.
-    let mut got: Matrix = BTreeMap::new();
-    for (r, role, c) in specified(bwd).unwrap_or_default() {
+    let mut got: Vec<Nonzero> = Vec::new();
+    for &(r, role, c) in &spec_b_own {
         let pieces = sb[r as usize][role][c as usize].flatten();
         let [Some(lin)] = pieces.as_slice() else {
             return Err(granularity(bwd, (r, role, c)));
@@ -247,7 +344,7 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
                 continue;
             };
             let col = (q, fi_role, ci);
-            if !spec_f.contains(&col) {
+            if !in_f.contains(col) {
                 continue;
             }
             let ops: Vec<OpLabel> = t
@@ -273,23 +370,41 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
                     x => x.clone(),
                 })
                 .collect();
-            *got.entry((row, col)).or_default().entry(ops).or_insert(0) += m;
+            got.push((in_f.key(row, col), ops, *m));
         }
     }
+    let got = matrix(got);
     if want == got {
         return Ok(());
     }
-    let keys: BTreeSet<&(Coord, Coord)> = want.keys().chain(got.keys()).collect();
+    // The first key (in order) whose entries differ.
+    let (mut ws, mut gs) = (entries(&want).peekable(), entries(&got).peekable());
     let empty = Entry::new();
-    for key in keys {
-        let (w, g) = (
-            want.get(key).unwrap_or(&empty),
-            got.get(key).unwrap_or(&empty),
-        );
+    loop {
+        let (key, w, g) = match (ws.peek(), gs.peek()) {
+            (None, None) => break,
+            (Some((kw, _)), Some((kg, _))) if kw == kg => {
+                let (k, w) = ws.next().expect("peeked");
+                let (_, g) = gs.next().expect("peeked");
+                (k, w, g)
+            }
+            (Some((kw, _)), Some((kg, _))) if kg < kw => {
+                let (k, g) = gs.next().expect("peeked");
+                (k, empty.clone(), g)
+            }
+            (Some(_), _) => {
+                let (k, w) = ws.next().expect("peeked");
+                (k, w, empty.clone())
+            }
+            (None, Some(_)) => {
+                let (k, g) = gs.next().expect("peeked");
+                (k, empty.clone(), g)
+            }
+        };
         if w == g {
             continue;
         }
-        let ((r, i, ci), (q, o, co)) = *key;
+        let ((r, i, ci), (q, o, co)) = in_f.unkey(key);
         let describe = |e: &Entry| {
             if e.is_empty() {
                 return "nothing".to_string();
@@ -318,9 +433,9 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
                 fwd.schedule,
                 fwd.group_size,
                 term_text(fwd, &(r, i as u32, ci), &[]),
-                describe(w),
+                describe(&w),
                 term_text(fwd, &(q, o as u32, co), &[]),
-                describe(g),
+                describe(&g),
             ),
         )
         .with_label(decl_span, "dual declared here")

@@ -22,7 +22,7 @@ mod symbolic;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-pub use check::check;
+pub use check::{check, check_program};
 pub use dual::verify_dual;
 
 /// Most errors of one rule reported for one program; the rest are summarised in a note.

@@ -63,6 +63,30 @@ pub(super) type Expected = Option<Vec<Lin>>;
 
 /// The spec's postcondition: for output role `role` on rank `r`, each block's expected pieces.
 pub(super) fn expected(prog: &Program, role: usize, r: Rank) -> Result<Vec<Expected>, Diagnostic> {
+    expected_with(prog, role, r, false)
+}
+
+/// Which blocks of output role `role` on rank `r` the postcondition specifies (the `Some`s of
+/// [`expected`], with the same errors), without building their contents: the dual rule needs
+/// only the shape, and the contents cost O(P²) per rank for the reducing collectives.
+pub(super) fn specified_blocks(
+    prog: &Program,
+    role: usize,
+    r: Rank,
+) -> Result<Vec<bool>, Diagnostic> {
+    Ok(expected_with(prog, role, r, true)?
+        .iter()
+        .map(Option::is_some)
+        .collect())
+}
+
+/// [`expected`]; with `shape_only` every specified block is `Some` of an empty list.
+fn expected_with(
+    prog: &Program,
+    role: usize,
+    r: Rank,
+    shape_only: bool,
+) -> Result<Vec<Expected>, Diagnostic> {
     let kind = prog.collective;
     let p = prog.group_size;
     let param = |name: &str| -> Result<Rank, Diagnostic> {
@@ -82,6 +106,9 @@ pub(super) fn expected(prog: &Program, role: usize, r: Rank) -> Result<Vec<Expec
             })
     };
     let units = |q: Rank, src: usize, block: u32| -> Vec<Lin> {
+        if shape_only {
+            return Vec::new();
+        }
         let k = prog.buffers[src].chunks;
         let range = if role_blocks(kind, src, p) == 1 {
             0..k

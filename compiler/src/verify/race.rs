@@ -75,10 +75,21 @@ pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
                 }
                 let mut d = race(prog, loc, (a, wa), (b, wb));
                 if let Some(p) = issued_not_arrived(hb, (ea, eb)) {
+                    let fused = matches!(
+                        &prog.step(p).op,
+                        Op::Put { peer, signal: Some(u), .. } if u.peer == *peer
+                    );
+                    let why = if fused {
+                        "only a wait for its own signal orders its arrival".to_string()
+                    } else {
+                        format!(
+                            "only its signal, or a standalone signal after it on rank {}, orders its arrival (a later put with signal does not)",
+                            p.rank
+                        )
+                    };
                     d.notes.push(format!(
-                        "{} is issued before the other access, but its data may still be in flight: only its own signal, or a standalone signal after it on rank {}, orders its arrival (a later put with signal does not)",
-                        step_text(prog, p),
-                        p.rank
+                        "{} is issued before the other access, but its data may still be in flight: {why}",
+                        step_text(prog, p)
                     ));
                 }
                 out.push(d);

@@ -31,9 +31,10 @@ pub struct HostCollRequest<'a> {
     pub reduce: ReduceOp,
     /// Group-local ranks taking part, this rank included.
     pub members: &'a [u32],
-    /// Plan key and step id, for diagnostics.
+    /// Plan key, and the position of this host collective among the launch's host collectives
+    /// (the same on every rank, unlike step ids): together they name the collective.
     pub key: &'a str,
-    pub step: u32,
+    pub ordinal: u32,
 }
 
 /// A collective library for `HostColl` steps.
@@ -78,7 +79,9 @@ pub struct Exchanges {
 
 impl Exchanges {
     /// Exchange `bytes` (same length on every member) among `members`; returns all members'
-    /// bytes concatenated in member order.
+    /// bytes concatenated in member order. `tag` names the exchange: every rank of the group
+    /// uses the same tags in the same order (members may differ between ranks, e.g. node-strided
+    /// sub-groups).
     pub fn exchange<F: Fabric>(
         &mut self,
         fabric: &F,
@@ -102,7 +105,10 @@ impl Exchanges {
                 });
             }
         }
-        let key = format!("exchange/{tag}/{members:?}");
+        // The key names the exchange, not its members: the runtime checks that every rank of the
+        // group registers the same keys, and a host collective over node-strided sub-groups is
+        // one exchange with different members on different ranks.
+        let key = format!("exchange/{tag}");
         if !self.states.contains_key(&key) {
             let slots = fabric.signal_slots(&key, 2)?;
             self.states.insert(
@@ -183,7 +189,8 @@ impl Exchanges {
         let es = req.dtype.size();
         let n = req.data.len() / es;
         let len = req.data.len();
-        let all = self.exchange(fabric, "hostcoll", req.members, req.data)?;
+        let tag = format!("hostcoll/{}/{}", req.key, req.ordinal);
+        let all = self.exchange(fabric, &tag, req.members, req.data)?;
         let block = n.div_ceil(m.max(1));
         let span = |i: usize| {
             let s = (i * block).min(n);

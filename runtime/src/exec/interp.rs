@@ -9,10 +9,11 @@
 //! tensor); private memory is *staged*: copied into a heap staging area before the steps (inputs
 //! and in-out roles), copied back after them (outputs and in-out roles), and only then are the
 //! plan's exit signals (launch credits) sent, so no peer writes into the staging area of the next
-//! launch while this one is still copying out. Every rank of a group must bind a role the same way
-//! (heap or staged). Scratch and staging share one symmetric area per (group, plan) that grows by
-//! powers of two; every role gets a staging slot whether it is staged or not, so the layout (and
-//! hence every offset a peer computes) does not depend on how this rank bound its roles.
+//! launch while this one is still copying out; when peers put into or get from role buffers, a
+//! barrier after the copy-in keeps them from touching the staging area before it is filled.
+//! Every rank of a group must bind a role the same way (heap or staged), which is what makes the
+//! layout of the symmetric area (staged roles and scratch buffers, each sized for the largest
+//! rank; one area per (group, plan), grown geometrically) agree on every rank.
 //!
 //! **Extents** come from [`BufferDecl::chunk_span`] / [`BufferDecl::region_span`]; a region on a
 //! peer (put destination, get source) is measured with the *peer's* extents, which differ from
@@ -115,7 +116,9 @@ enum RStep {
         reg: RReg,
         n: u64,
         members: Vec<Rank>,
-        id: u32,
+        /// Position among this rank's host collectives: the k-th one on every rank is the same
+        /// collective (step ids differ between ranks).
+        ordinal: u32,
     },
 }
 
@@ -363,6 +366,7 @@ impl<F: Fabric> Executor<F> {
                 .ok_or_else(|| symsched_plan::PlanError::UnboundSize(name.into()).into())
         };
         let mut steps = Vec::with_capacity(plan.ranks[me as usize].steps.len());
+        let mut host_ordinal = 0u32;
         for step in &plan.ranks[me as usize].steps {
             let id = step.id;
             steps.push(match &step.op {
@@ -444,12 +448,13 @@ impl<F: Fabric> Executor<F> {
                     members,
                 } => {
                     let (r, n) = span(region, me)?;
+                    host_ordinal += 1;
                     RStep::HostColl {
                         op: *op,
                         reg: r,
                         n,
                         members: members.clone(),
-                        id,
+                        ordinal: host_ordinal - 1,
                     }
                 }
             });
@@ -699,7 +704,7 @@ impl<F: Fabric> Executor<F> {
                     reg,
                     n,
                     members,
-                    id,
+                    ordinal,
                 } => {
                     let (p, dt) = ptr(me, reg, *n)?;
                     let len = *n as usize * dt.size();
@@ -714,7 +719,7 @@ impl<F: Fabric> Executor<F> {
                         reduce: args.op,
                         members,
                         key: &lp.key,
-                        step: *id,
+                        ordinal: *ordinal,
                     };
                     if self.host.is_builtin() {
                         let mut ex = self.internal.lock().unwrap_or_else(|e| e.into_inner());
