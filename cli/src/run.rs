@@ -334,7 +334,7 @@ fn run_child(args: &Args) -> Result<ExitCode> {
     let exec = Executor::new(GroupFabric::new(world.clone()));
     let me = world.rank();
     // Every rank must run the same plan: compare the source hash through the heap.
-    let digest = u64::from_str_radix(&s.plan.source_hash.get(..16).unwrap_or("0"), 16).unwrap_or(0);
+    let digest = u64::from_str_radix(s.plan.source_hash.get(..16).unwrap_or("0"), 16).unwrap_or(0);
     let hashes = exec.allgather_u64("run/plan-hash", &[digest])?;
     if hashes.iter().any(|h| h.first() != Some(&digest)) {
         bail!("ranks compiled different plans (source hashes {hashes:?})");

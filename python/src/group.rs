@@ -1,8 +1,8 @@
 //! A group of the runtime as seen from Python: one-sided primitives on heap offsets, plan
 //! launches through the executor, and the duals of a schedule.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -15,6 +15,7 @@ use symsched_runtime::Group;
 
 use crate::errors;
 use crate::plans::{self, Dual};
+use crate::prepared::{self, PyPrepared};
 use crate::runtime::Shared;
 use crate::signals::{self, cmp_from_code, SigOp};
 
@@ -232,6 +233,7 @@ impl PyGroup {
         let (base, len) = self.heap_range();
         let exec = self.exec.clone();
         let me = self.group.rank();
+        let members = self.group.members().to_vec();
         py.detach(move || -> PyResult<()> {
             let lp = exec.load(&plan).map_err(errors::exec)?;
             let mut ls = LaunchSizes {
@@ -239,7 +241,22 @@ impl PyGroup {
                 counts: None,
             };
             if let Some(row) = send_counts {
-                let m = exec.gather_counts(&row).map_err(errors::exec)?;
+                // one exchange carries the counts and the binding pattern (the binding rule check)
+                let p = members.len();
+                if row.len() != p {
+                    return Err(errors::value(format!(
+                        "send counts must have one entry per group rank ({p}), got {}",
+                        row.len()
+                    )));
+                }
+                let mut mine = row;
+                mine.extend(prepared::binding_pattern((base, len), &buffers));
+                let all = exec
+                    .allgather_u64("python/counts+bindings", &mine)
+                    .map_err(errors::exec)?;
+                let patterns: Vec<&[u64]> = all.iter().map(|r| r.get(p..).unwrap_or(&[])).collect();
+                prepared::check_patterns(&patterns, &plan, &members)?;
+                let m: Vec<Vec<u64>> = all.iter().map(|r| r[..p.min(r.len())].to_vec()).collect();
                 if let Some(expect) = recv_counts {
                     let got: Vec<u64> = m.iter().map(|r| r.get(me).copied().unwrap_or(0)).collect();
                     if got != expect {
@@ -279,6 +296,58 @@ impl PyGroup {
             .map_err(errors::exec)
         })?;
         Ok(None)
+    }
+
+    /// Prepare launches of `schedule` with fixed `params`, element types, reduce op and `sizes`
+    /// (compiles and loads the plan once); `Prepared.run(buffers)` then only binds buffers.
+    /// Plans whose extents use alltoallv counts cannot be prepared (use `launch`).
+    #[pyo3(signature = (schedule, params, dtype, op, wire, sizes))]
+    #[allow(clippy::too_many_arguments)] // mirrors the Python call: one argument per launch property
+    fn prepare(
+        &self,
+        py: Python<'_>,
+        schedule: &str,
+        params: BTreeMap<String, i64>,
+        dtype: &str,
+        op: Option<&str>,
+        wire: Option<&str>,
+        sizes: BTreeMap<String, u64>,
+    ) -> PyResult<PyPrepared> {
+        let size =
+            u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
+        let plan = py
+            .detach(|| plans::plan(schedule, size, &params))
+            .map_err(errors::value)?;
+        if plan
+            .buffers
+            .iter()
+            .any(|b| matches!(b.extent, symsched_plan::Extent::Counts { .. }))
+        {
+            return Err(errors::value(format!(
+                "schedule `{schedule}` takes alltoallv counts; it cannot be prepared"
+            )));
+        }
+        let data = DType::parse(dtype).map_err(errors::exec)?;
+        let wire = wire.map(DType::parse).transpose().map_err(errors::exec)?;
+        let types = ElemTypes::new(data, wire).map_err(errors::exec)?;
+        let rop = ReduceOp::parse(op.unwrap_or("sum")).map_err(errors::exec)?;
+        let lp = self.exec.load(&plan).map_err(errors::exec)?;
+        let check_always = std::env::var(prepared::CHECK_ENV).is_ok_and(|v| v == "always");
+        Ok(PyPrepared {
+            exec: self.exec.clone(),
+            plan: lp,
+            types,
+            op: rop,
+            sizes: LaunchSizes {
+                vars: sizes,
+                counts: None,
+            },
+            heap: self.heap_range(),
+            rank: self.group.rank(),
+            members: self.group.members().to_vec(),
+            check_always,
+            checked: Mutex::new(HashSet::new()),
+        })
     }
 
     /// The duals `schedule` declares for this group size: dicts with `kind` ("schedule" or

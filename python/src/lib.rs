@@ -9,6 +9,7 @@ mod block;
 mod errors;
 mod group;
 mod plans;
+mod prepared;
 mod runtime;
 mod signals;
 
@@ -35,5 +36,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::PyRuntime>()?;
     m.add_class::<block::HeapBlock>()?;
     m.add_class::<group::PyGroup>()?;
+    m.add_class::<prepared::PyPrepared>()?;
     Ok(())
 }

@@ -73,6 +73,8 @@ class ReduceScatter(Function):
                 f"`input` dim 0 must be a multiple of the group size {info.size}, got shape {tuple(x.shape)}")
         y = xc.new_empty((xc.shape[0] // info.size,) + tuple(xc.shape[1:]))
         _coll.reduce_scatter(y, xc, op, group, wire)
+        # the backward is the dual declared by the schedule that actually ran
+        ctx.schedule = _coll._rs_schedule(_coll._wire_for(op, wire, xc.dtype))
         ctx.group, ctx.op, ctx.shape = group, op, x.shape
         return y
 
@@ -82,7 +84,7 @@ class ReduceScatter(Function):
         info = _state.resolve_group(ctx.group)
         g = gy.contiguous().reshape(-1)
         gx = g.new_empty(g.numel() * info.size)
-        _run_dual(info, "reduce_scatter_push", {}, "allgather", "reduce_scatter.backward", [g, gx], g.dtype,
+        _run_dual(info, ctx.schedule, {}, "allgather", "reduce_scatter.backward", [g, gx], g.dtype,
                   {"n": g.numel()}, nbytes=gx.numel() * gx.element_size())
         if ctx.op is ReduceOp.AVG:
             gx.div_(info.size)

@@ -8,16 +8,30 @@ until the signal timeout; the error on the faulty rank names the argument).
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from . import _launch, _state
 from . import _validate as v
-from ._dtypes import DATA_DTYPES, FLOAT_DATA, resolve_wire
+from . import memory as _memory
+from ._dtypes import DATA_DTYPES, FLOAT_DATA, LOW_PRECISION_ENV, resolve_wire
+from ._env import raw_getter
 from ._enums import ReduceOp, ReduceOpLike, parse_reduce_op
-from ._errors import SymschedArgumentError, SymschedRuntimeError, SymschedTypeError
+from ._errors import SymschedArgumentError, SymschedError, SymschedRuntimeError, SymschedTypeError
 from .interop import note_symsched
+from .profiling import TRACE_ENV
+
+_STRIDED = torch.strided
+_wire_env = raw_getter(LOW_PRECISION_ENV)
+_one_shot_env = raw_getter(_launch.ONE_SHOT_ENV)
+_trace_env = raw_getter(TRACE_ENV)
+_profiler_enabled = torch._C._autograd._profiler_enabled
+
+
+def _observed() -> bool:
+    """Whether the profiler or the trace watches ops (they take the instrumented path)."""
+    return bool(_profiler_enabled()) or bool(_trace_env())
 
 DTYPES = tuple(DATA_DTYPES)
 
@@ -44,26 +58,49 @@ def allgather(output: torch.Tensor, input: torch.Tensor, group: Any = None) -> N
                 nbytes=output.numel() * output.element_size())
 
 
+_schedule_names: Optional[frozenset] = None
+
+
+def _has_schedule(name: str) -> bool:
+    global _schedule_names
+    if _schedule_names is None:
+        _schedule_names = frozenset(_state.native().schedules())
+    return name in _schedule_names
+
+
 def _rs_schedule(wire: Optional[torch.dtype]) -> str:
     if wire is None:
         return "reduce_scatter_push"
-    names = _state.native().schedules()
-    if "reduce_scatter_push_wire" in names:
+    if _has_schedule("reduce_scatter_push_wire"):
         return "reduce_scatter_push_wire"
-    raise SymschedRuntimeError(
-        "low-precision reduce_scatter needs a wire-format reduce-scatter schedule "
-        "(`reduce_scatter_push_wire`) which the standard library does not ship yet; "
-        "pass low_precision_dtype=None or use shmem_allreduce")
+    raise SymschedRuntimeError(  # pragma: no cover - only with a stale native module
+        "low-precision reduce_scatter needs the wire-format schedule `reduce_scatter_push_wire`, "
+        "which this build's standard library lacks; rebuild with scripts/python_env.sh")
+
+
+def _wire_for(r: ReduceOp, low_precision_dtype: Union[None, str, torch.dtype], dtype: torch.dtype
+              ) -> Optional[torch.dtype]:
+    """The wire format of a reduction: explicit or env default, never for max/min (a narrower
+    wire would return values no rank holds), which is an error only when asked explicitly."""
+    wire = resolve_wire(low_precision_dtype, dtype)
+    if wire is not None and r in (ReduceOp.MAX, ReduceOp.MIN):
+        if low_precision_dtype is not None:
+            raise SymschedArgumentError(f"`low_precision_dtype` applies to 'sum'/'avg' only, got op='{r.value}'")
+        return None
+    return wire
 
 
 def reduce_scatter(output: torch.Tensor, input: torch.Tensor, op: ReduceOpLike = "sum", group: Any = None,
                    low_precision_dtype: Union[None, str, torch.dtype] = None) -> None:
-    """``output`` (n) ← block ``rank`` of the element-wise reduction of every rank's ``input`` (P·n)."""
+    """``output`` (n) ← block ``rank`` of the element-wise reduction of every rank's ``input`` (P·n).
+
+    With a wire format (per call, or ``SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE``) peers' blocks
+    travel narrowed and are accumulated in f32; this rank's own block stays full precision."""
     v.tensor(output, "output_tensor", dtypes=DTYPES)
     v.tensor(input, "input_tensor", dtypes=DTYPES)
     v.same_dtype(output, "output_tensor", input, "input_tensor")
     r = _reduce_op(op, input.dtype)
-    wire = resolve_wire(low_precision_dtype, input.dtype)
+    wire = _wire_for(r, low_precision_dtype, input.dtype)
     info = _state.resolve_group(group)
     if input.numel() != info.size * output.numel():
         raise SymschedArgumentError(
@@ -75,22 +112,51 @@ def reduce_scatter(output: torch.Tensor, input: torch.Tensor, op: ReduceOpLike =
                 reduce=r, wire=wire, nbytes=input.numel() * input.element_size())
 
 
+#: allreduce calls already validated, per (group, op, dtype, numel, wire argument, env values):
+#: what only depends on those (op and wire parsing, group mapping, schedule, prepared launch).
+_ar_cache: Dict[Tuple[Any, ...], Tuple[Any, Any, int]] = {}
+_AR_CACHE_MAX = 4096
+
+
 def allreduce(tensor: torch.Tensor, op: ReduceOpLike = "sum", group: Any = None,
               low_precision_dtype: Union[None, str, torch.dtype] = None) -> None:
     """In place: ``tensor`` ← element-wise reduction over the group, identical on every rank."""
+    key: Optional[Tuple[Any, ...]] = None
+    if isinstance(tensor, torch.Tensor):
+        key = (id(group), op, tensor.dtype, tensor.numel(), low_precision_dtype, _wire_env(), _one_shot_env())
+        try:
+            hit = _ar_cache.get(key)
+        except TypeError:  # an unhashable argument: the full path reports it
+            hit = key = None
+        # per-tensor checks stay per call; the cached part depends only on the key
+        if (hit is not None and hit[0] is group and tensor.is_cpu and tensor.layout is _STRIDED
+                and tensor.is_contiguous() and not _memory._dead and not _observed()):
+            note_symsched(tensor, "allreduce")
+            try:
+                hit[1].run([(tensor.data_ptr(), hit[2])])
+            except (SymschedError, TypeError):
+                raise
+            except ValueError as exc:
+                raise SymschedArgumentError(f"symsched allreduce ({hit[1].schedule}): {exc}") from exc
+            except Exception as exc:
+                info = _state.resolve_group(group)
+                raise SymschedRuntimeError(
+                    f"symsched allreduce ({hit[1].schedule}) on group {list(info.ranks)}: {exc}") from exc
+            return
     v.tensor(tensor, "tensor", dtypes=DTYPES)
     r = _reduce_op(op, tensor.dtype)
-    wire = resolve_wire(low_precision_dtype, tensor.dtype)
-    if wire is not None and r in (ReduceOp.MAX, ReduceOp.MIN) and low_precision_dtype is not None:
-        # max/min through a narrower wire would return values no rank holds
-        raise SymschedArgumentError(f"`low_precision_dtype` applies to 'sum'/'avg' only, got op='{r.value}'")
-    if r in (ReduceOp.MAX, ReduceOp.MIN):
-        wire = None
+    wire = _wire_for(r, low_precision_dtype, tensor.dtype)
     info = _state.resolve_group(group)
     nbytes = tensor.numel() * tensor.element_size()
     note_symsched(tensor, "allreduce")
-    _launch.run("allreduce", info, _launch.allreduce_schedule(nbytes, wire), [tensor], tensor.dtype,
-                {"n": tensor.numel()}, reduce=r, wire=wire, nbytes=nbytes)
+    schedule = _launch.allreduce_schedule(nbytes, wire)
+    sizes = {"n": tensor.numel()}
+    _launch.run("allreduce", info, schedule, [tensor], tensor.dtype, sizes, reduce=r, wire=wire, nbytes=nbytes)
+    if key is None:
+        return
+    if len(_ar_cache) >= _AR_CACHE_MAX:
+        _ar_cache.clear()
+    _ar_cache[key] = (group, _launch.prepared(info, schedule, None, tensor.dtype, r, wire, sizes), nbytes)
 
 
 def _counts(lst: Any, arg: str, size: int) -> List[int]:

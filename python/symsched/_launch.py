@@ -14,7 +14,7 @@ import torch
 from . import _state
 from ._dtypes import WIRE_DTYPES, data_name
 from ._enums import ReduceOp
-from ._errors import SymschedArgumentError, SymschedRuntimeError
+from ._errors import SymschedArgumentError, SymschedError, SymschedRuntimeError
 from .profiling import _profiler_on, add_events, op_range, trace_path
 
 #: Below this many bytes allreduce uses the one-shot schedule, at or above it two-shot.
@@ -50,36 +50,68 @@ def _buf(t: torch.Tensor) -> Tuple[int, int]:
     return (t.data_ptr(), t.numel() * t.element_size())
 
 
+#: Prepared launches kept per group before the cache is dropped (a sweep over many sizes).
+MAX_PREPARED = 1024
+
+
+def prepared(info: _state.GroupInfo, schedule: str, params: Optional[Dict[str, int]], dtype: torch.dtype,
+             reduce: Optional[ReduceOp], wire: Optional[torch.dtype], sizes: Dict[str, int]) -> Any:
+    """The native prepared launch of ``schedule`` for these types and sizes on ``info``'s group.
+
+    Compiling, loading and type resolution happen once per key; a call then only binds buffers.
+    """
+    key = (schedule, tuple(sorted(params.items())) if params else (), dtype, reduce, wire,
+           tuple(sorted(sizes.items())))
+    p = info.prepared.get(key)
+    if p is None:
+        if len(info.prepared) >= MAX_PREPARED:
+            info.prepared.clear()
+        p = info.handle.prepare(schedule, dict(params or {}), data_name(dtype, "tensor"),
+                                None if reduce is None else reduce.value,
+                                None if wire is None else WIRE_DTYPES[wire], {k: int(x) for k, x in sizes.items()})
+        info.prepared[key] = p
+    return p
+
+
+def _raise_runtime(op_name: str, info: _state.GroupInfo, schedule: str, exc: Exception) -> None:
+    raise SymschedRuntimeError(f"symsched {op_name} ({schedule}) on group {list(info.ranks)}: {exc}") from exc
+
+
 def run(op_name: str, info: _state.GroupInfo, schedule: str, buffers: Sequence[torch.Tensor], dtype: torch.dtype,
         sizes: Dict[str, int], *, params: Optional[Dict[str, int]] = None, reduce: Optional[ReduceOp] = None,
         wire: Optional[torch.dtype] = None, send_counts: Optional[List[int]] = None,
         recv_counts: Optional[List[int]] = None, nbytes: Optional[int] = None) -> None:
     """Run ``schedule`` on ``info``'s group with the given role buffers (in signature order)."""
-    params = dict(params or {})
-    if not _profiler_on() and trace_path() is None:
-        # hot path: nothing observes the op, so skip building profiler/trace arguments
+    if send_counts is None and not _profiler_on() and trace_path() is None:
+        # hot path: nothing observes the op
         try:
-            info.handle.launch(schedule, params, [_buf(b) for b in buffers], data_name(dtype, "tensor"),
-                               None if reduce is None else reduce.value,
-                               None if wire is None else WIRE_DTYPES[wire], sizes, send_counts, recv_counts, False)
-        except (ValueError, TypeError):
+            prepared(info, schedule, params, dtype, reduce, wire, sizes).run([_buf(b) for b in buffers])
+        except (SymschedError, TypeError):
             raise
+        except ValueError as exc:  # the native binding check and size checks: the caller's arguments
+            raise SymschedArgumentError(f"symsched {op_name} ({schedule}): {exc}") from exc
         except Exception as exc:
-            raise SymschedRuntimeError(f"symsched {op_name} ({schedule}) on group {list(info.ranks)}: {exc}") from exc
+            _raise_runtime(op_name, info, schedule, exc)
         return
     total = nbytes if nbytes is not None else sum(_buf(b)[1] for b in buffers[:1])
     with op_range(op_name, total, info.describe(), schedule=schedule, dtype=str(dtype).replace("torch.", ""),
                   op=None if reduce is None else reduce.value,
                   wire=None if wire is None else WIRE_DTYPES[wire]) as extra:
         try:
-            events = info.handle.launch(
-                schedule, params, [_buf(b) for b in buffers], data_name(dtype, "tensor"),
-                None if reduce is None else reduce.value, None if wire is None else WIRE_DTYPES[wire],
-                {k: int(x) for k, x in sizes.items()}, send_counts, recv_counts, trace_path() is not None)
-        except (ValueError, TypeError):
+            if send_counts is None:
+                events = prepared(info, schedule, params, dtype, reduce, wire, sizes).run(
+                    [_buf(b) for b in buffers])
+            else:
+                events = info.handle.launch(
+                    schedule, dict(params or {}), [_buf(b) for b in buffers], data_name(dtype, "tensor"),
+                    None if reduce is None else reduce.value, None if wire is None else WIRE_DTYPES[wire],
+                    {k: int(x) for k, x in sizes.items()}, send_counts, recv_counts, trace_path() is not None)
+        except (SymschedError, TypeError):
             raise
+        except ValueError as exc:  # the native binding check and size checks: the caller's arguments
+            raise SymschedArgumentError(f"symsched {op_name} ({schedule}): {exc}") from exc
         except Exception as exc:
-            raise SymschedRuntimeError(f"symsched {op_name} ({schedule}) on group {list(info.ranks)}: {exc}") from exc
+            _raise_runtime(op_name, info, schedule, exc)
         if events:
             extra["steps"] = len(events)
             add_events(events)
@@ -95,9 +127,15 @@ def dual(info: _state.GroupInfo, schedule: str, params: Optional[Dict[str, int]]
 
 def dual_schedule(info: _state.GroupInfo, schedule: str, params: Optional[Dict[str, int]], expect: str
                   ) -> Tuple[str, Dict[str, int]]:
-    """The declared dual schedule of ``schedule`` whose collective is ``expect``."""
+    """The declared dual schedule of ``schedule`` whose collective is ``expect`` (cached per group)."""
+    key = ("dual", schedule, tuple(sorted((params or {}).items())), expect)
+    hit = info.prepared.get(key)
+    if hit is not None:
+        return hit[0], dict(hit[1])
     for d in dual(info, schedule, params):
         if d.get("kind") == "schedule" and d.get("collective") == expect:
-            return str(d["name"]), {k: int(x) for k, x in d.get("params", {}).items()}
+            found = (str(d["name"]), {k: int(x) for k, x in d.get("params", {}).items()})
+            info.prepared[key] = found
+            return found[0], dict(found[1])
     raise SymschedRuntimeError(
         f"schedule `{schedule}` declares no `{expect}` dual; its duals are {dual(info, schedule, params)}")

@@ -14,7 +14,7 @@ import os
 import shutil
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
 import torch.distributed as dist
@@ -160,6 +160,8 @@ class GroupInfo:
     rank: int
     handle: Any
     label: str = ""
+    #: prepared native launches of this group, keyed by (schedule, params, dtype, op, wire, sizes)
+    prepared: Dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def size(self) -> int:

@@ -18,6 +18,7 @@ from . import functional as F
 from ._enums import ReduceOpLike
 
 WireLike = Union[None, str, torch.dtype]
+_grad_enabled = torch.is_grad_enabled
 
 
 def _grad(*ts: Any) -> bool:
@@ -49,7 +50,8 @@ def shmem_allreduce(tensor: torch.Tensor, op: ReduceOpLike = "sum", group: Any =
     two-shot above, the wire-format two-shot when a low-precision dtype applies (per call, or
     ``SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE``): cast to the wire type, transfer, accumulate in f32.
     """
-    if _grad(tensor):
+    # inlined _grad: this is the hottest entry point
+    if _grad_enabled() and isinstance(tensor, torch.Tensor) and tensor.requires_grad:
         y = F.all_reduce(tensor, op, group, backward=backward, low_precision_dtype=low_precision_dtype)
         tensor.copy_(y)
         return

@@ -101,6 +101,10 @@ def bad_args(rank: int, world: int, args) -> dict:
     _raises(fails, A, lambda: symm.shmem_allreduce(torch.zeros(4, 4).t()), "contiguous")
     _raises(fails, A, lambda: symm.shmem_allgather(torch.zeros(3), torch.zeros(2)), "output_tensor", "2")
     _raises(fails, A, lambda: symm.shmem_reduce_scatter(torch.zeros(2), torch.zeros(3)), "input_tensor")
+    _raises(fails, A, lambda: symm.shmem_reduce_scatter(torch.zeros(2), torch.zeros(2 * world), "min",
+                                                        low_precision_dtype="bf16"), "low_precision_dtype")
+    _raises(fails, A, lambda: symm.shmem_reduce_scatter(torch.zeros(2).int(), torch.zeros(2 * world).int(),
+                                                        low_precision_dtype=torch.float16), "low_precision_dtype")
     _raises(fails, A, lambda: symm.shmem_alltoall([plain] * (world + 1), plain, [1] * world), "send_tensor_list")
     _raises(fails, A, lambda: symm.shmem_alltoall([plain] * world, plain, [1] * world), "receive_tensor")
     _raises(fails, A, lambda: symm.shmem_send(plain, rank), "dst_rank")
@@ -191,7 +195,135 @@ def low_precision(rank: int, world: int, args) -> dict:
     symm.shmem_allreduce(t16, low_precision_dtype=torch.float8_e4m3fn)
     errs["fp16 data, e4m3 wire, rel"] = float(((t16.float() - full16.float()).abs() /
                                                full16.float().abs().clamp_min(1e-3)).median())
+    _reduce_scatter_wire(rank, world, fails, errs)
     return {"failures": fails, "errors": errs}
+
+
+def _wire_floor(wire: torch.dtype, world: int) -> float:
+    """Absolute rounding error of P-1 subnormal operands: half the wire's subnormal spacing each."""
+    fi = torch.finfo(wire)
+    return (world - 1) * fi.smallest_normal * fi.eps / 2
+
+
+def _reduce_scatter_wire(rank: int, world: int, fails: list, errs: dict) -> None:
+    """Wire-format reduce_scatter: every peer's block is rounded once to the wire (u = eps/2),
+    this rank's own block never crosses it, accumulation is f32 and the result is written at full
+    precision, so |err| ≤ u·Σ_{r≠me}|x_r| + (P-1)·s/2 + 2·P·eps_f32·Σ|x_r|, where s is the wire's
+    subnormal spacing (below the smallest normal the rounding error is absolute, not relative;
+    it matters for fp8: e4m3 s/2 = 2^-10) and the last term the f32 folds of both results."""
+    n = 1024
+    parts = [data(777 + r, world * n, torch.float32) for r in range(world)]
+    full = torch.empty(n)
+    symm.shmem_reduce_scatter(full, parts[rank].clone())
+    mine = slice(rank * n, (rank + 1) * n)
+    others = sum(parts[r][mine].abs() for r in range(world) if r != rank)
+    total = sum(p[mine].abs() for p in parts)
+    for wire in (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
+        out = torch.empty(n)
+        symm.shmem_reduce_scatter(out, parts[rank].clone(), low_precision_dtype=wire)
+        u = torch.finfo(wire).eps / 2
+        bound = u * others + _wire_floor(wire, world) + 2 * world * torch.finfo(torch.float32).eps * total
+        err = (out - full).abs()
+        errs[f"reduce_scatter {wire}"] = float((err / full.abs().clamp_min(1e-3)).median())
+        if not bool((err <= bound).all()):
+            fails.append(f"reduce_scatter {wire}: max err {float(err.max())} exceeds the wire bound")
+        if wire in (torch.bfloat16, torch.float8_e5m2) and torch.equal(out, full):
+            fails.append(f"reduce_scatter {wire}: wire had no effect")
+    # symmetric tensors in place, env default applies and the per-call None keeps it
+    sin = symm.empty(world * n, torch.float32)
+    sout = symm.empty(n, torch.float32)
+    sin.copy_(parts[rank])
+    os.environ["SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE"] = "float8_e4m3fn"
+    try:
+        symm.shmem_reduce_scatter(sout, sin)
+    finally:
+        del os.environ["SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE"]
+    u = torch.finfo(torch.float8_e4m3fn).eps / 2
+    if torch.equal(sout, full):
+        fails.append("reduce_scatter: env default e4m3 wire had no effect")
+    floor = _wire_floor(torch.float8_e4m3fn, world)
+    if not bool(((sout - full).abs() <= u * others + floor + 2 * world * torch.finfo(torch.float32).eps * total).all()):
+        fails.append("reduce_scatter: env default e4m3 wire exceeds the wire bound")
+    # max/min never narrow: the env default is skipped, an explicit wire is an error
+    os.environ["SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE"] = "bf16"
+    try:
+        mx = torch.empty(n)
+        symm.shmem_reduce_scatter(mx, parts[rank].clone(), op="max")
+    finally:
+        del os.environ["SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE"]
+    if not torch.equal(mx, torch.stack([p[mine] for p in parts]).max(0).values):
+        fails.append("reduce_scatter max under an env wire default is not exact")
+    _raises(fails, ValueError, lambda: symm.shmem_reduce_scatter(
+        torch.empty(n), parts[rank].clone(), op="max", low_precision_dtype=torch.bfloat16), "low_precision_dtype")
+    # differentiable form with a wire: forward narrowed, backward is the allgather dual
+    x = parts[rank].clone().requires_grad_(True)
+    y = F.reduce_scatter(x, "sum", None, torch.bfloat16)
+    y.backward(torch.full((n,), float(rank + 1)))
+    expect = torch.cat([torch.full((n,), float(r + 1)) for r in range(world)])
+    if not torch.equal(x.grad, expect):
+        fails.append("reduce_scatter wire backward is not the allgather of the gradients")
+    symm.free(sout)
+    symm.free(sin)
+
+
+def binding_rule(rank: int, world: int, args) -> dict:
+    """A tensor bound symmetric on one rank and ordinary on another (or at different heap
+    offsets) is refused on every rank with an error naming the buffer; the group stays usable."""
+    symm.init()
+    fails = []
+    a = symm.empty(64, torch.float32)
+    b = symm.empty(64, torch.float32)
+    plain = torch.ones(64)
+    a.fill_(1.0)
+    b.fill_(1.0)
+    mixed = a if rank == 0 else plain
+    _raises(fails, symm.SymschedArgumentError, lambda: symm.shmem_allreduce(mixed), "bound differently",
+            "all symmetric", "ordinary (staged)")
+    other = a if rank == 0 else b
+    _raises(fails, symm.SymschedArgumentError, lambda: symm.shmem_allreduce(other), "bound differently",
+            "heap offset")
+    out = torch.empty(64 * world)
+    src = a if rank == 0 else plain
+    _raises(fails, symm.SymschedArgumentError, lambda: symm.shmem_allgather(out, src[: 64]), "bound differently",
+            "`in`")
+    # alltoall: the binding pattern travels with the counts exchange, on every call
+    recv_sym = a[: 8 * world]
+    recv = recv_sym if rank == 0 else torch.empty(8 * world)
+    _raises(fails, symm.SymschedArgumentError,
+            lambda: symm.shmem_alltoall([torch.ones(8)] * world, recv, [8] * world), "bound differently")
+    # consistent calls still work afterwards, with both bindings
+    a.fill_(float(rank + 1))
+    symm.shmem_allreduce(a)
+    plain.fill_(float(rank + 1))
+    symm.shmem_allreduce(plain)
+    want = float(sum(range(1, world + 1)))
+    if not (torch.all(a == want) and torch.all(plain == want)):
+        fails.append(f"after a refused call: {a[:2].tolist()} {plain[:2].tolist()}")
+    # repeated calls take the cached fast path: still correct, still validated
+    for i in range(5):
+        for t in (a, plain, a[:32]):
+            t.fill_(float(rank + 1 + i))
+            symm.shmem_allreduce(t)
+            if not torch.all(t == want + world * i):
+                fails.append(f"cached call {i}: {t[:2].tolist()}")
+    _raises(fails, symm.SymschedArgumentError, lambda: symm.shmem_allreduce(a.view(8, 8).t()), "contiguous")
+    symm.free(b)
+    symm.free(a)
+    return {"failures": fails}
+
+
+def binding_rule_always(rank: int, world: int, args) -> dict:
+    """With SYMSCHED_CHECK_BINDINGS=always a rank switching binding after an agreed call is caught."""
+    symm.init()
+    fails = []
+    a = symm.empty(64, torch.float32)
+    plain = torch.ones(64)
+    a.fill_(1.0)
+    symm.shmem_allreduce(a)  # agreed: symmetric everywhere
+    switched = a if rank == 0 else plain
+    _raises(fails, symm.SymschedArgumentError, lambda: symm.shmem_allreduce(switched), "bound differently")
+    symm.free(a)
+    return {"failures": fails}
 
 
 def mc2_precision(rank: int, world: int, args) -> dict:

@@ -39,7 +39,9 @@ def test_low_precision_wire_within_format_bound():
     """Tolerance derived from the wire format: each operand and the result are rounded once to
     the wire type (unit roundoff u = eps/2) and accumulation is f32, so
     |err| ≤ u·Σ|x_r| + u·|result|. fp16: u = 2^-11, bf16: 2^-8, e4m3: 2^-4, e5m2: 2^-3 — the RFC's
-    allclose(1e-3, 1e-5) therefore holds for an fp16 wire only, not for bf16 or fp8."""
+    allclose(1e-3, 1e-5) therefore holds for an fp16 wire only, not for bf16 or fp8.
+    reduce_scatter with a wire: peers' blocks are rounded once and the own block not at all, and
+    the result is not narrowed, so |err| ≤ u·Σ_{r≠me}|x_r| (plus the f32 folding error)."""
     res = _ok(_harness.run("scen_misc", "low_precision", 2, timeout=100))
     print(res[0]["errors"])
 
@@ -52,3 +54,15 @@ def test_mc2_matches_separate_comm_and_compute():
 @pytest.mark.timeout(120)
 def test_forbidden_mix_is_detected():
     _ok(_harness.run("scen_misc", "forbidden_mix", 2, timeout=100))
+
+
+@pytest.mark.timeout(120)
+def test_binding_rule_is_checked_on_every_rank():
+    """Symmetric on one rank, ordinary on another (or different heap offsets) raises everywhere."""
+    _ok(_harness.run("scen_misc", "binding_rule", 2, timeout=100))
+
+
+@pytest.mark.timeout(120)
+def test_binding_switch_is_checked_with_check_always():
+    _ok(_harness.run("scen_misc", "binding_rule_always", 2, timeout=100,
+                     env={"SYMSCHED_CHECK_BINDINGS": "always"}))

@@ -317,15 +317,13 @@ fn a_wait_nobody_satisfies_times_out_naming_the_step() {
         },
     );
     match r {
-        Err(e @ ExecError::Timeout { .. }) => {
-            let msg = e.to_string();
+        Err(ExecError::Timeout(t)) => {
+            let msg = t.to_string();
             assert!(
                 msg.contains("rank 0") && msg.contains("allreduce_one_shot"),
                 "{msg}"
             );
-            if let ExecError::Timeout { signallers, .. } = e {
-                assert_eq!(signallers, vec![1]);
-            }
+            assert_eq!(t.signallers, vec![1]);
         }
         other => panic!("expected a timeout, got {other:?}"),
     }

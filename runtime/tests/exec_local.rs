@@ -28,10 +28,8 @@ fn params_for(name: &str, p: u32) -> Option<BTreeMap<String, i64>> {
         "broadcast_push" | "reduce_push" => {
             params.insert("root".into(), (p / 2) as i64);
         }
-        "allreduce_hier" => {
-            if p % 2 != 0 {
-                params.insert("L".into(), 1);
-            }
+        "allreduce_hier" if !p.is_multiple_of(2) => {
+            params.insert("L".into(), 1);
         }
         _ => {}
     }

@@ -147,7 +147,7 @@ fn subset(rt: &symsched_runtime::Runtime) {
     let lib = standard_library();
     for s in lib.schedules() {
         let mut params = example_params(&s.name);
-        if s.name == "allreduce_hier" && p % 2 != 0 {
+        if s.name == "allreduce_hier" && !p.is_multiple_of(2) {
             params.insert("L".into(), 1);
         }
         if s.name == "sendrecv_pair" {

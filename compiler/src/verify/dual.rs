@@ -35,7 +35,11 @@ type Nonzero = (u64, Vec<OpLabel>, u32);
 /// A sparse matrix as its nonzeros sorted by (row, col, chain), one per key. Allreduce has P³
 /// of them: a flat sorted vector is an order of magnitude cheaper than nested maps.
 fn matrix(mut nz: Vec<Nonzero>) -> Vec<Nonzero> {
-    nz.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    // Chains are almost always empty: sort by the packed key, then each (short) run by chain.
+    nz.sort_unstable_by_key(|e| e.0);
+    for run in nz.chunk_by_mut(|a, b| a.0 == b.0).filter(|r| r.len() > 1) {
+        run.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+    }
     let mut out: Vec<Nonzero> = Vec::with_capacity(nz.len());
     for e in nz {
         match out.last_mut() {

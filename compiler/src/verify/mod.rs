@@ -73,12 +73,17 @@ pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
         }
     }
     errors.extend(cap(race::check(prog, hb)));
+    let mut fold_warnings = Vec::new();
     if errors.is_empty() {
-        errors.extend(cap(postcondition::check(prog, hb)));
+        let (refused, warned) = postcondition::check(prog, hb);
+        errors.extend(cap(refused));
+        fold_warnings = warned;
     }
     if errors.is_empty() {
+        let mut warnings = warnings(prog);
+        warnings.extend(fold_warnings);
         Ok(Report {
-            warnings: warnings(prog),
+            warnings,
             notes: Vec::new(),
         })
     } else {

@@ -9,7 +9,7 @@
 //! - E0403: a role's chunking does not align with the collective's blocks;
 //! - E0404: the program's buffers or params do not match the collective's signature.
 
-use super::symbolic::{execute, Atom, Lin, OpLabel, Val};
+use super::symbolic::{execute, Atom, Lin, OpLabel, Outcome, Val};
 use super::{step_error, step_text};
 use crate::diag::Diagnostic;
 use crate::ir::graph::HappensBefore;
@@ -117,7 +117,7 @@ fn expected_with(
         };
         range
             .map(|c| match Val::unit((q, src as u32, c)) {
-                Val::Lin(l) => std::rc::Rc::unwrap_or_clone(l),
+                Val::Lin(l, _) => std::rc::Rc::unwrap_or_clone(l),
                 _ => unreachable!("unit is linear"),
             })
             .collect()
@@ -249,12 +249,92 @@ pub(super) fn block_chunks(prog: &Program, role: usize, j: u32) -> std::ops::Ran
     }
 }
 
-pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
+/// The postcondition: refusals (E040x) and, when there are none, W0404 warnings for outputs
+/// not folded in ascending origin-rank order.
+pub(super) fn check(prog: &Program, hb: &HappensBefore) -> (Vec<Diagnostic>, Vec<Diagnostic>) {
     let shape = shape_errors(prog);
     if !shape.is_empty() {
-        return shape;
+        return (shape, Vec::new());
     }
     let run = execute(prog, hb);
+    let errors = contents(prog, &run);
+    if !errors.is_empty() {
+        return (errors, Vec::new());
+    }
+    (errors, fold_order(prog, &run))
+}
+
+/// W0404, one per output role: the first (rank, block) whose value is not the sequential
+/// rank-order fold of its contributions.
+fn fold_order(prog: &Program, run: &Outcome) -> Vec<Diagnostic> {
+    let kind = prog.collective;
+    let mut out = Vec::new();
+    for role in (0..role_access(kind).len()).filter(|&i| is_output_role(kind, i)) {
+        let blocks = role_blocks(kind, role, prog.group_size);
+        let mut first: Option<(Rank, u32)> = None;
+        let mut more = 0usize;
+        for r in 0..prog.group_size {
+            // Blocks the collective leaves unspecified (reduce's non-roots) may hold anything.
+            let Ok(specified) = specified_blocks(prog, role, r) else {
+                continue;
+            };
+            for (j, _) in (0..blocks).zip(specified).filter(|(_, s)| *s) {
+                let ordered = block_chunks(prog, role, j)
+                    .all(|c| run.state[r as usize][role][c as usize].in_rank_order());
+                if !ordered {
+                    if first.is_none() {
+                        first = Some((r, j));
+                    } else {
+                        more += 1;
+                    }
+                }
+            }
+        }
+        let Some((r, j)) = first else { continue };
+        let name = &prog.buffers[role].name;
+        let place = if blocks == 1 {
+            format!("rank {r} `{name}`")
+        } else {
+            format!("rank {r} `{name}` block {j}")
+        };
+        let what = format!(
+            "[postcondition] {place} holds the right contributions, but not combined as the sequential fold in ascending origin-rank order, so it may differ in the last bits from the rank-order reference"
+        );
+        let writer = run
+            .writer
+            .get(&(r, role as u32, block_chunks(prog, role, j).start))
+            .copied();
+        let mut d = match writer {
+            Some(w) => step_error(
+                prog,
+                "W0404",
+                w,
+                format!("{what} (last written by {})", step_text(prog, w)),
+                "last write of this output",
+            ),
+            None => Diagnostic::warning("W0404", what).with_label(
+                prog.buffer_spans
+                    .get(role)
+                    .copied()
+                    .unwrap_or(prog.header_span),
+                "this output",
+            ),
+        };
+        d.severity = crate::diag::Severity::Warning;
+        if more > 0 {
+            d.notes.push(format!(
+                "{more} more output block(s) of `{name}` fold out of rank order"
+            ));
+        }
+        out.push(d.with_help(
+            "fold every contribution in one chain in rank order 0..P-1 (see W0404 in docs/verifier.md); a hierarchical fold is expected to warn",
+        ));
+    }
+    out
+}
+
+/// E040x: every specified output block holds exactly the contributions the collective demands.
+fn contents(prog: &Program, run: &Outcome) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let kind = prog.collective;
     for role in (0..role_access(kind).len()).filter(|&i| is_output_role(kind, i)) {
@@ -459,7 +539,58 @@ mod tests {
 
     fn run(p: &Program) -> Vec<Diagnostic> {
         let g = graph::build(p);
-        check(p, g.happens_before().expect("acyclic"))
+        check(p, g.happens_before().expect("acyclic")).0
+    }
+
+    fn warned(p: &Program) -> Vec<Diagnostic> {
+        let g = graph::build(p);
+        let (errors, warnings) = check(p, g.happens_before().expect("acyclic"));
+        assert!(errors.is_empty(), "{errors:?}");
+        warnings
+    }
+
+    /// One-shot allreduce folding `land` in the order `order` gives for each rank.
+    fn one_shot_folding(p: u32, order: impl Fn(Rank) -> Vec<u32>) -> Program {
+        let mut b = Builder::collective(CollectiveKind::Allreduce, p, &[("x", 1), ("land", p)]);
+        b.signals(&[("ready", SignalMode::Add)]);
+        for r in 0..p {
+            for j in 0..p {
+                b.put_sig(r, reg(0, 0, 1), reg(1, r, 1), j, 0, 1);
+            }
+            b.wait(r, 0, Cmp::Ge, p as u64);
+            let srcs: Vec<_> = order(r).into_iter().map(|j| reg(1, j, 1)).collect();
+            b.reduce(r, reg(0, 0, 1), &srcs);
+        }
+        b.build()
+    }
+
+    #[test]
+    fn a_fold_out_of_rank_order_warns_once_per_output() {
+        let w = warned(&one_shot_folding(3, |_| vec![0, 1, 2]));
+        assert!(w.is_empty(), "{w:?}");
+        // Rank 1 starts its fold at itself: right multiset, wrong order.
+        let w = warned(&one_shot_folding(3, |r| {
+            (0..3).map(|i| (r + i) % 3).collect::<Vec<_>>()
+        }));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].code, "W0404");
+        assert_eq!(w[0].severity, crate::diag::Severity::Warning);
+        assert!(w[0].message.contains("rank 1 `x`"), "{}", w[0].message);
+        assert_eq!(
+            w[0].notes,
+            vec!["1 more output block(s) of `x` fold out of rank order"]
+        );
+    }
+
+    #[test]
+    fn a_framework_reduction_is_not_a_rank_order_fold() {
+        let mut b = Builder::collective(CollectiveKind::Allreduce, 2, &[("x", 1)]);
+        for r in 0..2 {
+            b.hostcoll(r, reg(0, 0, 1), &[0, 1]);
+        }
+        let w = warned(&b.build());
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].code, "W0404");
     }
 
     /// Push allgather: every rank puts `in` into `out[rank]` of every peer, then waits.

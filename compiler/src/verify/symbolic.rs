@@ -42,47 +42,99 @@ pub struct Term {
 /// A linear combination: term → multiplicity.
 pub type Lin = BTreeMap<Term, u32>;
 
+/// How a linear value was combined, for W0404: the runtime promises reductions bit-identical
+/// to the sequential fold `((x@0 ⊕ x@1) ⊕ x@2) ⊕ …`, which only a left-deep chain of single
+/// contributions in ascending origin-rank order reproduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fold {
+    /// Not combined: one contribution (possibly after matmuls) from this origin rank.
+    Leaf(Rank),
+    /// A left-deep fold of single contributions in strictly ascending origin rank, the last
+    /// from this rank.
+    Ascending(Rank),
+    /// Any other combination (a partial sum added to a partial sum, a descending or repeated
+    /// origin, a framework reduction whose order is the library's).
+    Other,
+}
+
+impl Fold {
+    /// The fold of `acc ⊕ x`.
+    fn then_add(self, x: Fold) -> Fold {
+        match (self, x) {
+            (Fold::Leaf(a) | Fold::Ascending(a), Fold::Leaf(b)) if b > a => Fold::Ascending(b),
+            _ => Fold::Other,
+        }
+    }
+
+    /// Whether the value is the sequential rank-order fold of its contributions.
+    pub fn in_rank_order(self) -> bool {
+        self != Fold::Other
+    }
+}
+
 /// The symbolic contents of one chunk.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Val {
     Unspecified,
     /// Shared: moving a value (put, copy) must not copy its terms.
-    Lin(Rc<Lin>),
+    Lin(Rc<Lin>, Fold),
     Concat(Vec<Val>),
 }
 
 impl Val {
     pub fn unit(atom: Atom) -> Val {
-        Val::Lin(Rc::new(
-            [(
-                Term {
-                    atom,
-                    ops: Vec::new(),
-                },
-                1,
-            )]
-            .into_iter()
-            .collect(),
-        ))
+        Val::Lin(
+            Rc::new(
+                [(
+                    Term {
+                        atom,
+                        ops: Vec::new(),
+                    },
+                    1,
+                )]
+                .into_iter()
+                .collect(),
+            ),
+            Fold::Leaf(atom.0),
+        )
     }
 
     /// The chunk-sized pieces, concatenations flattened; `None` for unspecified pieces.
     pub fn flatten(&self) -> Vec<Option<Rc<Lin>>> {
         match self {
             Val::Unspecified => vec![None],
-            Val::Lin(l) => vec![Some(l.clone())],
+            Val::Lin(l, _) => vec![Some(l.clone())],
             Val::Concat(v) => v.iter().flat_map(Val::flatten).collect(),
+        }
+    }
+
+    /// Whether every chunk-sized piece was folded in ascending origin-rank order (unspecified
+    /// pieces count as in order: the postcondition reports them).
+    pub fn in_rank_order(&self) -> bool {
+        match self {
+            Val::Unspecified => true,
+            Val::Lin(_, f) => f.in_rank_order(),
+            Val::Concat(v) => v.iter().all(Val::in_rank_order),
+        }
+    }
+
+    /// The same value, marked as combined in an order the verifier does not control.
+    fn unordered(self) -> Val {
+        match self {
+            Val::Lin(l, _) => Val::Lin(l, Fold::Other),
+            Val::Concat(v) => Val::Concat(v.into_iter().map(Val::unordered).collect()),
+            Val::Unspecified => Val::Unspecified,
         }
     }
 
     fn add(&self, other: &Val) -> Val {
         match (self, other) {
-            (Val::Lin(a), Val::Lin(b)) => {
+            (Val::Lin(a, fa), Val::Lin(b, fb)) => {
                 let mut s = Lin::clone(a);
                 for (t, m) in b.iter() {
                     *s.entry(t.clone()).or_insert(0) += m;
                 }
-                Val::Lin(Rc::new(s))
+                Val::Lin(Rc::new(s), fa.then_add(*fb))
             }
             (Val::Concat(a), Val::Concat(b)) if a.len() == b.len() => {
                 Val::Concat(a.iter().zip(b).map(|(x, y)| x.add(y)).collect())
@@ -94,15 +146,18 @@ impl Val {
     fn then(&self, op: &OpLabel) -> Val {
         match self {
             Val::Unspecified => Val::Unspecified,
-            Val::Lin(l) => Val::Lin(Rc::new(
-                l.iter()
-                    .map(|(t, m)| {
-                        let mut t = t.clone();
-                        t.ops.push(op.clone());
-                        (t, *m)
-                    })
-                    .collect(),
-            )),
+            Val::Lin(l, f) => Val::Lin(
+                Rc::new(
+                    l.iter()
+                        .map(|(t, m)| {
+                            let mut t = t.clone();
+                            t.ops.push(op.clone());
+                            (t, *m)
+                        })
+                        .collect(),
+                ),
+                *f,
+            ),
             Val::Concat(v) => Val::Concat(v.iter().map(|x| x.then(op)).collect()),
         }
     }
@@ -161,7 +216,7 @@ fn right_mul_label(vals: &[Val]) -> OpLabel {
     let atoms: Option<Vec<Atom>> = vals
         .iter()
         .map(|v| match v {
-            Val::Lin(l) if l.len() == 1 => {
+            Val::Lin(l, _) if l.len() == 1 => {
                 let (t, m) = l.iter().next().expect("one term");
                 (*m == 1 && t.ops.is_empty()).then_some(t.atom)
             }
@@ -301,12 +356,19 @@ fn hostcoll_result(
     let k = members.len().max(1);
     let part = n / k;
     let split_ok = part * k == n;
+    // The library's reduction order is its own: a sum of several members is not a fold the
+    // verifier can vouch for (W0404).
     let sum = |range: std::ops::Range<usize>| -> Vec<Val> {
         range
             .map(|i| {
-                vals[1..]
+                let v = vals[1..]
                     .iter()
-                    .fold(vals[0][i].clone(), |a, v| a.add(&v[i]))
+                    .fold(vals[0][i].clone(), |a, v| a.add(&v[i]));
+                if k > 1 {
+                    v.unordered()
+                } else {
+                    v
+                }
             })
             .collect()
     };

@@ -362,7 +362,7 @@ int_accum!(u8, DType::U8);
 /// `n * to.size()` bytes; the ranges must not overlap unless `from == to` and `src == dst`.
 pub unsafe fn convert(from: DType, src: *const u8, to: DType, dst: *mut u8, n: usize) {
     if from == to {
-        if src != dst as *const u8 {
+        if !std::ptr::eq(src, dst) {
             std::ptr::copy_nonoverlapping(src, dst, n * from.size());
         }
         return;

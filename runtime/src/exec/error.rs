@@ -51,24 +51,9 @@ pub enum ExecError {
     /// An unknown dtype / op name.
     #[error("unknown {what} `{name}`")]
     UnknownName { what: &'static str, name: String },
-    /// A wait expired.
-    #[error(
-        "rank {rank} of group {group}: timed out after {timeout_ms} ms in schedule `{schedule}` \
-         step {step} waiting for signal `{slot}` {cmp:?} {expected} (observed {observed}); \
-         peers that signal this slot: {signallers:?}"
-    )]
-    Timeout {
-        rank: u32,
-        group: String,
-        schedule: String,
-        step: u32,
-        slot: String,
-        cmp: Cmp,
-        expected: u64,
-        observed: u64,
-        timeout_ms: u64,
-        signallers: Vec<u32>,
-    },
+    /// A wait expired (boxed: the description is large and errors travel by value).
+    #[error("{0}")]
+    Timeout(Box<WaitTimeout>),
     /// The fabric ran out of signal slots or scratch.
     #[error("out of resources: {0}")]
     Exhausted(String),
@@ -81,5 +66,31 @@ pub enum ExecError {
     /// An error reported by the multi-process runtime core underneath (timeouts with the peers
     /// that never signalled, dead peers, exhausted pads, …).
     #[error(transparent)]
-    Core(#[from] crate::error::RuntimeError),
+    Core(Box<crate::error::RuntimeError>),
+}
+
+impl From<crate::error::RuntimeError> for ExecError {
+    fn from(e: crate::error::RuntimeError) -> Self {
+        ExecError::Core(Box::new(e))
+    }
+}
+
+/// Everything known about an expired wait.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "rank {rank} of group {group}: timed out after {timeout_ms} ms in schedule `{schedule}` \
+     step {step} waiting for signal `{slot}` {cmp:?} {expected} (observed {observed}); \
+     peers that signal this slot: {signallers:?}"
+)]
+pub struct WaitTimeout {
+    pub rank: u32,
+    pub group: String,
+    pub schedule: String,
+    pub step: u32,
+    pub slot: String,
+    pub cmp: Cmp,
+    pub expected: u64,
+    pub observed: u64,
+    pub timeout_ms: u64,
+    pub signallers: Vec<u32>,
 }

@@ -21,12 +21,15 @@ pub struct GroupFabric {
 }
 
 /// How long to poll the signal line before handing a wait to the runtime core (which spins
-/// briefly, yields, then sleeps on a futex). When every rank can have its own core, a peer's
-/// signal usually lands within a few microseconds and a futex round trip would cost far more;
-/// the budget is short and time-bounded because on a loaded machine the peer may be waiting for
-/// this very core, and when ranks outnumber cores spinning only steals the peer's time slice.
-const SPIN_DEDICATED: Duration = Duration::from_micros(20);
+/// briefly, yields, then sleeps on a futex whose wake-up costs tens of microseconds). A peer's
+/// signal usually lands within microseconds, so polling first is far cheaper than a futex round
+/// trip. After [`PURE_SPIN`] the poll loop yields between polls: on a loaded machine the peer may
+/// be waiting for this very core, and yielding hands it over instead of burning the time slice.
+/// When ranks outnumber cores, polling only steals the peer's time slice: hand over at once.
+const SPIN_DEDICATED: Duration = Duration::from_micros(200);
 const SPIN_OVERSUBSCRIBED: Duration = Duration::ZERO;
+/// Pure polling before the loop starts yielding.
+const PURE_SPIN: Duration = Duration::from_micros(10);
 
 impl GroupFabric {
     pub fn new(group: Arc<Group>) -> GroupFabric {
@@ -59,7 +62,7 @@ fn map(e: RuntimeError) -> ExecError {
             len,
             heap_len,
         },
-        e => ExecError::Core(e),
+        e => ExecError::Core(Box::new(e)),
     }
 }
 
@@ -134,8 +137,12 @@ impl Fabric for GroupFabric {
                         return Ok(v);
                     }
                 }
-                if start.elapsed() >= self.spin {
+                let waited = start.elapsed();
+                if waited >= self.spin {
                     break;
+                }
+                if waited >= PURE_SPIN {
+                    std::thread::yield_now();
                 }
             }
         }

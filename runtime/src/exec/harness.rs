@@ -262,7 +262,7 @@ pub fn run_local(
     // Report the root cause rather than the peers' timeouts it caused.
     if let Some(e) = results
         .iter()
-        .position(|r| matches!(r, Err(e) if !matches!(e, ExecError::Timeout { .. })))
+        .position(|r| matches!(r, Err(e) if !matches!(e, ExecError::Timeout(_))))
     {
         return Err(results
             .into_iter()

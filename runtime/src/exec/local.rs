@@ -5,7 +5,7 @@
 //! Used by the fast test sweep and as an engine for single-process runs. Sub-groups of a world
 //! ([`LocalWorld::group`]) have their own signal pads, so overlapping groups can run concurrently.
 
-use super::error::ExecError;
+use super::error::{ExecError, WaitTimeout};
 use super::fabric::{Fabric, WaitContext};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
@@ -41,11 +41,14 @@ impl Drop for Segment {
     }
 }
 
+/// Bump pointer and key → (offset, length) of a symmetric allocator.
+type KeyedAllocs<T> = Mutex<(T, HashMap<String, (T, T)>)>;
+
 /// The ranks of one simulated node: one heap segment per rank and a symmetric allocator.
 pub struct LocalWorld {
     segments: Vec<Segment>,
     heap_len: u64,
-    allocs: Mutex<(u64, HashMap<String, (u64, u64)>)>,
+    allocs: KeyedAllocs<u64>,
     next_group: AtomicU32,
     timeout: Duration,
 }
@@ -176,7 +179,7 @@ pub struct LocalGroup {
     members: Vec<u32>,
     label: String,
     slots: Vec<Box<[Slot]>>,
-    slot_alloc: Mutex<(u32, HashMap<String, (u32, u32)>)>,
+    slot_alloc: KeyedAllocs<u32>,
 }
 
 impl LocalGroup {
@@ -315,10 +318,10 @@ impl Fabric for LocalFabric {
                 std::hint::spin_loop();
                 continue;
             }
-            if spins % 64 == 0 {
+            if spins.is_multiple_of(64) {
                 let waited = start.elapsed();
                 if waited > self.group.world.timeout {
-                    return Err(ExecError::Timeout {
+                    return Err(ExecError::Timeout(Box::new(WaitTimeout {
                         rank: self.rank,
                         group: self.group.label.clone(),
                         schedule: ctx.schedule.to_string(),
@@ -329,7 +332,7 @@ impl Fabric for LocalFabric {
                         observed: v,
                         timeout_ms: self.group.world.timeout.as_millis() as u64,
                         signallers: ctx.signallers.to_vec(),
-                    });
+                    })));
                 }
                 // Threads may outnumber cores: after a while stop burning the peer's time slice.
                 if waited > Duration::from_millis(2) {

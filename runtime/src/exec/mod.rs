@@ -19,7 +19,7 @@ pub mod reduce;
 pub mod reference;
 
 pub use dtype::{DType, ElemTypes};
-pub use error::ExecError;
+pub use error::{ExecError, WaitTimeout};
 pub use fabric::{Fabric, WaitContext};
 pub use group_fabric::GroupFabric;
 pub use hostcoll::{HostCollRequest, HostCollectives};

@@ -153,8 +153,8 @@ unsafe impl Send for Operand {}
 /// Borrow `n` elements of `A` at `ptr` in place when they need no conversion, else convert them
 /// into `tmp`.
 #[inline(always)]
-unsafe fn view<'a, A: Accum>(op: Operand, n: usize, tmp: &'a mut [A]) -> &'a [A] {
-    if op.dtype == A::DTYPE && (op.ptr as usize) % std::mem::align_of::<A>() == 0 {
+unsafe fn view<A: Accum>(op: Operand, n: usize, tmp: &mut [A]) -> &[A] {
+    if op.dtype == A::DTYPE && (op.ptr as usize).is_multiple_of(std::mem::align_of::<A>()) {
         std::slice::from_raw_parts(op.ptr as *const A, n)
     } else {
         A::load(op.dtype, op.ptr, &mut tmp[..n]);

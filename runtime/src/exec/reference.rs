@@ -167,6 +167,8 @@ fn from_f64(dt: DType, v: &[f64]) -> Vec<u8> {
     out
 }
 
+// Rank-indexed loops read several per-rank tables at once; indices are clearer than zips.
+#[allow(clippy::needless_range_loop)]
 /// Expected contents of every role buffer on every rank after one launch, given each rank's
 /// contents before it (`before[rank][role]`, in the data dtype). `None` = unspecified.
 pub fn expected(

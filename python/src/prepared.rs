@@ -1,0 +1,203 @@
+//! A launch prepared once per (group, schedule, params, dtype, op, wire, sizes): the compiled
+//! and loaded plan, element types and launch sizes, so a call from Python only binds buffers.
+//!
+//! It also enforces the binding rule — a role buffer is bound the same way on every rank (the
+//! same heap offset when symmetric, or staged everywhere) — because the executor derives every
+//! peer's buffer addresses from its own bindings: a mismatch would silently write into the
+//! wrong place of a peer's heap. The first launch per local binding pattern exchanges that
+//! pattern through the runtime and compares; later launches with a pattern already checked skip
+//! the exchange (set `SYMSCHED_CHECK_BINDINGS=always` to exchange on every launch).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use symsched_plan::LaunchSizes;
+use symsched_runtime::exec::{
+    Binding, ElemTypes, Executor, GroupFabric, LaunchArgs, LoadedPlan, ReduceOp,
+};
+
+use crate::errors;
+
+/// Pattern value of a role buffer staged through scratch (a heap-bound one is its offset).
+const STAGED: u64 = u64::MAX;
+/// Pattern value of an empty role buffer (bound neither way; nothing is transferred).
+const EMPTY: u64 = u64::MAX - 1;
+
+/// Binding patterns remembered per prepared launch (fresh symmetric tensors add new offsets).
+const MAX_CHECKED: usize = 256;
+
+/// Environment variable that makes every launch exchange its binding pattern.
+pub const CHECK_ENV: &str = "SYMSCHED_CHECK_BINDINGS";
+
+/// A prepared launch (`symsched._native.Prepared`); see the module docs.
+#[pyclass(name = "Prepared", module = "symsched._native", frozen)]
+pub struct PyPrepared {
+    pub(crate) exec: Arc<Executor<GroupFabric>>,
+    pub(crate) plan: Arc<LoadedPlan>,
+    pub(crate) types: ElemTypes,
+    pub(crate) op: ReduceOp,
+    pub(crate) sizes: LaunchSizes,
+    /// (base, length) of this rank's heap segment in this process.
+    pub(crate) heap: (usize, usize),
+    pub(crate) rank: usize,
+    pub(crate) members: Vec<usize>,
+    pub(crate) check_always: bool,
+    /// Binding patterns already agreed by every rank.
+    pub(crate) checked: Mutex<HashSet<Vec<u64>>>,
+}
+
+/// The binding pattern of `buffers` ((address, bytes) each) against the heap `(base, len)`:
+/// per role buffer its heap offset, `STAGED` or `EMPTY`.
+pub(crate) fn binding_pattern(heap: (usize, usize), buffers: &[(usize, usize)]) -> Vec<u64> {
+    let (base, len) = heap;
+    buffers
+        .iter()
+        .map(|&(ptr, n)| {
+            if n == 0 {
+                EMPTY
+            } else if ptr >= base && ptr + n <= base + len {
+                (ptr - base) as u64
+            } else {
+                STAGED
+            }
+        })
+        .collect()
+}
+
+fn describe(v: u64) -> String {
+    match v {
+        STAGED => "ordinary (staged)".to_string(),
+        EMPTY => "empty".to_string(),
+        off => format!("symmetric at heap offset {off}"),
+    }
+}
+
+/// Fail (on every rank alike, since every rank sees the same `rows`) when the gathered binding
+/// patterns disagree. An empty buffer agrees with anything: uneven extents legitimately leave
+/// a role empty on some ranks only, and nothing is transferred through it.
+pub(crate) fn check_patterns(
+    rows: &[&[u64]],
+    plan: &symsched_plan::Plan,
+    members: &[usize],
+) -> PyResult<()> {
+    let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    for i in 0..width {
+        let mut bound = rows
+            .iter()
+            .filter_map(|r| r.get(i))
+            .filter(|v| **v != EMPTY);
+        let first = bound.next();
+        if bound.any(|v| Some(v) != first) {
+            let per_rank: Vec<String> = rows
+                .iter()
+                .enumerate()
+                .map(|(r, row)| {
+                    format!(
+                        "group rank {r}: {}",
+                        row.get(i).map_or("?".into(), |v| describe(*v))
+                    )
+                })
+                .collect();
+            return Err(errors::value(format!(
+                "buffer `{}` (argument {i}) of `{}` is bound differently across the group {members:?}: {}. \
+                 A tensor must be bound the same way on every rank: all symmetric (the same \
+                 symm.empty allocation and offset) or all ordinary tensors",
+                plan.buffers.get(i).map_or("?", |b| b.name.as_str()),
+                plan.schedule,
+                per_rank.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl PyPrepared {
+    /// Exchange `mine` with every rank and fail (on every rank alike) when they differ.
+    fn agree(&self, mine: &[u64]) -> PyResult<()> {
+        let all = self
+            .exec
+            .allgather_u64("python/bindings", mine)
+            .map_err(|e| {
+                errors::runtime(format!(
+                    "binding check of `{}` on group {:?}: {e} (a peer launched something else: every \
+                     rank must make the same symsched calls in the same order, binding each tensor \
+                     the same way — all symmetric or all ordinary)",
+                    self.plan.plan().schedule,
+                    self.members
+                ))
+            })?;
+        let rows: Vec<&[u64]> = all.iter().map(|r| r.as_slice()).collect();
+        check_patterns(&rows, self.plan.plan(), &self.members)
+    }
+}
+
+#[pymethods]
+impl PyPrepared {
+    /// Name of the schedule this launch runs.
+    #[getter]
+    fn schedule(&self) -> String {
+        self.plan.plan().schedule.clone()
+    }
+
+    /// Run the launch with `buffers` = (address, bytes) of the role buffers in signature order:
+    /// heap addresses are used in place, others staged. Releases the GIL while it runs.
+    fn run(&self, py: Python<'_>, buffers: Vec<(usize, usize)>) -> PyResult<()> {
+        let pattern = binding_pattern(self.heap, &buffers);
+        let known = !self.check_always
+            && self
+                .checked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&pattern);
+        py.detach(move || -> PyResult<()> {
+            if !known {
+                self.agree(&pattern)?;
+                let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+                // bounded: every rank makes the same calls, so every rank forgets at the same call
+                if checked.len() >= MAX_CHECKED {
+                    checked.clear();
+                }
+                checked.insert(pattern);
+            }
+            let (base, _) = self.heap;
+            let mut binds: Vec<Binding<'_>> = buffers
+                .iter()
+                .map(|&(ptr, n)| {
+                    if n == 0 {
+                        Binding::Host(&mut [])
+                    } else if ptr >= base && ptr + n <= base + self.heap.1 {
+                        Binding::Heap {
+                            offset: (ptr - base) as u64,
+                            bytes: n as u64,
+                        }
+                    } else {
+                        // SAFETY: (ptr, n) describe a live contiguous tensor the caller keeps
+                        // alive for the duration of the launch; no Rust reference aliases it.
+                        Binding::Host(unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, n) })
+                    }
+                })
+                .collect();
+            self.exec
+                .launch(
+                    &self.plan,
+                    LaunchArgs {
+                        types: self.types,
+                        op: self.op,
+                        sizes: &self.sizes,
+                        buffers: &mut binds,
+                    },
+                )
+                .map_err(errors::exec)
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Prepared(schedule={}, group={:?}, rank={})",
+            self.plan.plan().schedule,
+            self.members,
+            self.rank
+        )
+    }
+}
