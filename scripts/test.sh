@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 ensure_rust
+# g++ compiles the generated Ascend C kernels against the host simulation (kernels/ tests).
+command -v g++ >/dev/null 2>&1 || ensure_apt g++
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 echo "== cargo fmt --check"
@@ -15,4 +17,12 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+
+echo "== python package (PyO3, outside the workspace): fmt, clippy, build into the venv"
+cargo fmt --manifest-path python/Cargo.toml --check
+CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target-py}" \
+    cargo clippy --manifest-path python/Cargo.toml -- -D warnings
+bash scripts/python_env.sh
+echo "== pytest"
+bash scripts/test_python.sh
 echo "all tests passed"

@@ -64,7 +64,8 @@ pub struct Args {
     /// Bind the role buffers as private memory (staged through heap scratch).
     #[arg(long)]
     staged: bool,
-    /// `interp` (processes sharing the heap, the default) or `threads` (one process).
+    /// `interp` (processes sharing the heap, the default), `threads` (one process) or `sim`
+    /// (the generated Ascend C kernel compiled against the host simulation, run by every rank).
     #[arg(long, default_value = "interp")]
     backend: String,
     /// Extra size variable, `NAME=VALUE` (e.g. `m=64` for the matmul collectives; repeatable).
@@ -246,8 +247,35 @@ pub fn run(args: Args) -> Result<ExitCode> {
     match args.backend.as_str() {
         "threads" => run_threads(&args),
         "interp" => run_parent(&args),
-        b => bail!("unknown backend `{b}` (interp, threads)"),
+        "sim" => {
+            // Lower and compile the kernel once here so the ranks find it in the cache instead
+            // of all running g++ at once; its errors (e.g. an op the lowering refuses) surface
+            // once, before any rank starts.
+            sim_backend(&args, &setup(&args)?)?;
+            run_parent(&args)
+        }
+        b => bail!("unknown backend `{b}` (interp, threads, sim)"),
     }
+}
+
+/// The generated Ascend C kernel for this run, compiled against the host simulation
+/// (`kernels/sim`) and loaded; cached by content hash.
+fn sim_backend(args: &Args, s: &Setup) -> Result<symsched_kernels::sim::fabric::SimBackend> {
+    let dtype: symsched_kernels::DType = args.dtype.parse().map_err(|e: String| anyhow!(e))?;
+    let wire: symsched_kernels::DType = match &args.wire {
+        Some(w) => w.parse().map_err(|e: String| anyhow!(e))?,
+        None => dtype,
+    };
+    let op: symsched_kernels::ReduceOp = args.op.parse().map_err(|e: String| anyhow!(e))?;
+    let opts = symsched_kernels::LowerOptions {
+        dtype,
+        wire,
+        op,
+        ..Default::default()
+    };
+    let cache = symsched_kernels::sim_build::default_cache_dir();
+    symsched_kernels::sim::fabric::SimBackend::new(&s.plan, opts, &cache)
+        .context("building the simulated Ascend C kernel")
 }
 
 fn run_threads(args: &Args) -> Result<ExitCode> {
@@ -332,6 +360,10 @@ fn run_child(args: &Args) -> Result<ExitCode> {
     let rt = symsched_runtime::Runtime::init_from_env().context("joining the job")?;
     let world = rt.world()?;
     let exec = Executor::new(GroupFabric::new(world.clone()));
+    let sim = match args.backend.as_str() {
+        "sim" => Some(sim_backend(args, &s)?),
+        _ => None,
+    };
     let me = world.rank();
     // Every rank must run the same plan: compare the source hash through the heap.
     let digest = u64::from_str_radix(s.plan.source_hash.get(..16).unwrap_or("0"), 16).unwrap_or(0);
@@ -356,7 +388,10 @@ fn run_child(args: &Args) -> Result<ExitCode> {
     for &count in &s.counts {
         let spec = spec_for(args, &s, count);
         let bytes = message_bytes(&s.plan, &spec)?;
-        let rep = run_rank_with(&exec, &s.plan, &spec, Some(&mut mem))?;
+        let rep = match &sim {
+            Some(kernel) => symsched_kernels::sim::harness::run_rank(&exec, kernel, &s.plan, &spec)?,
+            None => run_rank_with(&exec, &s.plan, &spec, Some(&mut mem))?,
+        };
         let wrongs = exec.allgather_u64("run/wrong", &[rep.wrong])?;
         let wrong: u64 = wrongs.iter().filter_map(|w| w.first()).sum();
         total_wrong += wrong;

@@ -247,3 +247,73 @@ fn a_broken_neighbour_is_skipped_with_a_warning() {
     ]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// `symsched run` end to end: compile, launch ranks as processes, run, check against the
+/// sequential reference (counts not divisible by P, and 0 elements).
+#[test]
+fn run_checks_every_rank_against_the_reference() {
+    let out = symsched(&[
+        "run",
+        s(&example("allreduce_two_shot")),
+        "--ranks",
+        "3",
+        "--count",
+        "0,1001",
+        "--iters",
+        "2",
+        "--timeout",
+        "120",
+        "--check",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("# check passed"), "{stdout}");
+    assert!(stdout.contains("1001"), "{stdout}");
+}
+
+/// The generated Ascend C kernel, compiled against the host simulation, run by every rank
+/// process on the real runtime, gives the reference result.
+#[test]
+fn run_on_the_simulated_device_matches_the_reference() {
+    let out = symsched(&[
+        "run",
+        s(&example("allreduce_two_shot_wire")),
+        "--ranks",
+        "3",
+        "--count",
+        "1001",
+        "--wire",
+        "bf16",
+        "--backend",
+        "sim",
+        "--iters",
+        "2",
+        "--timeout",
+        "120",
+        "--check",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("# check passed"), "{stdout}");
+}
+
+#[test]
+fn run_refuses_bad_arguments_before_launching() {
+    let file = example("allreduce_one_shot");
+    for args in [
+        vec!["--dtype", "f13"],
+        vec!["--op", "xor"],
+        vec!["--backend", "gpu"],
+        vec!["--count", "lots"],
+    ] {
+        let mut all = vec!["run", s(&file), "--ranks", "2"];
+        all.extend(args.iter().copied());
+        let out = symsched(&all);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let err = text(&out.stderr);
+        assert!(
+            !err.is_empty() && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
-use symsched_compiler::back::emit_plan;
 use symsched_compiler::library::Library;
 use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
 use symsched_plan::{LaunchSizes, Plan};
@@ -13,13 +12,9 @@ use symsched_runtime::exec::{
 
 fn plan(lib: &Library, name: &str, p: u32) -> Plan {
     let params = BTreeMap::new();
-    match compile(lib, name, p, &params, &CompileOptions::default()) {
-        Ok(c) => c.plan,
-        Err(_) => emit_plan(
-            &lib.instantiate(name, p, &params).expect("instantiates"),
-            "unverified",
-        ),
-    }
+    compile(lib, name, p, &params, &CompileOptions::default())
+        .unwrap_or_else(|d| panic!("{name} P={p} does not verify: {d:?}"))
+        .plan
 }
 
 fn sizes(n: u64) -> LaunchSizes {

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
-use symsched_compiler::back::emit_plan;
 use symsched_compiler::library::Library;
 use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
 use symsched_plan::{CollectiveKind, Plan};
@@ -36,23 +35,12 @@ fn params_for(name: &str, p: u32) -> Option<BTreeMap<String, i64>> {
     Some(params)
 }
 
-/// Compile through the full pipeline. While the verifier is being built it may refuse a
-/// standard schedule it cannot prove yet; the executor is then still tested on the instantiated
-/// (unverified) program and the refusal is printed.
+/// Compile through the full pipeline: every standard schedule must verify, so a refusal fails
+/// the test rather than running an unverified plan.
 fn plan_of(lib: &Library, name: &str, p: u32, params: &BTreeMap<String, i64>) -> Plan {
-    match compile(lib, name, p, params, &CompileOptions::default()) {
-        Ok(c) => c.plan,
-        Err(d) => {
-            eprintln!(
-                "warning: {name} P={p} does not verify ({} diagnostics); running unverified",
-                d.len()
-            );
-            let prog = lib
-                .instantiate(name, p, params)
-                .unwrap_or_else(|d| panic!("{name} P={p} instantiates: {d:?}"));
-            emit_plan(&prog, "unverified")
-        }
-    }
+    compile(lib, name, p, params, &CompileOptions::default())
+        .unwrap_or_else(|d| panic!("{name} P={p} {params:?} does not verify: {d:?}"))
+        .plan
 }
 
 fn plans(p: u32) -> Vec<Plan> {

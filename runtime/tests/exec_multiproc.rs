@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use symsched_compiler::back::emit_plan;
 use symsched_compiler::library::Library;
 use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
 use symsched_plan::Plan;
@@ -25,20 +24,11 @@ use symsched_runtime::launcher::{launch, LaunchSpec};
 
 const ROLE: &str = "SYMSCHED_EXEC_TEST_ROLE";
 
+/// Every standard schedule must verify: a refusal fails the test.
 fn plan_of(lib: &Library, name: &str, p: u32, params: &BTreeMap<String, i64>) -> Plan {
-    match compile(lib, name, p, params, &CompileOptions::default()) {
-        Ok(c) => c.plan,
-        Err(d) => {
-            eprintln!(
-                "warning: {name} P={p} does not verify ({} diagnostics); running unverified",
-                d.len()
-            );
-            emit_plan(
-                &lib.instantiate(name, p, params).expect("instantiates"),
-                "unverified",
-            )
-        }
-    }
+    compile(lib, name, p, params, &CompileOptions::default())
+        .unwrap_or_else(|d| panic!("{name} P={p} {params:?} does not verify: {d:?}"))
+        .plan
 }
 
 /// Start `n` ranks of this test binary in `role`; panics with their output if any fails.

@@ -147,9 +147,20 @@ impl SimBackend {
             }
             len = len.max(off + (max * self.elem_bytes(b.elem)).max(1));
         }
+        // Ask the fabric only for the range the plan uses: below it a runtime may keep its own
+        // reserved area that it refuses to hand out. The segment base is then recovered from
+        // that pointer, since the kernel addresses buffers by heap offset.
+        let lo = bind
+            .buffers
+            .iter()
+            .copied()
+            .chain(std::iter::once(bind.signals))
+            .min()
+            .unwrap_or(0);
         let mut bases = Vec::with_capacity(p);
         for r in 0..p {
-            bases.push(fab.heap_ptr(r as u32, 0, len).map_err(err)? as usize);
+            let at = fab.heap_ptr(r as u32, lo, len - lo).map_err(err)? as usize;
+            bases.push(at - lo as usize);
         }
         let me = fab.rank() as usize;
         let ctx = Ctx {

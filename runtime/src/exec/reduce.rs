@@ -8,7 +8,7 @@
 //! ([`scale_avg`]); integers divide truncating toward zero. Integer sums wrap. `max`/`min`
 //! propagate NaN.
 
-use super::dtype::{Accum, DType, BLOCK};
+use super::dtype::{multiversion, Accum, DType, BLOCK};
 use super::error::ExecError;
 use std::fmt;
 
@@ -133,10 +133,28 @@ fn min_of<A: Combine>(a: A, b: A) -> A {
     }
 }
 
-#[inline(always)]
-fn fold<A: Combine>(acc: &mut [A], x: &[A], f: impl Fn(A, A) -> A) {
-    for (a, b) in acc.iter_mut().zip(x) {
-        *a = f(*a, *b);
+// One straight loop per op (the op is chosen once per block, outside), compiled also for AVX2.
+multiversion! {
+    fn fold_sum<A: Combine>(acc: &mut [A], x: &[A]) {
+        for (a, b) in acc.iter_mut().zip(x) {
+            *a = A::add(*a, *b);
+        }
+    }
+}
+
+multiversion! {
+    fn fold_max<A: Combine>(acc: &mut [A], x: &[A]) {
+        for (a, b) in acc.iter_mut().zip(x) {
+            *a = max_of(*a, *b);
+        }
+    }
+}
+
+multiversion! {
+    fn fold_min<A: Combine>(acc: &mut [A], x: &[A]) {
+        for (a, b) in acc.iter_mut().zip(x) {
+            *a = min_of(*a, *b);
+        }
     }
 }
 
@@ -182,9 +200,9 @@ unsafe fn reduce_typed<A: Combine>(
         for s in &srcs[1..] {
             let x = view(at(s), k, &mut tmp);
             match op {
-                ReduceOp::Sum | ReduceOp::Avg => fold(&mut acc[..k], x, A::add),
-                ReduceOp::Max => fold(&mut acc[..k], x, max_of),
-                ReduceOp::Min => fold(&mut acc[..k], x, min_of),
+                ReduceOp::Sum | ReduceOp::Avg => fold_sum(&mut acc[..k], x),
+                ReduceOp::Max => fold_max(&mut acc[..k], x),
+                ReduceOp::Min => fold_min(&mut acc[..k], x),
             }
         }
         A::store(dst_dtype, &acc[..k], dst.add(i * dst_dtype.size()));
