@@ -229,6 +229,7 @@ pub unsafe extern "C" fn symsched_init_from_env(
     guard(|| {
         let slot = out(out_rt, "out")?;
         let rt = Runtime::init_from_env()?;
+        symsched_runtime::exec::capi_launch::register();
         *slot = Box::into_raw(Box::new(SymschedRuntime { rt }));
         Ok(())
     })

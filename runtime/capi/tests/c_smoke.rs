@@ -17,8 +17,14 @@ fn c_program_runs_on_two_ranks() {
         .and_then(|d| d.parent())
         .expect("profile dir")
         .to_path_buf();
-    let lib = profile_dir.join("libsymsched.so");
-    assert!(lib.exists(), "{} not built", lib.display());
+    // `cargo build` uplifts the cdylib into the profile dir; `cargo test` alone leaves it in
+    // deps/ next to this test binary.
+    let deps_dir = exe.parent().expect("deps dir").to_path_buf();
+    let lib_dir = [&profile_dir, &deps_dir]
+        .into_iter()
+        .find(|d| d.join("libsymsched.so").exists())
+        .unwrap_or_else(|| panic!("libsymsched.so not built in {}", profile_dir.display()))
+        .clone();
     if Command::new("cc").arg("--version").output().is_err() {
         eprintln!("SKIPPED: no C compiler");
         return;
@@ -33,13 +39,29 @@ fn c_program_runs_on_two_ranks() {
         .arg("-I")
         .arg(crate_dir.join("../include"))
         .arg("-L")
-        .arg(&profile_dir)
-        .arg(format!("-Wl,-rpath,{}", profile_dir.display()))
+        .arg(&lib_dir)
+        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
         .arg("-lsymsched")
         .status()
         .expect("cc runs");
     assert!(st.success(), "C compilation failed");
+    let lib = symsched_compiler::pipeline::standard_library();
+    let plan = symsched_compiler::pipeline::compile(
+        &lib,
+        "allreduce_one_shot",
+        2,
+        &Default::default(),
+        &Default::default(),
+    )
+    .expect("allreduce_one_shot compiles for 2 ranks")
+    .plan;
+    let plan_path = out_dir.join("plan.json");
+    std::fs::write(&plan_path, plan.to_json()).expect("plan written");
     let mut spec = LaunchSpec::new(2, &bin, Vec::<String>::new());
+    spec.env.push((
+        "SYMSCHED_SMOKE_PLAN".into(),
+        plan_path.clone().into_os_string(),
+    ));
     spec.capture = true;
     spec.timeout = Some(Duration::from_secs(60));
     for (k, v) in [

@@ -678,6 +678,14 @@ mod tests {
             let gbs = (n * 4) as f64 / t.elapsed().as_secs_f64() / 1e9;
             eprintln!("f32 copy (baseline): {gbs:.2} GB/s");
         }
+        // The per-element `float8` encoder the block store used before, for comparison.
+        let t = std::time::Instant::now();
+        for (o, v) in wire.iter_mut().zip(std::hint::black_box(&vals)) {
+            *o = f64_to_fp8(DType::F8E4M3, *v as f64);
+        }
+        std::hint::black_box(&wire);
+        let gbs = (n * 4) as f64 / t.elapsed().as_secs_f64() / 1e9;
+        eprintln!("e4m3 via float8 per element (old path): encode {gbs:.2} GB/s of f32");
         // The first round also pays the page faults of `wire` and `back`.
         for dtype in [
             DType::Bf16,

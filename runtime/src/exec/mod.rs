@@ -7,6 +7,7 @@
 //! - [`hostcoll`]: `HostColl` steps (framework collectives) and the heap stand-in;
 //! - [`reference`]: deterministic inputs and the sequential reference of every collective.
 
+pub mod capi_launch;
 pub mod dtype;
 pub mod error;
 pub mod fabric;

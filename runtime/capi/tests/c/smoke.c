@@ -1,5 +1,7 @@
-/* Two-rank smoke test of the C ABI: ring put_with_signal, wait, barrier, stats, error path. */
+/* Two-rank smoke test of the C ABI: ring put_with_signal, wait, barrier, stats, error path, and a
+ * compiled plan (allreduce_one_shot, path in SYMSCHED_SMOKE_PLAN) launched twice. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "symsched.h"
 
@@ -44,7 +46,31 @@ int main(void) {
   if (symsched_put(NULL, 0, buf, buf, 8) != SYMSCHED_STATUS_INVALID_ARGUMENT) { printf("FAIL null\n"); return 1; }
   if (symsched_wait(g, slot, 42, 0) != SYMSCHED_STATUS_INVALID_ARGUMENT) { printf("FAIL bad cmp\n"); return 1; }
   if (symsched_check_plan_version(9999) != SYMSCHED_STATUS_VERSION) { printf("FAIL version\n"); return 1; }
-  if (symsched_launch_plan(g, "{}", "{}") != SYMSCHED_STATUS_UNAVAILABLE) { printf("FAIL launch hook\n"); return 1; }
+  if (symsched_launch_plan(g, "{}", "{}") != SYMSCHED_STATUS_INVALID_ARGUMENT) { printf("FAIL bad plan\n"); return 1; }
+  /* A compiled allreduce on 4 floats, twice: results and back-to-back epochs. */
+  const char *path = getenv("SYMSCHED_SMOKE_PLAN");
+  FILE *f = path ? fopen(path, "rb") : NULL;
+  if (!f) { printf("FAIL plan file\n"); return 1; }
+  static char plan[1 << 20];
+  size_t len = fread(plan, 1, sizeof plan - 1, f);
+  fclose(f);
+  plan[len] = 0;
+  size_t x = 0;
+  CHECK(symsched_malloc(rt, 16, &x));
+  float *xs = (float *)symsched_peer_ptr(g, (uint32_t)rank, x, 16);
+  char args[256];
+  snprintf(args, sizeof args,
+           "{\"dtype\": \"f32\", \"op\": \"sum\", \"sizes\": {\"n\": 4}, \"buffers\": [{\"offset\": %zu, \"bytes\": 16}]}", x);
+  for (int iter = 0; iter < 2; iter++) {
+    for (int i = 0; i < 4; i++) xs[i] = (float)(rank + 1 + i + 10 * iter);
+    CHECK(symsched_launch_plan(g, plan, args));
+    for (int i = 0; i < 4; i++) {
+      float want = 0;
+      for (int r = 0; r < n; r++) want += (float)(r + 1 + i + 10 * iter);
+      if (xs[i] != want) { printf("FAIL allreduce iter %d [%d] = %f, want %f\n", iter, i, xs[i], want); return 1; }
+    }
+  }
+  CHECK(symsched_barrier(g));
   symsched_group_destroy(g);
   CHECK(symsched_finalize(rt));
   printf("C_SMOKE_OK rank %d\n", rank);
