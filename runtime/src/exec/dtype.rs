@@ -333,6 +333,11 @@ pub trait Accum: Copy + Default + Send + Sync + 'static {
     unsafe fn store(dtype: DType, vals: &[Self], dst: *mut u8);
 }
 
+/// Whether `p` may be viewed as a slice of `T` (staged user memory may be unaligned).
+fn is_aligned<T>(p: *const u8) -> bool {
+    (p as usize).is_multiple_of(std::mem::align_of::<T>())
+}
+
 /// Copy raw bytes into a typed stack buffer (alignment-agnostic).
 unsafe fn raw_into<T: Copy>(src: *const u8, out: &mut [T]) {
     std::ptr::copy_nonoverlapping(src, out.as_mut_ptr() as *mut u8, std::mem::size_of_val(out));
@@ -348,6 +353,9 @@ impl Accum for f32 {
         let n = out.len();
         match dtype {
             DType::F32 => raw_into(src, out),
+            DType::F16 if is_aligned::<u16>(src) => {
+                std::slice::from_raw_parts(src as *const f16, n).convert_to_f32_slice(out)
+            }
             DType::F16 => {
                 let mut tmp = [f16::ZERO; BLOCK];
                 for (o, t) in out.chunks_mut(BLOCK).zip((0..).step_by(BLOCK)) {
@@ -355,6 +363,9 @@ impl Accum for f32 {
                     raw_into(src.add(t * 2), &mut tmp[..k]);
                     tmp[..k].convert_to_f32_slice(o);
                 }
+            }
+            DType::Bf16 if is_aligned::<u16>(src) => {
+                decode_bf16_block(std::slice::from_raw_parts(src as *const u16, n), out)
             }
             DType::Bf16 => {
                 let mut tmp = [0u16; BLOCK];
@@ -385,6 +396,10 @@ impl Accum for f32 {
     unsafe fn store(dtype: DType, vals: &[f32], dst: *mut u8) {
         match dtype {
             DType::F32 => raw_from(vals, dst),
+            DType::F16 if is_aligned::<u16>(dst) => {
+                std::slice::from_raw_parts_mut(dst as *mut f16, vals.len())
+                    .convert_from_f32_slice(vals)
+            }
             DType::F16 => {
                 let mut tmp = [f16::ZERO; BLOCK];
                 for (v, t) in vals.chunks(BLOCK).zip((0..).step_by(BLOCK)) {
@@ -393,6 +408,10 @@ impl Accum for f32 {
                     raw_from(&tmp[..k], dst.add(t * 2));
                 }
             }
+            DType::Bf16 if is_aligned::<u16>(dst) => encode_bf16_block(
+                vals,
+                std::slice::from_raw_parts_mut(dst as *mut u16, vals.len()),
+            ),
             DType::Bf16 => {
                 let mut tmp = [0u16; BLOCK];
                 for (v, t) in vals.chunks(BLOCK).zip((0..).step_by(BLOCK)) {
@@ -506,8 +525,15 @@ pub unsafe fn convert(from: DType, src: *const u8, to: DType, dst: *mut u8, n: u
         let mut tmp = [0f32; BLOCK];
         for i in (0..n).step_by(BLOCK) {
             let k = BLOCK.min(n - i);
-            f32::load(from, src.add(i * from.size()), &mut tmp[..k]);
-            f32::store(to, &tmp[..k], dst.add(i * to.size()));
+            let at = src.add(i * from.size());
+            // Aligned f32 sources are narrowed in place, saving a copy through `tmp`.
+            let vals = if from == DType::F32 && is_aligned::<f32>(at) {
+                std::slice::from_raw_parts(at as *const f32, k)
+            } else {
+                f32::load(from, at, &mut tmp[..k]);
+                &tmp[..k]
+            };
+            f32::store(to, vals, dst.add(i * to.size()));
         }
     }
 }
@@ -811,26 +837,33 @@ mod tests {
 
     #[test]
     fn unaligned_blocks_convert() {
-        let vals: Vec<f32> = (0..3000).map(|i| i as f32 * 0.25).collect();
-        let mut bytes = vec![0u8; 1 + vals.len() * 2];
-        unsafe {
-            convert(
-                DType::F32,
-                vals.as_ptr() as *const u8,
-                DType::Bf16,
-                bytes.as_mut_ptr().add(1),
-                vals.len(),
-            );
-            let mut back = vec![0f32; vals.len()];
-            convert(
-                DType::Bf16,
-                bytes.as_ptr().add(1),
-                DType::F32,
-                back.as_mut_ptr() as *mut u8,
-                vals.len(),
-            );
-            for (a, b) in vals.iter().zip(&back) {
-                assert_eq!(bf16::from_f32(*a).to_f32(), *b);
+        let vals: Vec<f32> = (0..3000).map(|i| i as f32 * 0.25 - 100.3).collect();
+        // Offset 0 takes the in-place paths, offset 1 the copies through stack buffers.
+        for off in [0, 1] {
+            for dtype in [DType::Bf16, DType::F16] {
+                let mut bytes = vec![0u16; 1 + vals.len()];
+                let base = bytes.as_mut_ptr() as *mut u8;
+                let mut back = vec![0f32; vals.len() + 1];
+                unsafe {
+                    let wire = base.add(off);
+                    convert(
+                        DType::F32,
+                        vals.as_ptr() as *const u8,
+                        dtype,
+                        wire,
+                        vals.len(),
+                    );
+                    let out = (back.as_mut_ptr() as *mut u8).add(off);
+                    convert(dtype, wire, DType::F32, out, vals.len());
+                    for (i, a) in vals.iter().enumerate() {
+                        let want = match dtype {
+                            DType::Bf16 => bf16::from_f32(*a).to_f32(),
+                            _ => f16::from_f32(*a).to_f32(),
+                        };
+                        let got = (out.add(i * 4) as *const f32).read_unaligned();
+                        assert_eq!(want.to_bits(), got.to_bits(), "{dtype} off {off} at {i}");
+                    }
+                }
             }
         }
     }
