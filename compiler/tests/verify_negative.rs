@@ -17,58 +17,8 @@ use symsched_compiler::diag::{render_all, Diagnostic};
 use symsched_compiler::library::Library;
 use symsched_compiler::verify;
 
-#[derive(Debug)]
-struct Expect {
-    code: String,
-    line: usize,
-    col: usize,
-    ranks: u32,
-    params: Option<BTreeMap<String, i64>>,
-    schedule: Option<String>,
-}
-
-fn parse_header(text: &str) -> Result<Expect, String> {
-    let first = text.lines().next().ok_or("empty file")?;
-    let rest = first
-        .strip_prefix("// expect:")
-        .ok_or("first line must be `// expect: CODE at LINE:COL …`")?;
-    let mut words = rest.split_whitespace();
-    let code = words.next().ok_or("missing code")?.to_string();
-    if words.next() != Some("at") {
-        return Err("expected `at LINE:COL` after the code".into());
-    }
-    let (l, c) = words
-        .next()
-        .and_then(|p| p.split_once(':'))
-        .ok_or("missing LINE:COL")?;
-    let mut e = Expect {
-        code,
-        line: l.parse().map_err(|_| "bad line")?,
-        col: c.parse().map_err(|_| "bad column")?,
-        ranks: 4,
-        params: None,
-        schedule: None,
-    };
-    for w in words {
-        let (k, v) = w
-            .split_once('=')
-            .ok_or_else(|| format!("bad option `{w}`"))?;
-        match k {
-            "ranks" => e.ranks = v.parse().map_err(|_| "bad ranks")?,
-            "schedule" => e.schedule = Some(v.to_string()),
-            "params" => {
-                let mut m = BTreeMap::new();
-                for kv in v.split(',').filter(|s| !s.is_empty()) {
-                    let (pk, pv) = kv.split_once('=').ok_or("params=k=v,k=v")?;
-                    m.insert(pk.to_string(), pv.parse().map_err(|_| "bad param value")?);
-                }
-                e.params = Some(m);
-            }
-            _ => return Err(format!("unknown option `{k}`")),
-        }
-    }
-    Ok(e)
-}
+mod common;
+use common::{parse_header, Expect};
 
 /// The first refusal of the file, with the library (for rendering).
 fn refusal(path: &str, text: &str, e: &Expect) -> (Library, Option<Vec<Diagnostic>>) {
