@@ -204,8 +204,9 @@ impl PyGroup {
     }
 
     /// Run standard schedule `schedule` on this group. `buffers` are (address, bytes) of the role
-    /// buffers in signature order: heap addresses are used in place, others staged. Returns the
-    /// step events for the trace when the executor reports them (currently it does not: None).
+    /// buffers in signature order: heap addresses are used in place, others staged. Returns None:
+    /// step events are recorded by the executor itself (`symsched_runtime::exec::trace`) and
+    /// merged into `SYMSCHED_TRACE` by `_native.flush_trace`, so `trace` is unused.
     #[pyo3(signature = (schedule, params, buffers, dtype, op, wire, sizes, send_counts=None, recv_counts=None, trace=false))]
     #[allow(clippy::too_many_arguments)]
     fn launch(

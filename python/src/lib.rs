@@ -27,12 +27,21 @@ fn schedules() -> Vec<String> {
     plans::schedule_names()
 }
 
+/// Merge the executor's buffered step events into `SYMSCHED_TRACE` (see
+/// `symsched_runtime::exec::trace`); a no-op when tracing is off.
+#[pyfunction]
+fn flush_trace(py: Python<'_>) -> PyResult<()> {
+    py.detach(symsched_runtime::exec::trace::flush)
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("PLAN_SCHEMA_VERSION", symsched_plan::PLAN_SCHEMA_VERSION)?;
     m.add_function(wrap_pyfunction!(availability, m)?)?;
     m.add_function(wrap_pyfunction!(schedules, m)?)?;
+    m.add_function(wrap_pyfunction!(flush_trace, m)?)?;
     m.add_class::<runtime::PyRuntime>()?;
     m.add_class::<block::HeapBlock>()?;
     m.add_class::<group::PyGroup>()?;

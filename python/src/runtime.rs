@@ -35,6 +35,10 @@ impl PyRuntime {
     #[staticmethod]
     fn from_env(py: Python<'_>) -> PyResult<Self> {
         let runtime = py.detach(Runtime::init_from_env).map_err(errors::rt)?;
+        // Step events carry the global rank as trace pid, like the Python op events.
+        if let Ok(r) = u32::try_from(runtime.rank()) {
+            symsched_runtime::exec::trace::set_process_rank(r);
+        }
         Ok(PyRuntime {
             shared: Arc::new(Shared {
                 runtime,

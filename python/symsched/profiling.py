@@ -6,10 +6,15 @@ drops its ``args`` string from exported traces, so size and group travel in the 
 range while the outer name keeps ``key_averages()`` aggregation per op).
 
 With ``SYMSCHED_TRACE=PATH`` every rank records one complete event per op (name, bytes, group,
-schedule) and, when the native executor reports them, one event per executed plan step (puts,
-waits, reduces). At exit (or :func:`flush_trace`) each rank merges its events into ``PATH``
-under a file lock, so one JSON file holds the whole job (``pid`` = global rank, ``tid`` = group)
-and opens in chrome://tracing or ui.perfetto.dev.
+schedule), and the native executor records one event per executed plan step (``cat`` "step",
+``name`` the kind: put, put_signal, get, signal, wait, reduce, copy, cast, matmul, hostcoll;
+``args`` schedule, step id, peer, bytes, and slot/target for waits) plus one "launch" event
+around them (``symsched_runtime::exec::trace``). At exit (or :func:`flush_trace`) each rank
+merges its events into ``PATH`` under an exclusive ``flock`` on ``PATH.lock`` — Python's op
+events here and the executor's step events through ``_native.flush_trace`` (the Rust side
+implements the same read/append/rename protocol, and also flushes at process exit) — so one
+JSON file holds the whole job (``pid`` = global rank, ``tid`` = group) and opens in
+chrome://tracing or ui.perfetto.dev.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ def _rank() -> int:
 
 
 def add_events(events: List[Dict[str, Any]]) -> None:
-    """Append already-formed trace events (used for the executor's step events)."""
+    """Append already-formed trace events."""
     global _registered
     if not events:
         return
@@ -115,11 +120,21 @@ def op_range(op_name: str, nbytes: int, group: str, /, **args: Any) -> Iterator[
                 }])
 
 
+def _flush_native() -> None:
+    from . import _state
+
+    native = getattr(_state, "_native", None)
+    flush = getattr(native, "flush_trace", None)
+    if flush is not None:
+        flush()
+
+
 def flush_trace() -> None:
     """Merge this rank's recorded events into ``SYMSCHED_TRACE`` (safe to call repeatedly)."""
     path = trace_path()
     if path is None:
         return
+    _flush_native()
     with _events_lock:
         mine = list(_events)
         _events.clear()

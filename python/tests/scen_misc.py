@@ -152,6 +152,20 @@ def profiler_and_trace(rank: int, world: int, args) -> dict:
     pids = {e["pid"] for e in events if e.get("ph") == "X"}
     if pids != set(range(world)):
         fails.append(f"trace has pids {pids}")
+    # the executor's step events: puts, a wait and a reduce of the all-reduce on every rank
+    for r in range(world):
+        steps = [e for e in events if e.get("pid") == r and e.get("cat") == "step"]
+        kinds = {e["name"] for e in steps}
+        if not ({"wait", "reduce"} <= kinds and kinds & {"put", "put_signal"}):
+            fails.append(f"rank {r} step kinds {sorted(kinds)}")
+        if any(e.get("ph") != "X" or e.get("dur", -1) <= 0 or "schedule" not in e.get("args", {})
+               for e in steps):
+            fails.append(f"rank {r}: malformed step event")
+        if not any(e.get("pid") == r and e.get("cat") == "launch" for e in events):
+            fails.append(f"rank {r}: no launch event")
+        named = [e for e in events if e.get("ph") == "M" and e.get("pid") == r]
+        if len(named) != 1 or named[0]["args"]["name"] != f"rank {r}":
+            fails.append(f"rank {r}: process_name metadata {named}")
     return {"failures": fails, "n_events": len(events)}
 
 

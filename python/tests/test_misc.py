@@ -32,6 +32,10 @@ def test_profiler_ranges_and_chrome_trace(tmp_path):
         data = json.load(f)
     names = {e["name"] for e in data["traceEvents"] if e.get("ph") == "X"}
     assert {"symsched::allreduce", "symsched::allgather"} <= names
+    # per-step events of the native executor, on both ranks
+    for r in range(2):
+        kinds = {e["name"] for e in data["traceEvents"] if e.get("pid") == r and e.get("cat") == "step"}
+        assert {"wait", "reduce"} <= kinds and kinds & {"put", "put_signal"}, (r, kinds)
 
 
 @pytest.mark.timeout(120)

@@ -122,6 +122,19 @@ enum RStep {
     },
 }
 
+/// Elements a resolved step writes (0 for signals and waits), for the step trace.
+fn step_elems(step: &RStep) -> u64 {
+    match step {
+        RStep::Put { n, .. }
+        | RStep::Get { n, .. }
+        | RStep::Reduce { n, .. }
+        | RStep::Copy { n, .. }
+        | RStep::HostColl { n, .. } => *n,
+        RStep::Matmul { m, n, .. } => m * n,
+        RStep::Signal(_) | RStep::Wait { .. } => 0,
+    }
+}
+
 /// Steps and buffer sizes of one plan for one set of sizes on this rank.
 struct Resolved {
     /// The size-variable values (plan order) this was resolved for; `None` for counts plans.
@@ -630,7 +643,10 @@ impl<F: Fabric> Executor<F> {
             self.fabric
                 .signal(u.peer, lp.slot_base + u.slot, u.mode, u.value_at(epoch))
         };
-        for step in &res.steps {
+        let tr = super::trace::Launch::begin(plan, me, self.fabric.label(), epoch);
+        let my_steps = &plan.ranks[me as usize].steps;
+        for (si, step) in res.steps.iter().enumerate() {
+            let t0 = tr.as_ref().map(|_| std::time::Instant::now());
             match step {
                 RStep::Put {
                     src,
@@ -729,6 +745,14 @@ impl<F: Fabric> Executor<F> {
                     }
                 }
             }
+            if let (Some(tr), Some(t0), Some(ps)) = (&tr, t0, my_steps.get(si)) {
+                let size = super::trace::written_buffer(&ps.op)
+                    .map_or(0, |b| elem(&plan.buffers[b as usize]).size() as u64);
+                tr.step(ps, step_elems(step) * size, t0);
+            }
+        }
+        if let Some(tr) = tr {
+            tr.end();
         }
         // avg = sum, then one division by P over every written role (bit-identical everywhere).
         if args.op == ReduceOp::Avg && plan.collective.reduces() {

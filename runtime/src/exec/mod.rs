@@ -18,6 +18,7 @@ pub mod interp;
 pub mod local;
 pub mod reduce;
 pub mod reference;
+pub mod trace;
 
 pub use dtype::{DType, ElemTypes};
 pub use error::{ExecError, WaitTimeout};
