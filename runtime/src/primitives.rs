@@ -82,13 +82,7 @@ impl Group {
         dst: &HeapAlloc,
         src: &HeapAlloc,
     ) -> Result<(), RuntimeError> {
-        if dst.len != src.len {
-            return Err(RuntimeError::SizeMismatch {
-                what: "put destination vs source".into(),
-                expected: dst.len as u64,
-                found: src.len as u64,
-            });
-        }
+        same_len("put destination vs source", dst, src)?;
         self.put(peer, dst.offset, src.offset, src.len)
     }
 
@@ -99,13 +93,7 @@ impl Group {
         src: &HeapAlloc,
         dst: &HeapAlloc,
     ) -> Result<(), RuntimeError> {
-        if dst.len != src.len {
-            return Err(RuntimeError::SizeMismatch {
-                what: "get destination vs source".into(),
-                expected: dst.len as u64,
-                found: src.len as u64,
-            });
-        }
+        same_len("get destination vs source", dst, src)?;
         self.get(peer, src.offset, dst.offset, src.len)
     }
 
@@ -218,4 +206,16 @@ impl Group {
     ) -> Result<(), RuntimeError> {
         self.wait(slot, cmp, target, ctx)
     }
+}
+
+/// Whole-allocation copies need equal lengths: `dst` is what the caller expects to fill.
+fn same_len(what: &str, dst: &HeapAlloc, src: &HeapAlloc) -> Result<(), RuntimeError> {
+    if dst.len != src.len {
+        return Err(RuntimeError::SizeMismatch {
+            what: what.into(),
+            expected: dst.len as u64,
+            found: src.len as u64,
+        });
+    }
+    Ok(())
 }

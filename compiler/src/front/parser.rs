@@ -441,6 +441,22 @@ impl Builder {
         }
     }
 
+    /// The next child as an identifier. The grammar guarantees it; the empty placeholder only
+    /// keeps building total after an error has already been reported.
+    fn next_ident<'i>(&self, it: &mut impl Iterator<Item = Pair<'i, Rule>>, span: Span) -> Ident {
+        it.next().map(|n| self.ident(n)).unwrap_or(Ident {
+            name: String::new(),
+            span,
+        })
+    }
+
+    /// The next child as an expression, or the placeholder [`zero`] (see [`Self::next_ident`]).
+    fn next_expr<'i>(&mut self, it: &mut impl Iterator<Item = Pair<'i, Rule>>, span: Span) -> Expr {
+        it.next()
+            .map(|e| self.expr(e))
+            .unwrap_or_else(|| zero(span))
+    }
+
     fn schedule(&mut self, p: Pair<'_, Rule>) -> Schedule {
         let span = self.span(&p);
         let has_param_parens = has_child(&p, Rule::params);
@@ -527,10 +543,7 @@ impl Builder {
     fn param(&mut self, p: Pair<'_, Rule>) -> Param {
         let span = self.span(&p);
         let mut it = sig(p).into_iter();
-        let name = it.next().map(|n| self.ident(n)).unwrap_or(Ident {
-            name: String::new(),
-            span,
-        });
+        let name = self.next_ident(&mut it, span);
         let range = match it.next().and_then(|r| sig(r).into_iter().next()) {
             Some(r) if r.as_rule() == Rule::divisors_range => {
                 let e = sig(r).into_iter().next();
@@ -538,14 +551,8 @@ impl Builder {
             }
             Some(r) => {
                 let mut es = sig(r).into_iter();
-                let a = es
-                    .next()
-                    .map(|e| self.expr(e))
-                    .unwrap_or_else(|| zero(span));
-                let b = es
-                    .next()
-                    .map(|e| self.expr(e))
-                    .unwrap_or_else(|| zero(span));
+                let a = self.next_expr(&mut es, span);
+                let b = self.next_expr(&mut es, span);
                 ParamRange::Span(a, b)
             }
             None => ParamRange::Span(zero(span), zero(span)),
@@ -563,10 +570,7 @@ impl Builder {
             _ => {
                 let has_parens = has_child(&d, Rule::lparen);
                 let mut it = sig(d).into_iter();
-                let name = it.next().map(|n| self.ident(n)).unwrap_or(Ident {
-                    name: String::new(),
-                    span,
-                });
+                let name = self.next_ident(&mut it, span);
                 let mut args = Vec::new();
                 for a in it {
                     let mut ai = sig(a).into_iter();
@@ -608,16 +612,10 @@ impl Builder {
     fn region(&mut self, p: Pair<'_, Rule>) -> RegionAst {
         let span = self.span(&p);
         let mut it = sig(p).into_iter();
-        let buffer = it.next().map(|n| self.ident(n)).unwrap_or(Ident {
-            name: String::new(),
-            span,
-        });
+        let buffer = self.next_ident(&mut it, span);
         let index = it.next().map(|ix| {
             let mut es = sig(ix).into_iter();
-            let a = es
-                .next()
-                .map(|e| self.expr(e))
-                .unwrap_or_else(|| zero(span));
+            let a = self.next_expr(&mut es, span);
             match es.next() {
                 Some(b) => IndexAst::Range(a, self.expr(b)),
                 None => IndexAst::One(a),
@@ -633,10 +631,7 @@ impl Builder {
     fn signal_ref(&mut self, p: Pair<'_, Rule>) -> SignalRef {
         let span = self.span(&p);
         let mut it = sig(p).into_iter();
-        let name = it.next().map(|n| self.ident(n)).unwrap_or(Ident {
-            name: String::new(),
-            span,
-        });
+        let name = self.next_ident(&mut it, span);
         let index = it.next().map(|e| self.expr(e));
         SignalRef { name, index, span }
     }
@@ -718,59 +713,31 @@ impl Builder {
             }
             Rule::group_decl => {
                 let mut it = sig(p).into_iter();
-                let name = it.next().map(|n| self.ident(n));
+                let name = self.next_ident(&mut it, span);
                 let kind = match it.next().map(|k| k.as_str().trim().to_string()) {
                     Some(k) if k == "stride" => GroupKind::Stride,
                     _ => GroupKind::Block,
                 };
-                let arg = it
-                    .next()
-                    .map(|e| self.expr(e))
-                    .unwrap_or_else(|| zero(span));
-                StmtKind::Group {
-                    name: name.unwrap_or(Ident {
-                        name: String::new(),
-                        span,
-                    }),
-                    kind,
-                    arg,
-                }
+                let arg = self.next_expr(&mut it, span);
+                StmtKind::Group { name, kind, arg }
             }
             Rule::let_stmt => {
                 let mut it = sig(p).into_iter();
-                let name = it.next().map(|n| self.ident(n));
-                let value = it
-                    .next()
-                    .map(|e| self.expr(e))
-                    .unwrap_or_else(|| zero(span));
-                StmtKind::Let {
-                    name: name.unwrap_or(Ident {
-                        name: String::new(),
-                        span,
-                    }),
-                    value,
-                }
+                let name = self.next_ident(&mut it, span);
+                let value = self.next_expr(&mut it, span);
+                StmtKind::Let { name, value }
             }
             Rule::for_stmt => {
                 let mut it = sig(p).into_iter();
-                let var = it.next().map(|n| self.ident(n));
-                let from = it
-                    .next()
-                    .map(|e| self.expr(e))
-                    .unwrap_or_else(|| zero(span));
-                let to = it
-                    .next()
-                    .map(|e| self.expr(e))
-                    .unwrap_or_else(|| zero(span));
+                let var = self.next_ident(&mut it, span);
+                let from = self.next_expr(&mut it, span);
+                let to = self.next_expr(&mut it, span);
                 let body = it.next().map(|b| self.block(b)).unwrap_or(Block {
                     stmts: Vec::new(),
                     span,
                 });
                 StmtKind::For {
-                    var: var.unwrap_or(Ident {
-                        name: String::new(),
-                        span,
-                    }),
+                    var,
                     from,
                     to,
                     body,
@@ -789,10 +756,7 @@ impl Builder {
                         }
                         Rule::else_if => {
                             let mut it = sig(q).into_iter();
-                            let c = it
-                                .next()
-                                .map(|e| self.expr(e))
-                                .unwrap_or_else(|| zero(span));
+                            let c = self.next_expr(&mut it, span);
                             let b = it.next().map(|b| self.block(b)).unwrap_or(Block {
                                 stmts: Vec::new(),
                                 span,
@@ -811,10 +775,7 @@ impl Builder {
                 let mut it = sig(p).into_iter();
                 let src = it.next().map(|r| self.region(r));
                 let dst = it.next().map(|r| self.region(r));
-                let peer = it
-                    .next()
-                    .map(|e| self.expr(e))
-                    .unwrap_or_else(|| zero(span));
+                let peer = self.next_expr(&mut it, span);
                 let signal = it.next().map(|ps| self.put_signal(ps));
                 let empty = || RegionAst {
                     buffer: Ident {
@@ -834,10 +795,7 @@ impl Builder {
             Rule::get_stmt => {
                 let mut it = sig(p).into_iter();
                 let src = it.next().map(|r| self.region(r));
-                let peer = it
-                    .next()
-                    .map(|e| self.expr(e))
-                    .unwrap_or_else(|| zero(span));
+                let peer = self.next_expr(&mut it, span);
                 let dst = it.next().map(|r| self.region(r));
                 let empty = || RegionAst {
                     buffer: Ident {
@@ -856,18 +814,12 @@ impl Builder {
             Rule::signal_stmt => {
                 let mut it = sig(p).into_iter();
                 let signal = it.next().map(|s| self.signal_ref(s));
-                let peer = it
-                    .next()
-                    .map(|e| self.expr(e))
-                    .unwrap_or_else(|| zero(span));
+                let peer = self.next_expr(&mut it, span);
                 let op = it
                     .next()
                     .map(|o| Self::update_op(&o))
                     .unwrap_or(UpdateOp::Add);
-                let value = it
-                    .next()
-                    .map(|e| self.expr(e))
-                    .unwrap_or_else(|| zero(span));
+                let value = self.next_expr(&mut it, span);
                 StmtKind::Signal {
                     signal: signal.unwrap_or(SignalRef {
                         name: Ident {
@@ -886,10 +838,7 @@ impl Builder {
                 let mut it = sig(p).into_iter();
                 let signal = it.next().map(|s| self.signal_ref(s));
                 let cmp = it.next().map(|c| cmp_of(c.as_str())).unwrap_or(CmpOp::Ge);
-                let value = it
-                    .next()
-                    .map(|e| self.expr(e))
-                    .unwrap_or_else(|| zero(span));
+                let value = self.next_expr(&mut it, span);
                 StmtKind::Wait {
                     signal: signal.unwrap_or(SignalRef {
                         name: Ident {
@@ -1240,10 +1189,7 @@ impl Builder {
             }
             Rule::group_attr => {
                 let mut it = sig(p).into_iter();
-                let g = it.next().map(|n| self.ident(n)).unwrap_or(Ident {
-                    name: String::new(),
-                    span,
-                });
+                let g = self.next_ident(&mut it, span);
                 match it.next() {
                     Some(m) if m.as_rule() == Rule::member_call => {
                         let arg = sig(m)
