@@ -9,13 +9,14 @@ use symsched_plan::Plan;
 /// Launch types of the generated kernel (flattened into `compile`'s arguments).
 #[derive(clap::Args, Debug, Clone)]
 pub struct AscendcArgs {
-    /// Data dtype of the kernel (f32, f16, bf16).
+    /// Data dtype of the kernel (f32, f64, f16, bf16, i32, i64).
     #[arg(long, default_value = "f32", value_parser = parse_dtype)]
     pub dtype: DType,
-    /// Wire dtype for `wire` buffers (default: the data dtype).
+    /// Wire dtype for `wire` buffers (default: the data dtype; f16, bf16, e4m3, e5m2 for
+    /// low-precision transport).
     #[arg(long, value_parser = parse_dtype)]
     pub wire: Option<DType>,
-    /// Reduce op (sum, max, min).
+    /// Reduce op (sum, avg, max, min).
     #[arg(long, default_value = "sum", value_parser = parse_op)]
     pub op: ReduceOp,
     /// Unified-buffer bytes the kernel's tiles may use.

@@ -1,6 +1,7 @@
 // kernel_operator.h — host simulation of the Ascend C subset symsched's generated kernels use:
 // GlobalTensor / LocalTensor, TPipe with TQue / TQueBind / TBuf over a bounded unified buffer,
-// DataCopy / DataCopyPad (local GM <-> UB only), Add / Max / Min on float, Cast with explicit
+// DataCopy / DataCopyPad (local GM <-> UB only), Add / Max / Min on float and int32, Div and
+// Duplicate on float, Cast with explicit
 // round modes, SetFlag / WaitFlag, GetBlockIdx / GetBlockNum. Anything else is deliberately
 // missing so a kernel that needs more fails to compile here instead of being simulated wrongly.
 #ifndef SYMSCHED_SIM_KERNEL_OPERATOR_H
@@ -24,13 +25,14 @@ struct bfloat16_t {
 
 namespace AscendC {
 
-enum class TPosition { GM, VECIN, VECOUT, VECCALC };
+// A1/B1 live in L1, A2 in L0A, B2 in L0B, CO1 in L0C (the Cube side; see cube.h).
+enum class TPosition { GM, VECIN, VECOUT, VECCALC, A1, A2, B1, B2, CO1, CO2 };
 using QuePosition = TPosition;
 
 enum class RoundMode { CAST_NONE, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC };
 
 enum class HardEvent { MTE2_V, V_MTE2, V_MTE3, MTE3_V, MTE2_MTE3, MTE3_MTE2, S_MTE2, MTE2_S,
-                       S_MTE3, MTE3_S, S_V, V_S };
+                       S_MTE3, MTE3_S, S_V, V_S, FIX_S };
 using TEventID = int32_t;
 using event_t = int32_t;
 constexpr TEventID EVENT_ID0 = 0;
@@ -131,6 +133,7 @@ public:
     uint8_t *base = nullptr;
     uint32_t len = 0;
     int32_t num = 0;
+    TPosition pos = TPosition::VECIN;
     St st[kMax] = {};
     int32_t fifo[kMax] = {};
     int32_t head = 0, count = 0;
@@ -236,11 +239,11 @@ public:
 /// Carves queue buffers out of the core's unified buffer; overflow is the device's hard limit.
 class TPipe {
 public:
-    TPipe() { symsim::core().ub_used = 0; }
+    TPipe() { reset(symsim::core()); }
     ~TPipe() {
         symsim::CoreState *c = symsim::current_slot();
         if (c != nullptr) {
-            c->ub_used = 0;
+            reset(*c);
         }
     }
     TPipe(const TPipe &) = delete;
@@ -251,7 +254,8 @@ public:
         if (num < 1 || num > Depth) {
             symsim::fail(SYMSCHED_SIM_E_QUEUE_MISUSE, "InitBuffer with more buffers than the queue depth");
         }
-        q.init(carve(static_cast<uint64_t>(num) * round32(len)), num, round32(len));
+        q.init(carve(static_cast<uint64_t>(num) * round32(len), Pos), num, round32(len));
+        q.pos = Pos;
     }
     template <TPosition Src, TPosition Dst, int32_t Depth>
     void InitBuffer(TQueBind<Src, Dst, Depth> &q, int32_t num, uint32_t len) {
@@ -265,6 +269,36 @@ public:
 
 private:
     static uint32_t round32(uint32_t n) { return (n + 31u) & ~31u; }
+    static void reset(symsim::CoreState &c) {
+        c.ub_used = 0;
+        c.l1.used = c.l0a.used = c.l0b.used = c.l0c.used = 0;
+    }
+    /// The Cube memory behind a queue position, or nullptr for the unified buffer.
+    static symsim::Pool *cube_pool(TPosition pos) {
+        symsim::CoreState &c = symsim::core();
+        switch (pos) {
+        case TPosition::A1:
+        case TPosition::B1: return &c.l1;
+        case TPosition::A2: return &c.l0a;
+        case TPosition::B2: return &c.l0b;
+        case TPosition::CO1: return &c.l0c;
+        default: return nullptr;
+        }
+    }
+    uint8_t *carve(uint64_t bytes, TPosition pos) {
+        symsim::Pool *pool = cube_pool(pos);
+        if (pool == nullptr) {
+            return carve(bytes);
+        }
+        if (pool->used + bytes > pool->cap) {
+            symsim::fail(SYMSCHED_SIM_E_CUBE_OVERFLOW,
+                         std::string("TPipe::InitBuffer needs ") + std::to_string(pool->used + bytes) + " bytes of " +
+                             pool->name + "; the core has " + std::to_string(pool->cap));
+        }
+        uint8_t *p = pool->base + pool->used;
+        pool->used += static_cast<uint32_t>(bytes);
+        return p;
+    }
     uint8_t *carve(uint64_t bytes) {
         symsim::CoreState &c = symsim::core();
         if (c.ub_used + bytes > SYMSIM_UB_BYTES) {
@@ -356,41 +390,81 @@ void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const Da
     std::memcpy(dst.GetPhyAddr(), src.GetPhyAddr(), p.blockLen);
 }
 
-// Vector arithmetic: float only (16-bit data is accumulated in float by the templates). The
-// host's SSE float ops round to nearest even like the vector unit; subnormal handling is one of
-// the things to confirm on hardware (see docs/ascendc.md).
+// Vector arithmetic on float and int32_t (16-bit data is accumulated in float by the templates;
+// f64/i64 fold on the scalar unit). The host's SSE float ops round to nearest even like the
+// vector unit; int32 Add wraps (two's complement). Subnormal handling and int32 overflow are
+// among the things to confirm on hardware (see docs/ascendc.md).
+namespace detail {
+template <typename T>
+void vector_type(const char *what) {
+    static_assert(std::is_same<T, float>::value || std::is_same<T, int32_t>::value,
+                  "the simulation models float and int32_t vector arithmetic only");
+    (void)what;
+}
+template <typename T>
+void need3(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b, int32_t count,
+           const char *what) {
+    vector_type<T>(what);
+    if (count < 0) {
+        symsim::fail(SYMSCHED_SIM_E_UB_OVERFLOW, std::string(what) + " with a negative count");
+    }
+    dst.need(count, what);
+    a.need(count, what);
+    b.need(count, what);
+}
+}  // namespace detail
+
 template <typename T>
 void Add(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b, int32_t count) {
-    static_assert(std::is_same<T, float>::value, "the simulation models float Add only");
-    dst.need(count, "Add");
-    a.need(count, "Add");
-    b.need(count, "Add");
+    detail::need3(dst, a, b, count, "Add");
     for (int32_t i = 0; i < count; ++i) {
-        dst.GetPhyAddr()[i] = a.GetPhyAddr()[i] + b.GetPhyAddr()[i];
+        if constexpr (std::is_same<T, int32_t>::value) {
+            dst.GetPhyAddr()[i] = static_cast<int32_t>(static_cast<uint32_t>(a.GetPhyAddr()[i]) +
+                                                       static_cast<uint32_t>(b.GetPhyAddr()[i]));
+        } else {
+            dst.GetPhyAddr()[i] = a.GetPhyAddr()[i] + b.GetPhyAddr()[i];
+        }
     }
 }
 
 template <typename T>
 void Max(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b, int32_t count) {
-    static_assert(std::is_same<T, float>::value, "the simulation models float Max only");
-    dst.need(count, "Max");
-    a.need(count, "Max");
-    b.need(count, "Max");
+    detail::need3(dst, a, b, count, "Max");
     for (int32_t i = 0; i < count; ++i) {
-        float x = a.GetPhyAddr()[i], y = b.GetPhyAddr()[i];
+        T x = a.GetPhyAddr()[i], y = b.GetPhyAddr()[i];
         dst.GetPhyAddr()[i] = (y > x) ? y : x;
     }
 }
 
 template <typename T>
 void Min(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b, int32_t count) {
-    static_assert(std::is_same<T, float>::value, "the simulation models float Min only");
-    dst.need(count, "Min");
-    a.need(count, "Min");
-    b.need(count, "Min");
+    detail::need3(dst, a, b, count, "Min");
     for (int32_t i = 0; i < count; ++i) {
-        float x = a.GetPhyAddr()[i], y = b.GetPhyAddr()[i];
+        T x = a.GetPhyAddr()[i], y = b.GetPhyAddr()[i];
         dst.GetPhyAddr()[i] = (y < x) ? y : x;
+    }
+}
+
+/// dst = a / b element-wise, IEEE division rounded to nearest even (float only).
+template <typename T>
+void Div(const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b, int32_t count) {
+    static_assert(std::is_same<T, float>::value, "the simulation models float Div only");
+    detail::need3(dst, a, b, count, "Div");
+    for (int32_t i = 0; i < count; ++i) {
+        dst.GetPhyAddr()[i] = a.GetPhyAddr()[i] / b.GetPhyAddr()[i];
+    }
+}
+
+/// Fill `count` elements of `dst` with `value`.
+template <typename T>
+void Duplicate(const LocalTensor<T> &dst, const T &value, int32_t count) {
+    detail::vector_type<T>("Duplicate");
+    if (count < 0) {
+        symsim::fail(SYMSCHED_SIM_E_UB_OVERFLOW, "Duplicate with a negative count");
+    }
+    dst.need(count, "Duplicate");
+    for (int32_t i = 0; i < count; ++i) {
+        dst.GetPhyAddr()[i] = value;
     }
 }
 
@@ -511,5 +585,8 @@ void WaitFlag(TEventID id) {
 }
 
 }  // namespace AscendC
+
+// The Cube-unit subset (Mmad & co.), which CANN also declares through kernel_operator.h.
+#include "cube.h"
 
 #endif  // SYMSCHED_SIM_KERNEL_OPERATOR_H

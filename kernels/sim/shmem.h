@@ -146,6 +146,10 @@ inline void aclshmem_getmem(__gm__ void *dst, __gm__ void *src, uint32_t elem_si
 SYMSIM_UB_RMA(float, float)
 SYMSIM_UB_RMA(half, half)
 SYMSIM_UB_RMA(bfloat16, bfloat16_t)
+SYMSIM_UB_RMA(double, double)
+SYMSIM_UB_RMA(int32, int32_t)
+SYMSIM_UB_RMA(int64, int64_t)
+SYMSIM_UB_RMA(uint8, uint8_t)
 #undef SYMSIM_UB_RMA
 
 inline void aclshmemx_signal_op(__gm__ int32_t *sig_addr, int32_t signal, int sig_op, int pe) {

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /** Bumped on any incompatible change of the two structs below. */
-#define SYMSCHED_DEVICE_ABI 1
+#define SYMSCHED_DEVICE_ABI 2
 
 /** Status codes returned by symsched_sim_launch. Each names one misuse the simulation rejects. */
 enum symsched_sim_status {
@@ -44,7 +44,14 @@ enum symsched_sim_status {
     /** ABI mismatch or malformed launch arguments. */
     SYMSCHED_SIM_E_ABI = 12,
     /** A device call the simulation does not model. */
-    SYMSCHED_SIM_E_UNSUPPORTED = 13
+    SYMSCHED_SIM_E_UNSUPPORTED = 13,
+    /** TPipe::InitBuffer past L1 / L0A / L0B / L0C, or a Cube op past its tensor. */
+    SYMSCHED_SIM_E_CUBE_OVERFLOW = 14,
+    /** A Cube operand in the wrong TPosition (Mmad: CO1 <- A2 x B2; LoadData: A1->A2, B1->B2;
+     *  Nd2Nz DataCopy into A1/B1; Fixpipe from CO1), or a type pair the Cube unit lacks. */
+    SYMSCHED_SIM_E_CUBE_POSITION = 15,
+    /** The launch stub's host collective failed (or was asked for with bad arguments). */
+    SYMSCHED_SIM_E_HOST_COLL = 16
 };
 
 /** Operations of the device table. All callbacks are called from the rank's own thread. */
@@ -69,6 +76,16 @@ struct symsched_device {
     void (*quiet)(void *ctx);
     /** Group barrier. Returns 0, or nonzero when it gave up. */
     int32_t (*barrier)(void *ctx);
+    /** A host collective between kernel segments (what HcclAllReduce & co. do in a CANN launch
+     *  stub): `op` 0 allreduce, 1 allgather, 2 reduce_scatter, 3 broadcast, in place on `count`
+     *  elements of type `dtype` (runtime name: "f32", "bf16", ...) at the local address `data`,
+     *  folding with `reduce_op` ("sum", "max", ...) over `members` (group-local ranks, this one
+     *  included, in member order). `ordinal` numbers the rank's host collectives in a launch.
+     *  Returns 0, or nonzero when it failed (the message is the runtime's concern). May be NULL
+     *  for launchers of plans without host collectives. */
+    int32_t (*host_coll)(void *ctx, int32_t op, void *data, uint64_t count, const char *dtype,
+                         const char *reduce_op, const int32_t *members, int32_t n_members,
+                         int32_t ordinal);
 };
 
 /** Arguments of one simulated launch of one rank. */

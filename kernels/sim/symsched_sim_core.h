@@ -44,6 +44,9 @@ inline const char *status_name(int32_t code) {
     case SYMSCHED_SIM_E_UNQUIETED_AT_EXIT: return "SYMSCHED_SIM_E_UNQUIETED_AT_EXIT";
     case SYMSCHED_SIM_E_ABI: return "SYMSCHED_SIM_E_ABI";
     case SYMSCHED_SIM_E_UNSUPPORTED: return "SYMSCHED_SIM_E_UNSUPPORTED";
+    case SYMSCHED_SIM_E_CUBE_OVERFLOW: return "SYMSCHED_SIM_E_CUBE_OVERFLOW";
+    case SYMSCHED_SIM_E_CUBE_POSITION: return "SYMSCHED_SIM_E_CUBE_POSITION";
+    case SYMSCHED_SIM_E_HOST_COLL: return "SYMSCHED_SIM_E_HOST_COLL";
     default: return "SYMSCHED_SIM_E_UNKNOWN";
     }
 }
@@ -62,6 +65,22 @@ struct PendingPut {
     bool is_get;        // a get_nbi: `dst` is local UB, `src` the peer address
 };
 
+#ifndef SYMSIM_L1_BYTES
+/// Cube-side buffers of an Atlas A2 AI Cube core: L1 512 KiB, L0A / L0B 64 KiB, L0C 128 KiB.
+#define SYMSIM_L1_BYTES (512u * 1024u)
+#define SYMSIM_L0A_BYTES (64u * 1024u)
+#define SYMSIM_L0B_BYTES (64u * 1024u)
+#define SYMSIM_L0C_BYTES (128u * 1024u)
+#endif
+
+/// One on-chip buffer a TPipe carves queue memory from (the UB is kept separately).
+struct Pool {
+    uint8_t *base = nullptr;
+    uint32_t cap = 0;
+    uint32_t used = 0;
+    const char *name = "";
+};
+
 #ifndef SYMSIM_UB_BYTES
 /// Unified buffer per AI vector core on Atlas A2 (192 KiB); override with -DSYMSIM_UB_BYTES=...
 #define SYMSIM_UB_BYTES (192u * 1024u)
@@ -74,6 +93,12 @@ struct CoreState {
     alignas(64) uint8_t ub[SYMSIM_UB_BYTES];
     uint32_t ub_used = 0;
     int32_t flags[16][8] = {};
+    // Cube memories: L1 (A1/B1), L0A (A2), L0B (B2), L0C (CO1), carved by TPipe::InitBuffer.
+    std::vector<uint8_t> cube_mem = std::vector<uint8_t>(SYMSIM_L1_BYTES + SYMSIM_L0A_BYTES + SYMSIM_L0B_BYTES + SYMSIM_L0C_BYTES);
+    Pool l1{cube_mem.data(), SYMSIM_L1_BYTES, 0, "L1"};
+    Pool l0a{cube_mem.data() + SYMSIM_L1_BYTES, SYMSIM_L0A_BYTES, 0, "L0A"};
+    Pool l0b{cube_mem.data() + SYMSIM_L1_BYTES + SYMSIM_L0A_BYTES, SYMSIM_L0B_BYTES, 0, "L0B"};
+    Pool l0c{cube_mem.data() + SYMSIM_L1_BYTES + SYMSIM_L0A_BYTES + SYMSIM_L0B_BYTES, SYMSIM_L0C_BYTES, 0, "L0C"};
 };
 
 inline CoreState *&current_slot() {

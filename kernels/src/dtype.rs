@@ -4,30 +4,67 @@ use std::fmt;
 use std::str::FromStr;
 
 /// Concrete element type of a buffer class at launch.
+///
+/// `E4m3`/`E5m2` are fp8 wire formats only (as in the runtime); integers travel as themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
     F32,
     F16,
     Bf16,
+    F64,
+    I32,
+    I64,
+    /// fp8 with 4 exponent and 3 mantissa bits, no infinities (OCP `e4m3fn`).
+    E4m3,
+    /// fp8 with 5 exponent and 2 mantissa bits.
+    E5m2,
 }
 
 impl DType {
-    pub const ALL: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
+    /// Every dtype, data types first.
+    pub const ALL: [DType; 8] = [
+        DType::F32,
+        DType::F16,
+        DType::Bf16,
+        DType::F64,
+        DType::I32,
+        DType::I64,
+        DType::E4m3,
+        DType::E5m2,
+    ];
+
+    /// The types users hold tensors of (every type but the fp8 wire formats).
+    pub const DATA: [DType; 6] = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::Bf16,
+        DType::I32,
+        DType::I64,
+    ];
 
     /// Bytes per element.
     pub fn size(self) -> u64 {
         match self {
-            DType::F32 => 4,
+            DType::F64 | DType::I64 => 8,
+            DType::F32 | DType::I32 => 4,
             DType::F16 | DType::Bf16 => 2,
+            DType::E4m3 | DType::E5m2 => 1,
         }
     }
 
-    /// Ascend C spelling of the type.
+    /// Ascend C spelling of the storage type. The fp8 formats are raw bytes: the Atlas A2
+    /// vector unit the lowering targets has no fp8 type (`fp8_e4m3fn_t`/`fp8_e5m2_t` exist
+    /// only for Ascend 950), see docs/ascendc.md, "fp8 wire formats".
     pub fn c_type(self) -> &'static str {
         match self {
             DType::F32 => "float",
             DType::F16 => "half",
             DType::Bf16 => "bfloat16_t",
+            DType::F64 => "double",
+            DType::I32 => "int32_t",
+            DType::I64 => "int64_t",
+            DType::E4m3 | DType::E5m2 => "uint8_t",
         }
     }
 
@@ -37,15 +74,24 @@ impl DType {
             DType::F32 => "float",
             DType::F16 => "half",
             DType::Bf16 => "bfloat16",
+            DType::F64 => "double",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::E4m3 | DType::E5m2 => "uint8",
         }
     }
 
-    /// Short name used in kernel names and the CLI.
+    /// Short name used in kernel names and the CLI (the runtime's names).
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
             DType::F16 => "f16",
             DType::Bf16 => "bf16",
+            DType::F64 => "f64",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::E4m3 => "e4m3",
+            DType::E5m2 => "e5m2",
         }
     }
 
@@ -55,6 +101,48 @@ impl DType {
             DType::F32 => 0,
             DType::F16 => 1,
             DType::Bf16 => 2,
+            DType::F64 => 3,
+            DType::I32 => 4,
+            DType::I64 => 5,
+            DType::E4m3 => 6,
+            DType::E5m2 => 7,
+        }
+    }
+
+    /// The generated kernel's fp8 format code: 0 not fp8, 1 e4m3, 2 e5m2.
+    pub fn fp8_code(self) -> u32 {
+        match self {
+            DType::E4m3 => 1,
+            DType::E5m2 => 2,
+            _ => 0,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        !matches!(self, DType::I32 | DType::I64)
+    }
+
+    /// Whether users may hold tensors of this type (fp8 is a wire format only).
+    pub fn is_data(self) -> bool {
+        !matches!(self, DType::E4m3 | DType::E5m2)
+    }
+
+    /// The accumulator of reductions over this data type, as in the runtime: f32 for 16- and
+    /// 8-bit floats, else the type itself.
+    pub fn accumulator(self) -> DType {
+        match self {
+            DType::F16 | DType::Bf16 | DType::E4m3 | DType::E5m2 => DType::F32,
+            d => d,
+        }
+    }
+
+    /// Whether `self` (a data type) may travel as `wire` in a kernel: integers travel as
+    /// themselves; f32/f16/bf16 as any float; f64 only as itself (the lowering has no
+    /// single-rounding f64 -> narrow conversion on the A2 vector unit, see docs/ascendc.md).
+    pub fn can_travel_as(self, wire: DType) -> bool {
+        match self {
+            DType::F32 | DType::F16 | DType::Bf16 => wire.is_float() && wire != DType::F64,
+            _ => wire == self,
         }
     }
 }
@@ -72,7 +160,14 @@ impl FromStr for DType {
             "f32" | "float32" | "float" => Ok(DType::F32),
             "f16" | "float16" | "half" => Ok(DType::F16),
             "bf16" | "bfloat16" => Ok(DType::Bf16),
-            _ => Err(format!("unknown dtype `{s}` (expected f32, f16 or bf16)")),
+            "f64" | "float64" | "double" => Ok(DType::F64),
+            "i32" | "int32" | "int" => Ok(DType::I32),
+            "i64" | "int64" | "long" => Ok(DType::I64),
+            "e4m3" | "fp8_e4m3" | "e4m3fn" | "float8_e4m3fn" | "fp8" => Ok(DType::E4m3),
+            "e5m2" | "fp8_e5m2" | "float8_e5m2" => Ok(DType::E5m2),
+            _ => Err(format!(
+                "unknown dtype `{s}` (expected f32, f64, f16, bf16, i32, i64, e4m3 or e5m2)"
+            )),
         }
     }
 }
@@ -81,34 +176,47 @@ impl FromStr for DType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
     Sum,
+    /// `sum`, then one division by the group size over every written output, in the
+    /// accumulator type (integers truncate toward zero), exactly as the runtime's post-pass.
+    Avg,
     Max,
     Min,
 }
 
 impl ReduceOp {
-    pub const ALL: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
+    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min];
 
-    /// The Ascend C vector call that folds two tiles.
+    /// The Ascend C vector call that folds two tiles (`avg` folds as `sum`).
     pub fn ascend_call(self) -> &'static str {
         match self {
-            ReduceOp::Sum => "AscendC::Add",
+            ReduceOp::Sum | ReduceOp::Avg => "AscendC::Add",
             ReduceOp::Max => "AscendC::Max",
             ReduceOp::Min => "AscendC::Min",
+        }
+    }
+
+    /// The generated kernel's fold code: 0 sum (and avg), 1 max, 2 min.
+    pub fn fold_code(self) -> u32 {
+        match self {
+            ReduceOp::Sum | ReduceOp::Avg => 0,
+            ReduceOp::Max => 1,
+            ReduceOp::Min => 2,
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum",
+            ReduceOp::Avg => "avg",
             ReduceOp::Max => "max",
             ReduceOp::Min => "min",
         }
     }
 
-    /// The fold on accumulator values, exactly as the simulated vector unit does it.
+    /// The fold on f32 accumulator values, exactly as the simulated vector unit does it.
     pub fn apply(self, a: f32, b: f32) -> f32 {
         match self {
-            ReduceOp::Sum => a + b,
+            ReduceOp::Sum | ReduceOp::Avg => a + b,
             ReduceOp::Max => {
                 if b > a {
                     b
@@ -138,11 +246,44 @@ impl FromStr for ReduceOp {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "sum" => Ok(ReduceOp::Sum),
+            "avg" | "mean" => Ok(ReduceOp::Avg),
             "max" => Ok(ReduceOp::Max),
             "min" => Ok(ReduceOp::Min),
             _ => Err(format!(
-                "unknown reduce op `{s}` (expected sum, max or min)"
+                "unknown reduce op `{s}` (expected sum, avg, max or min)"
             )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_match_the_runtime() {
+        for d in DType::ALL {
+            assert_eq!(d.name().parse::<DType>().unwrap(), d);
+            let rt = symsched_runtime::exec::DType::parse(d.name()).unwrap();
+            assert_eq!(rt.size() as u64, d.size(), "{d}");
+            assert_eq!(rt.is_data(), d.is_data(), "{d}");
+            assert_eq!(rt.accumulator().name(), d.accumulator().name(), "{d}");
+        }
+        for op in ReduceOp::ALL {
+            assert_eq!(op.name().parse::<ReduceOp>().unwrap(), op);
+        }
+    }
+
+    #[test]
+    fn wire_rules_are_no_looser_than_the_runtime() {
+        use symsched_runtime::exec as rt;
+        for d in DType::DATA {
+            for w in DType::ALL {
+                if d.can_travel_as(w) {
+                    let p = |t: DType| rt::DType::parse(t.name()).unwrap();
+                    assert!(rt::ElemTypes::new(p(d), Some(p(w))).is_ok(), "{d} as {w}");
+                }
+            }
         }
     }
 }

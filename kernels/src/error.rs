@@ -13,6 +13,11 @@ pub enum KernelError {
     },
     #[error("size variable `{0}` is used by an extent but not declared in the plan's size_vars")]
     UnknownSizeVar(String),
+    #[error("the Ascend C lowering cannot carry data type {data} as wire type {wire} (integers travel as themselves, f64 only as f64, fp8 is a wire format only)")]
+    Types {
+        data: &'static str,
+        wire: &'static str,
+    },
     #[error("UB budget {0} bytes is too small: one tile needs at least 1024 bytes")]
     UbBudget(u32),
     #[error("plan is inconsistent: {0}")]

@@ -32,6 +32,12 @@ typedef struct {
     uint64_t epoch;                  /* launches of this kernel on this team so far */
     int32_t team;                    /* aclshmem_team_t of the group (ACLSHMEM_TEAM_WORLD = 0) */
     int32_t send_exit_signals;       /* 1: send the launch credits at the end of the kernel */
+{%- if x.has_hostcoll %}
+    /* The plan has host collectives: the stub launches kernel segments and calls HCCL between them. */
+    int32_t rank;                    /* this PE's group-local rank */
+    const uint64_t *host_sizes;      /* host copy of `sizes` (the stub computes HCCL extents) */
+    void *const *hccl_comms;         /* HcclComm of each of this rank's host collectives, by ordinal, over its members in order */
+{%- endif %}
 } {{ name }}_args;
 
 /** Enqueue one launch on `stream` (an aclrtStream). Returns 0 or an ACL error code. */

@@ -4,6 +4,11 @@
 #include "{{ name }}.h"
 #include "{{ name }}_table.h"
 #include "{{ name }}_kernel.cpp"
+{%- if x.has_hostcoll %}
+#include "hccl/hccl.h"
+
+{% include "hostcoll_stub.cpp" %}
+{%- endif %}
 
 extern "C" int32_t {{ name }}_launch(void *stream, const {{ name }}_args *args) {
     // The step table is constant: copy it to device memory once per process.
@@ -23,9 +28,28 @@ extern "C" int32_t {{ name }}_launch(void *stream, const {{ name }}_args *args) 
         table = dev;
     }
     const uint32_t blockDim = 1;  // one vector core per PE
+{%- if x.has_hostcoll %}
+    // Kernel segments with the rank's host collectives in between, all on `stream`.
+    for (int32_t seg = 0; seg <= {{ name }}_host::kMaxCalls; ++seg) {
+        {{ name }}<<<blockDim, nullptr, stream>>>(
+{%- for b in bufs %}(GM_ADDR)args->buffers[{{ b.index }}], {% endfor %}
+            (GM_ADDR)args->signals, (GM_ADDR)args->sizes, (GM_ADDR)args->counts, (GM_ADDR)table, args->epoch,
+            args->team, args->send_exit_signals, seg);
+        const {{ name }}_host::Call *c = {{ name }}_host::Find(args->rank, seg);
+        if (c == nullptr) {
+            break;
+        }
+        HcclResult hr = {{ name }}_host::Run(*c, args->buffers[c->buf], args->host_sizes,
+                                             (HcclComm)args->hccl_comms[c->ordinal], (aclrtStream)stream);
+        if (hr != HCCL_SUCCESS) {
+            return static_cast<int32_t>(hr);
+        }
+    }
+{%- else %}
     {{ name }}<<<blockDim, nullptr, stream>>>(
 {%- for b in bufs %}(GM_ADDR)args->buffers[{{ b.index }}], {% endfor %}
         (GM_ADDR)args->signals, (GM_ADDR)args->sizes, (GM_ADDR)args->counts, (GM_ADDR)table, args->epoch,
         args->team, args->send_exit_signals);
+{%- endif %}
     return ACL_SUCCESS;
 }

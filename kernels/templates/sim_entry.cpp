@@ -3,13 +3,38 @@
 #include "symsched_device.h"
 #include "{{ name }}_kernel.cpp"
 #include "{{ name }}_table.h"
+{%- if x.has_hostcoll %}
+#include "hccl.h"
+
+{% include "hostcoll_stub.cpp" %}
+{%- endif %}
 
 extern "C" int32_t symsched_sim_launch(const symsched_device *dev, const symsched_launch_args *a) {
     return symsim::run(dev, a, {{ name }}_ns::kNumBuffers, [&]() {
+{%- if x.has_hostcoll %}
+        // The launch stub's loop (see {{ name }}_launch.cpp), with one simulated HCCL
+        // communicator per host collective.
+        for (int32_t seg = 0; seg <= {{ name }}_host::kMaxCalls; ++seg) {
+            {{ name }}(
+{%- for b in bufs %}a->buffers[{{ b.index }}], {% endfor %}a->signals,
+                (GM_ADDR)a->sizes, (GM_ADDR)a->counts, (GM_ADDR){{ name }}_table, a->epoch, ACLSHMEM_TEAM_WORLD,
+                a->send_exit_signals, seg);
+            const {{ name }}_host::Call *c = {{ name }}_host::Find(dev->my_pe, seg);
+            if (c == nullptr) {
+                break;
+            }
+            symsim::HcclCommSim comm{ {{ name }}_host::kMembers + c->membersAt, c->nMembers, c->ordinal };
+            if ({{ name }}_host::Run(*c, a->buffers[c->buf], a->sizes, &comm, nullptr) != HCCL_SUCCESS) {
+                symsim::fail(SYMSCHED_SIM_E_HOST_COLL, "host collective " + std::to_string(c->ordinal) +
+                                                           ": the region does not split evenly over its members");
+            }
+        }
+{%- else %}
         {{ name }}(
 {%- for b in bufs %}a->buffers[{{ b.index }}], {% endfor %}a->signals,
             (GM_ADDR)a->sizes, (GM_ADDR)a->counts, (GM_ADDR){{ name }}_table, a->epoch, ACLSHMEM_TEAM_WORLD,
             a->send_exit_signals);
+{%- endif %}
     });
 }
 

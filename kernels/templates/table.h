@@ -2,7 +2,8 @@
 // Layout: magic, P, rows, first_row[0..=P], then rows of 13 int32:
 //   kind flags a.buf a.first a.count b.buf b.first b.count peer slot aux value_lo32 stride_lo32
 // kinds: 1 put, 2 put+signal, 3 get, 4 signal, 5 wait, 6 reduce (aux = operand rows that follow),
-//        7 operand, 8 copy/cast, 9 exit signal (launch credit); flags bit 0: aclshmem_quiet first.
+//        7 operand, 8 copy/cast, 9 exit signal (launch credit), 10 matmul (b in the operand row
+//        that follows), 11 host collective (ends a launch segment); flags bit 0: aclshmem_quiet first.
 #ifndef {{ name|upper }}_TABLE_H
 #define {{ name|upper }}_TABLE_H
 

@@ -27,18 +27,7 @@ fn generated_kernels_run_on_the_runtime_fabric() {
         let sizes = sizes_for(&plan, 300);
         let layout = HeapLayout::new(&plan, dtype, wire, &sizes).unwrap();
         let roles = n_roles(&plan);
-        let all = inputs(&plan, &layout, 5);
-        let mut want: Vec<Vec<Vec<u8>>> = (0..p as usize)
-            .map(|r| {
-                (0..roles)
-                    .map(|b| {
-                        all[r][b][..plan.buffers[b].total_len(r as u32, &sizes).unwrap() as usize
-                            * layout.elem[b].size() as usize]
-                            .to_vec()
-                    })
-                    .collect()
-            })
-            .collect();
+        let mut want = role_inputs(&plan, &layout, &sizes, 5);
         let start = want.clone();
         for _ in 0..3 {
             want = runtime_outputs(&plan, &o, &sizes, &want).unwrap();
@@ -98,43 +87,11 @@ fn generated_kernels_run_on_the_runtime_fabric() {
 /// sequential reference check) with launches by the generated kernel, on the in-process fabric.
 #[test]
 fn sim_harness_run_rank_checks_clean() {
-    use symsched_kernels::sim::harness;
-    use symsched_runtime::exec::harness::{sizes_for as rt_sizes, RunSpec};
-    use symsched_runtime::exec::{ElemTypes, Executor};
     for (name, p) in [("allreduce_ring", 3u32), ("alltoallv_push", 4)] {
         let plan = standard_plans(p)
             .into_iter()
             .find(|pl| pl.schedule == name)
             .unwrap();
-        let o = opts(DType::F32, DType::F32, ReduceOp::Sum, 4096);
-        let backend = SimBackend::new(&plan, o, &cache_dir()).unwrap();
-        let spec = RunSpec {
-            types: ElemTypes::new(symsched_runtime::exec::DType::F32, None).unwrap(),
-            op: symsched_runtime::exec::ReduceOp::Sum,
-            sizes: rt_sizes(&plan, 999, &[]),
-            warmup: 1,
-            iters: 3,
-            check: true,
-            staged: false,
-        };
-        let world = LocalWorld::new(p, 64 << 20).unwrap();
-        let group = world.world_group().unwrap();
-        let reports: Vec<_> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..p)
-                .map(|r| {
-                    let (group, backend, plan, spec) = (&group, &backend, &plan, &spec);
-                    s.spawn(move || {
-                        let exec = Executor::new(group.fabric(r).unwrap());
-                        harness::run_rank(&exec, backend, plan, spec)
-                            .unwrap_or_else(|e| panic!("{e}"))
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        for rep in reports {
-            assert_eq!(rep.wrong, 0, "{name}");
-            assert_eq!(rep.times.len(), 3);
-        }
+        check_sim_harness(&plan, opts(DType::F32, DType::F32, ReduceOp::Sum, 4096));
     }
 }

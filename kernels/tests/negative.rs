@@ -2,9 +2,6 @@
 
 mod common;
 use common::*;
-use symsched_kernels::sim::heap::HeapLayout;
-use symsched_kernels::sim::inproc::{self, RankState, RunConfig};
-use symsched_kernels::sim_build::{self, SimSources};
 use symsched_kernels::{lower, DType, KernelError, LowerOptions, ReduceOp};
 use symsched_plan::{Op, Plan};
 
@@ -54,28 +51,9 @@ fn put_then_signal(p: u32) -> Plan {
 
 /// Build `plan`'s kernel with `from` replaced by `to` in its source, run it, return the error.
 fn run_broken(plan: &Plan, from: &str, to: &str) -> KernelError {
-    let l = lower(plan, &o()).unwrap();
-    assert!(
-        l.kernel.contains(from),
-        "pattern `{from}` not in the generated kernel"
-    );
-    let mut src = SimSources::from(&l);
-    src.kernel = src.kernel.replace(from, to);
-    let k = sim_build::build(&src, &cache_dir()).unwrap_or_else(|e| panic!("{e}"));
-    let sizes = sizes_for(plan, 100);
-    let layout = HeapLayout::new(plan, DType::F32, DType::F32, &sizes).unwrap();
-    let init: Vec<RankState> = inputs(plan, &layout, 1)
-        .into_iter()
-        .map(|b| RankState {
-            buffers: b,
-            signals: vec![],
-        })
-        .collect();
-    let cfg = RunConfig {
-        timeout: std::time::Duration::from_secs(20),
-        ..RunConfig::default()
-    };
-    inproc::run(&k, plan, &layout, &sizes, &init, &cfg).expect_err("the broken kernel must fail")
+    let k = build_edited(plan, &o(), |s| &mut s.kernel, from, to);
+    run_fresh(&k, plan, &o(), 100, std::time::Duration::from_secs(20))
+        .expect_err("the broken kernel must fail")
 }
 
 fn assert_status(e: &KernelError, name: &str) {

@@ -8,9 +8,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use symsched_plan::LaunchSizes;
-use symsched_runtime::exec::{
-    Binding, DType, ElemTypes, Executor, GroupFabric, LaunchArgs, ReduceOp,
-};
+use symsched_runtime::exec::{DType, ElemTypes, Executor, GroupFabric, LaunchArgs, ReduceOp};
 use symsched_runtime::Group;
 
 use crate::errors;
@@ -72,6 +70,13 @@ impl PyGroup {
     #[getter]
     fn size(&self) -> usize {
         self.group.size()
+    }
+
+    /// The runtime's name of the group (its member list, e.g. `[0, 1]`): the executor's trace
+    /// events use it for their lane (`tid` = `group <name>`).
+    #[getter]
+    fn name(&self) -> String {
+        self.group.name().to_string()
     }
 
     /// Global ranks in group order.
@@ -242,49 +247,20 @@ impl PyGroup {
                 counts: None,
             };
             if let Some(row) = send_counts {
-                // one exchange carries the counts and the binding pattern (the binding rule check)
-                let p = members.len();
-                if row.len() != p {
-                    return Err(errors::value(format!(
-                        "send counts must have one entry per group rank ({p}), got {}",
-                        row.len()
-                    )));
-                }
-                let mut mine = row;
-                mine.extend(prepared::binding_pattern((base, len), &buffers));
-                let all = exec
-                    .allgather_u64("python/counts+bindings", &mine)
-                    .map_err(errors::exec)?;
-                let patterns: Vec<&[u64]> = all.iter().map(|r| r.get(p..).unwrap_or(&[])).collect();
-                prepared::check_patterns(&patterns, &plan, &members)?;
-                let m: Vec<Vec<u64>> = all.iter().map(|r| r[..p.min(r.len())].to_vec()).collect();
-                if let Some(expect) = recv_counts {
-                    let got: Vec<u64> = m.iter().map(|r| r.get(me).copied().unwrap_or(0)).collect();
-                    if got != expect {
-                        return Err(errors::value(format!(
-                            "`receive_list` {expect:?} does not match what the peers send to this rank {got:?}"
-                        )));
-                    }
-                }
-                ls.counts = Some(m);
+                ls.counts = Some(prepared::exchange_counts(
+                    &exec,
+                    (base, len),
+                    &buffers,
+                    row,
+                    recv_counts,
+                    &plan,
+                    &members,
+                    me,
+                )?);
             }
-            let mut binds: Vec<Binding<'_>> = buffers
-                .iter()
-                .map(|&(ptr, n)| {
-                    if n == 0 {
-                        Binding::Host(&mut [])
-                    } else if ptr >= base && ptr + n <= base + len {
-                        Binding::Heap {
-                            offset: (ptr - base) as u64,
-                            bytes: n as u64,
-                        }
-                    } else {
-                        // SAFETY: (ptr, n) describe a live contiguous tensor the caller keeps alive
-                        // for the duration of the launch; no other Rust reference aliases it.
-                        Binding::Host(unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, n) })
-                    }
-                })
-                .collect();
+            // SAFETY: (ptr, n) describe live contiguous tensors the caller keeps alive for the
+            // duration of the launch; no other Rust reference aliases them.
+            let mut binds = unsafe { prepared::bind((base, len), &buffers) };
             exec.launch(
                 &lp,
                 LaunchArgs {
@@ -301,7 +277,7 @@ impl PyGroup {
 
     /// Prepare launches of `schedule` with fixed `params`, element types, reduce op and `sizes`
     /// (compiles and loads the plan once); `Prepared.run(buffers)` then only binds buffers.
-    /// Plans whose extents use alltoallv counts cannot be prepared (use `launch`).
+    /// Plans whose extents use alltoallv counts run with `Prepared.run_counts`.
     #[pyo3(signature = (schedule, params, dtype, op, wire, sizes))]
     #[allow(clippy::too_many_arguments)] // mirrors the Python call: one argument per launch property
     fn prepare(
@@ -319,15 +295,10 @@ impl PyGroup {
         let plan = py
             .detach(|| plans::plan(schedule, size, &params))
             .map_err(errors::value)?;
-        if plan
+        let needs_counts = plan
             .buffers
             .iter()
-            .any(|b| matches!(b.extent, symsched_plan::Extent::Counts { .. }))
-        {
-            return Err(errors::value(format!(
-                "schedule `{schedule}` takes alltoallv counts; it cannot be prepared"
-            )));
-        }
+            .any(|b| matches!(b.extent, symsched_plan::Extent::Counts { .. }));
         let data = DType::parse(dtype).map_err(errors::exec)?;
         let wire = wire.map(DType::parse).transpose().map_err(errors::exec)?;
         let types = ElemTypes::new(data, wire).map_err(errors::exec)?;
@@ -348,6 +319,7 @@ impl PyGroup {
             members: self.group.members().to_vec(),
             check_always,
             checked: Mutex::new(HashSet::new()),
+            needs_counts,
         })
     }
 

@@ -8,6 +8,7 @@
 mod block;
 mod errors;
 mod group;
+mod mc2;
 mod plans;
 mod prepared;
 mod runtime;
@@ -46,5 +47,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<block::HeapBlock>()?;
     m.add_class::<group::PyGroup>()?;
     m.add_class::<prepared::PyPrepared>()?;
+    mc2::register(m)?;
     Ok(())
 }

@@ -45,6 +45,8 @@ pub struct PyPrepared {
     pub(crate) check_always: bool,
     /// Binding patterns already agreed by every rank.
     pub(crate) checked: Mutex<HashSet<Vec<u64>>>,
+    /// Whether the plan's extents take alltoallv counts (run with `run_counts`, not `run`).
+    pub(crate) needs_counts: bool,
 }
 
 /// The binding pattern of `buffers` ((address, bytes) each) against the heap `(base, len)`:
@@ -112,6 +114,78 @@ pub(crate) fn check_patterns(
     Ok(())
 }
 
+/// Exchange this rank's send-count row together with the binding pattern of `buffers` (one
+/// round for both, so the binding rule costs nothing extra), check the patterns and that the
+/// counts the peers send here equal `recv_counts` (when given), and return the count matrix.
+///
+/// The exchange is needed on every alltoallv launch, cached or not: where this rank writes into
+/// a peer's buffer depends on what every other rank sends that peer, which only they know.
+#[allow(clippy::too_many_arguments)] // one argument per piece of launch context
+pub(crate) fn exchange_counts(
+    exec: &Executor<GroupFabric>,
+    heap: (usize, usize),
+    buffers: &[(usize, usize)],
+    row: Vec<u64>,
+    recv_counts: Option<Vec<u64>>,
+    plan: &symsched_plan::Plan,
+    members: &[usize],
+    me: usize,
+) -> PyResult<Vec<Vec<u64>>> {
+    let p = members.len();
+    if row.len() != p {
+        return Err(errors::value(format!(
+            "send counts must have one entry per group rank ({p}), got {}",
+            row.len()
+        )));
+    }
+    let mut mine = row;
+    mine.extend(binding_pattern(heap, buffers));
+    let all = exec
+        .allgather_u64("python/counts+bindings", &mine)
+        .map_err(errors::exec)?;
+    let patterns: Vec<&[u64]> = all.iter().map(|r| r.get(p..).unwrap_or(&[])).collect();
+    check_patterns(&patterns, plan, members)?;
+    let m: Vec<Vec<u64>> = all.iter().map(|r| r[..p.min(r.len())].to_vec()).collect();
+    if let Some(expect) = recv_counts {
+        let got: Vec<u64> = m.iter().map(|r| r.get(me).copied().unwrap_or(0)).collect();
+        if got != expect {
+            return Err(errors::value(format!(
+                "`receive_list` {expect:?} does not match what the peers send to this rank {got:?}"
+            )));
+        }
+    }
+    Ok(m)
+}
+
+/// Bind `buffers` ((address, bytes) each) against the heap `(base, len)`: heap addresses in
+/// place, others as host memory to stage, empty ones as empty host slices.
+///
+/// # Safety
+/// Every non-heap `(ptr, n)` with `n > 0` must describe live, writable memory that nothing
+/// else accesses while the bindings are alive.
+pub(crate) unsafe fn bind<'a>(
+    heap: (usize, usize),
+    buffers: &[(usize, usize)],
+) -> Vec<Binding<'a>> {
+    let (base, len) = heap;
+    buffers
+        .iter()
+        .map(|&(ptr, n)| {
+            if n == 0 {
+                Binding::Host(&mut [])
+            } else if ptr >= base && ptr + n <= base + len {
+                Binding::Heap {
+                    offset: (ptr - base) as u64,
+                    bytes: n as u64,
+                }
+            } else {
+                // SAFETY: the caller's contract (see above)
+                Binding::Host(unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, n) })
+            }
+        })
+        .collect()
+}
+
 impl PyPrepared {
     /// Exchange `mine` with every rank and fail (on every rank alike) when they differ.
     fn agree(&self, mine: &[u64]) -> PyResult<()> {
@@ -130,6 +204,26 @@ impl PyPrepared {
         let rows: Vec<&[u64]> = all.iter().map(|r| r.as_slice()).collect();
         check_patterns(&rows, self.plan.plan(), &self.members)
     }
+
+    /// One launch of the plan over `buffers` with `sizes` (the GIL already released).
+    ///
+    /// # Safety
+    /// As for [`bind`]: the caller keeps the tensors `buffers` describe alive for the duration
+    /// of the launch, and no Rust reference aliases them.
+    unsafe fn launch(&self, buffers: &[(usize, usize)], sizes: &LaunchSizes) -> PyResult<()> {
+        let mut binds = bind(self.heap, buffers);
+        self.exec
+            .launch(
+                &self.plan,
+                LaunchArgs {
+                    types: self.types,
+                    op: self.op,
+                    sizes,
+                    buffers: &mut binds,
+                },
+            )
+            .map_err(errors::exec)
+    }
 }
 
 #[pymethods]
@@ -143,6 +237,12 @@ impl PyPrepared {
     /// Run the launch with `buffers` = (address, bytes) of the role buffers in signature order:
     /// heap addresses are used in place, others staged. Releases the GIL while it runs.
     fn run(&self, py: Python<'_>, buffers: Vec<(usize, usize)>) -> PyResult<()> {
+        if self.needs_counts {
+            return Err(errors::value(format!(
+                "schedule `{}` takes alltoallv counts; launch it with run_counts",
+                self.plan.plan().schedule
+            )));
+        }
         let pattern = binding_pattern(self.heap, &buffers);
         let known = !self.check_always
             && self
@@ -160,35 +260,47 @@ impl PyPrepared {
                 }
                 checked.insert(pattern);
             }
-            let (base, _) = self.heap;
-            let mut binds: Vec<Binding<'_>> = buffers
-                .iter()
-                .map(|&(ptr, n)| {
-                    if n == 0 {
-                        Binding::Host(&mut [])
-                    } else if ptr >= base && ptr + n <= base + self.heap.1 {
-                        Binding::Heap {
-                            offset: (ptr - base) as u64,
-                            bytes: n as u64,
-                        }
-                    } else {
-                        // SAFETY: (ptr, n) describe a live contiguous tensor the caller keeps
-                        // alive for the duration of the launch; no Rust reference aliases it.
-                        Binding::Host(unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, n) })
-                    }
-                })
-                .collect();
-            self.exec
-                .launch(
-                    &self.plan,
-                    LaunchArgs {
-                        types: self.types,
-                        op: self.op,
-                        sizes: &self.sizes,
-                        buffers: &mut binds,
-                    },
-                )
-                .map_err(errors::exec)
+            // SAFETY: (ptr, n) describe live contiguous tensors the caller keeps alive for the
+            // duration of the launch; no Rust reference aliases them.
+            unsafe { self.launch(&buffers, &self.sizes) }
+        })
+    }
+
+    /// Run a launch whose extents take alltoallv counts: `send_counts` is this rank's row (one
+    /// entry per group rank), `recv_counts` (optional) what this rank expects from each peer.
+    /// The rows and binding patterns are exchanged in one round on every call (see
+    /// `exchange_counts`); nothing else is recomputed. Releases the GIL while it runs.
+    #[pyo3(signature = (buffers, send_counts, recv_counts=None))]
+    fn run_counts(
+        &self,
+        py: Python<'_>,
+        buffers: Vec<(usize, usize)>,
+        send_counts: Vec<u64>,
+        recv_counts: Option<Vec<u64>>,
+    ) -> PyResult<()> {
+        if !self.needs_counts {
+            return Err(errors::value(format!(
+                "schedule `{}` takes no alltoallv counts; launch it with run",
+                self.plan.plan().schedule
+            )));
+        }
+        py.detach(move || -> PyResult<()> {
+            let m = exchange_counts(
+                &self.exec,
+                self.heap,
+                &buffers,
+                send_counts,
+                recv_counts,
+                self.plan.plan(),
+                &self.members,
+                self.rank,
+            )?;
+            let sizes = LaunchSizes {
+                vars: self.sizes.vars.clone(),
+                counts: Some(m),
+            };
+            // SAFETY: as in `run`: live tensors kept alive by the caller, not aliased.
+            unsafe { self.launch(&buffers, &sizes) }
         })
     }
 

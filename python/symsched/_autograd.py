@@ -5,20 +5,47 @@ verifier); the group travels to backward through ``ctx``.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch.autograd import Function
 
 from . import _coll, _launch, _state
 from ._enums import ReduceOp
-from ._errors import SymschedArgumentError
+from ._errors import SymschedArgumentError, SymschedError, SymschedRuntimeError
+
+#: Backward launches already made once, per (group, forward schedule and params, dual
+#: collective, dtype, op, wire, sizes): the group's info (held so its id stays unique) and the
+#: dual's prepared launch. A hit goes straight to the native launch; gradients are fresh
+#: tensors made here, so there is nothing about them left to validate.
+_duals: Dict[Tuple[Any, ...], Tuple[_state.GroupInfo, Any]] = {}
+_DUALS_MAX = 4096
 
 
 def _run_dual(info: _state.GroupInfo, fwd: str, fwd_params: dict, expect: str, op_name: str,
               buffers: List[torch.Tensor], dtype: torch.dtype, sizes: dict, **kw: Any) -> None:
+    key: Optional[Tuple[Any, ...]] = None
+    if "send_counts" not in kw:
+        key = (id(info), fwd, tuple(fwd_params.items()), expect, dtype, kw.get("reduce"), kw.get("wire"),
+               tuple(sizes.items()))
+        hit = _duals.get(key)
+        if hit is not None and hit[0] is info and not _coll._observed():
+            try:
+                hit[1].run([(b.data_ptr(), b.numel() * b.element_size()) for b in buffers])
+            except (SymschedError, TypeError):
+                raise
+            except ValueError as exc:
+                raise SymschedArgumentError(f"symsched {op_name} ({hit[1].schedule}): {exc}") from exc
+            except Exception as exc:
+                raise SymschedRuntimeError(
+                    f"symsched {op_name} ({hit[1].schedule}) on group {list(info.ranks)}: {exc}") from exc
+            return
     name, params = _launch.dual_schedule(info, fwd, fwd_params, expect)
     _launch.run(op_name, info, name, buffers, dtype, sizes, params=params, **kw)
+    if key is not None:
+        if len(_duals) >= _DUALS_MAX:
+            _duals.clear()
+        _duals[key] = (info, _launch.prepared(info, name, params, dtype, kw.get("reduce"), kw.get("wire"), sizes))
 
 
 def _flat(t: Optional[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
@@ -117,7 +144,7 @@ class AllReduce(Function):
             cand = torch.where(x.detach().reshape(-1) == y.reshape(-1), info.rank, info.size).to(torch.int32)
             _coll.allreduce(cand, "min", group)
             ctx.save_for_backward((cand == info.rank).view(x.shape))
-        return y.view(x.shape)
+        return y
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> Tuple[Optional[torch.Tensor], None, None, None, None]:
@@ -186,7 +213,7 @@ class Broadcast(Function):
         y = x.detach().contiguous().clone()
         _coll.broadcast(y, src, group)
         ctx.group, ctx.src = group, src
-        return y.view(x.shape)
+        return y
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> Tuple[torch.Tensor, None, None]:

@@ -43,8 +43,78 @@ def _reduce_op(op: ReduceOpLike, dtype: torch.dtype) -> ReduceOp:
     return r
 
 
+#: Calls already validated once, per key of everything their launch depends on (collective,
+#: ``id(group)``, dtypes, element counts, op, wire argument, the env values read, peers and
+#: counts): the group object (held so its id cannot be reused while cached), the prepared
+#: native launch and the byte size of each role buffer. A hit skips what only depends on the
+#: key (argument parsing, group mapping, schedule choice); what depends on the tensors
+#: themselves (device, layout, contiguity, released memory) is still checked on every call.
+_fast: Dict[Tuple[Any, ...], Tuple[Any, Any, Tuple[int, ...]]] = {}
+_FAST_MAX = 4096
+
+
+def _hit(key: Optional[Tuple[Any, ...]], group: Any) -> Optional[Tuple[Any, Any, Tuple[int, ...]]]:
+    """The cached launch for ``key``, or None when the full path must run."""
+    if key is None:
+        return None
+    try:
+        hit = _fast.get(key)
+    except TypeError:  # an unhashable argument: the full path reports it
+        return None
+    if hit is None or hit[0] is not group or _memory._dead or _observed():
+        return None
+    return hit
+
+
+def _plain(t: torch.Tensor) -> bool:
+    """The per-tensor properties validation checks that a cache key cannot vouch for."""
+    return t.is_cpu and t.layout is _STRIDED and t.is_contiguous()
+
+
+def _remember(key: Optional[Tuple[Any, ...]], group: Any, prepared: Any, nbytes: Tuple[int, ...]) -> None:
+    # a rank list can be mutated in place behind an unchanged id: only immutable groups are cached
+    if key is None or isinstance(group, list):
+        return
+    if len(_fast) >= _FAST_MAX:
+        _fast.clear()
+    try:
+        _fast[key] = (group, prepared, nbytes)
+    except TypeError:  # an unhashable (but valid) argument: such calls always take the full path
+        pass
+
+
+def _fire(op_name: str, group: Any, prepared: Any, buffers: List[Tuple[int, int]],
+          counts: Optional[Tuple[List[int], List[int]]] = None) -> None:
+    """Run a cached launch, mapping native errors like ``_launch.run`` does."""
+    try:
+        if counts is None:
+            prepared.run(buffers)
+        else:
+            prepared.run_counts(buffers, counts[0], counts[1])
+    except (SymschedError, TypeError):
+        raise
+    except ValueError as exc:
+        raise SymschedArgumentError(f"symsched {op_name} ({prepared.schedule}): {exc}") from exc
+    except Exception as exc:
+        info = _state.resolve_group(group)
+        raise SymschedRuntimeError(
+            f"symsched {op_name} ({prepared.schedule}) on group {list(info.ranks)}: {exc}") from exc
+
+
+def _tkey(t: Any) -> Any:
+    """A tensor's part of a cache key (dtype and element count), or None for a non-tensor."""
+    return (t.dtype, t.numel()) if isinstance(t, torch.Tensor) else None
+
+
 def allgather(output: torch.Tensor, input: torch.Tensor, group: Any = None) -> None:
     """``output`` (P·n elements) ← concatenation of every rank's ``input`` (n elements)."""
+    ko, ki = _tkey(output), _tkey(input)
+    key = ("allgather", id(group), ko, ki) if ko is not None and ki is not None else None
+    hit = _hit(key, group)
+    if hit is not None and _plain(output) and _plain(input):
+        note_symsched(output, "allgather")
+        _fire("allgather", group, hit[1], [(input.data_ptr(), hit[2][0]), (output.data_ptr(), hit[2][1])])
+        return
     v.tensor(output, "output_tensor", dtypes=DTYPES)
     v.tensor(input, "input_tensor", dtypes=DTYPES)
     v.same_dtype(output, "output_tensor", input, "input_tensor")
@@ -54,8 +124,11 @@ def allgather(output: torch.Tensor, input: torch.Tensor, group: Any = None) -> N
             f"`output_tensor` must have group size × input elements = {info.size} × {input.numel()} = "
             f"{info.size * input.numel()}, got {output.numel()}")
     note_symsched(output, "allgather")
-    _launch.run("allgather", info, "allgather_push", [input, output], input.dtype, {"n": input.numel()},
+    sizes = {"n": input.numel()}
+    _launch.run("allgather", info, "allgather_push", [input, output], input.dtype, sizes,
                 nbytes=output.numel() * output.element_size())
+    _remember(key, group, _launch.prepared(info, "allgather_push", None, input.dtype, None, None, sizes),
+              (input.numel() * input.element_size(), output.numel() * output.element_size()))
 
 
 _schedule_names: Optional[frozenset] = None
@@ -96,6 +169,14 @@ def reduce_scatter(output: torch.Tensor, input: torch.Tensor, op: ReduceOpLike =
 
     With a wire format (per call, or ``SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE``) peers' blocks
     travel narrowed and are accumulated in f32; this rank's own block stays full precision."""
+    ko, ki = _tkey(output), _tkey(input)
+    key = (("reduce_scatter", id(group), ko, ki, op, low_precision_dtype, _wire_env())
+           if ko is not None and ki is not None else None)
+    hit = _hit(key, group)
+    if hit is not None and _plain(output) and _plain(input):
+        note_symsched(input, "reduce_scatter")
+        _fire("reduce_scatter", group, hit[1], [(input.data_ptr(), hit[2][0]), (output.data_ptr(), hit[2][1])])
+        return
     v.tensor(output, "output_tensor", dtypes=DTYPES)
     v.tensor(input, "input_tensor", dtypes=DTYPES)
     v.same_dtype(output, "output_tensor", input, "input_tensor")
@@ -108,14 +189,11 @@ def reduce_scatter(output: torch.Tensor, input: torch.Tensor, op: ReduceOpLike =
             f"{info.size * output.numel()}, got {input.numel()}")
     schedule = _rs_schedule(wire)
     note_symsched(input, "reduce_scatter")
-    _launch.run("reduce_scatter", info, schedule, [input, output], input.dtype, {"n": output.numel()},
+    sizes = {"n": output.numel()}
+    _launch.run("reduce_scatter", info, schedule, [input, output], input.dtype, sizes,
                 reduce=r, wire=wire, nbytes=input.numel() * input.element_size())
-
-
-#: allreduce calls already validated, per (group, op, dtype, numel, wire argument, env values):
-#: what only depends on those (op and wire parsing, group mapping, schedule, prepared launch).
-_ar_cache: Dict[Tuple[Any, ...], Tuple[Any, Any, int]] = {}
-_AR_CACHE_MAX = 4096
+    _remember(key, group, _launch.prepared(info, schedule, None, input.dtype, r, wire, sizes),
+              (input.numel() * input.element_size(), output.numel() * output.element_size()))
 
 
 def allreduce(tensor: torch.Tensor, op: ReduceOpLike = "sum", group: Any = None,
@@ -123,25 +201,12 @@ def allreduce(tensor: torch.Tensor, op: ReduceOpLike = "sum", group: Any = None,
     """In place: ``tensor`` ← element-wise reduction over the group, identical on every rank."""
     key: Optional[Tuple[Any, ...]] = None
     if isinstance(tensor, torch.Tensor):
-        key = (id(group), op, tensor.dtype, tensor.numel(), low_precision_dtype, _wire_env(), _one_shot_env())
-        try:
-            hit = _ar_cache.get(key)
-        except TypeError:  # an unhashable argument: the full path reports it
-            hit = key = None
-        # per-tensor checks stay per call; the cached part depends only on the key
-        if (hit is not None and hit[0] is group and tensor.is_cpu and tensor.layout is _STRIDED
-                and tensor.is_contiguous() and not _memory._dead and not _observed()):
+        key = ("allreduce", id(group), op, tensor.dtype, tensor.numel(), low_precision_dtype, _wire_env(),
+               _one_shot_env())
+        hit = _hit(key, group)
+        if hit is not None and _plain(tensor):
             note_symsched(tensor, "allreduce")
-            try:
-                hit[1].run([(tensor.data_ptr(), hit[2])])
-            except (SymschedError, TypeError):
-                raise
-            except ValueError as exc:
-                raise SymschedArgumentError(f"symsched allreduce ({hit[1].schedule}): {exc}") from exc
-            except Exception as exc:
-                info = _state.resolve_group(group)
-                raise SymschedRuntimeError(
-                    f"symsched allreduce ({hit[1].schedule}) on group {list(info.ranks)}: {exc}") from exc
+            _fire("allreduce", group, hit[1], [(tensor.data_ptr(), hit[2][0])])
             return
     v.tensor(tensor, "tensor", dtypes=DTYPES)
     r = _reduce_op(op, tensor.dtype)
@@ -152,11 +217,7 @@ def allreduce(tensor: torch.Tensor, op: ReduceOpLike = "sum", group: Any = None,
     schedule = _launch.allreduce_schedule(nbytes, wire)
     sizes = {"n": tensor.numel()}
     _launch.run("allreduce", info, schedule, [tensor], tensor.dtype, sizes, reduce=r, wire=wire, nbytes=nbytes)
-    if key is None:
-        return
-    if len(_ar_cache) >= _AR_CACHE_MAX:
-        _ar_cache.clear()
-    _ar_cache[key] = (group, _launch.prepared(info, schedule, None, tensor.dtype, r, wire, sizes), nbytes)
+    _remember(key, group, _launch.prepared(info, schedule, None, tensor.dtype, r, wire, sizes), (nbytes,))
 
 
 def _counts(lst: Any, arg: str, size: int) -> List[int]:
@@ -186,10 +247,45 @@ def _packed(tensors: Sequence[torch.Tensor]) -> Optional[torch.Tensor]:
     return torch.empty(0, dtype=first.dtype).set_(base, first.storage_offset(), (total,))
 
 
+def _span(tensors: Sequence[torch.Tensor]) -> Optional[Tuple[int, int]]:
+    """(address, bytes) of the list when its members are contiguous and lie back to back in
+    memory (e.g. ``x.split(...)`` of one contiguous tensor), so it can be bound without a copy."""
+    first = tensors[0]
+    start = end = first.data_ptr()
+    for t in tensors:
+        if t.data_ptr() != end or not t.is_contiguous():
+            return None
+        end += t.numel() * t.element_size()
+    return start, end - start
+
+
 def alltoall(send_tensor_list: Sequence[torch.Tensor], receive_tensor: torch.Tensor,
              receive_list: Any, group: Any = None) -> None:
     """All-to-all-v: ``send_tensor_list[j]`` goes to rank j; ``receive_tensor`` holds, in rank
-    order, ``receive_list[j]`` elements from each rank j."""
+    order, ``receive_list[j]`` elements from each rank j.
+
+    Every call exchanges the send counts (one round, which also carries the binding check):
+    where this rank writes into a peer's ``receive_tensor`` depends on what every other rank
+    sends that peer, so a cached launch cannot assume last call's count matrix."""
+    key: Optional[Tuple[Any, ...]] = None
+    if (isinstance(send_tensor_list, (list, tuple)) and isinstance(receive_list, (list, tuple))
+            and isinstance(receive_tensor, torch.Tensor) and send_tensor_list):
+        sk = tuple(map(_tkey, send_tensor_list))
+        if None not in sk:
+            # the types too: True == 1 must not let a bool count past validation
+            key = ("alltoall", id(group), _tkey(receive_tensor), sk, tuple(receive_list),
+                   tuple(map(type, receive_list)))
+        hit = _hit(key, group)
+        if (hit is not None and _plain(receive_tensor)
+                and all(t.is_cpu and t.layout is _STRIDED for t in send_tensor_list)):
+            span = _span(send_tensor_list)
+            if span is None:
+                flat = torch.cat([t.reshape(-1) for t in send_tensor_list])
+                span = (flat.data_ptr(), hit[2][0])
+            note_symsched(receive_tensor, "alltoall")
+            _fire("alltoall", group, hit[1], [span, (receive_tensor.data_ptr(), hit[2][1])],
+                  ([t.numel() for t in send_tensor_list], list(receive_list)))
+            return
     info = _state.resolve_group(group)
     if not isinstance(send_tensor_list, (list, tuple)):
         raise SymschedTypeError("`send_tensor_list` must be a list of tensors, one per group rank")
@@ -211,26 +307,46 @@ def alltoall(send_tensor_list: Sequence[torch.Tensor], receive_tensor: torch.Ten
     note_symsched(receive_tensor, "alltoall")
     _launch.run("alltoall", info, "alltoallv_push", [flat, receive_tensor], receive_tensor.dtype, {},
                 send_counts=send, recv_counts=recv, nbytes=flat.numel() * flat.element_size())
+    _remember(key, group, _launch.prepared(info, "alltoallv_push", None, receive_tensor.dtype, None, None, {}),
+              (flat.numel() * flat.element_size(), receive_tensor.numel() * receive_tensor.element_size()))
 
 
 def broadcast(tensor: torch.Tensor, src: int, group: Any = None) -> None:
     """In place: ``tensor`` ← ``src``'s tensor (``src`` group-local)."""
+    kt = _tkey(tensor)
+    key = ("broadcast", id(group), kt, src, type(src)) if kt is not None else None
+    hit = _hit(key, group)
+    if hit is not None and _plain(tensor):
+        note_symsched(tensor, "broadcast")
+        _fire("broadcast", group, hit[1], [(tensor.data_ptr(), hit[2][0])])
+        return
     v.tensor(tensor, "tensor", dtypes=DTYPES)
     info = _state.resolve_group(group)
     root = _state.check_peer(src, info, "src")
     note_symsched(tensor, "broadcast")
-    _launch.run("broadcast", info, "broadcast_push", [tensor], tensor.dtype, {"n": tensor.numel()},
-                params={"root": root}, nbytes=tensor.numel() * tensor.element_size())
+    sizes, params = {"n": tensor.numel()}, {"root": root}
+    nbytes = tensor.numel() * tensor.element_size()
+    _launch.run("broadcast", info, "broadcast_push", [tensor], tensor.dtype, sizes, params=params, nbytes=nbytes)
+    _remember(key, group, _launch.prepared(info, "broadcast_push", params, tensor.dtype, None, None, sizes),
+              (nbytes,))
 
 
 def reduce(tensor: torch.Tensor, dst: int, op: ReduceOpLike = "sum", group: Any = None) -> None:
     """In place on ``dst``: ``tensor`` ← reduction over the group; other ranks' tensors unspecified."""
+    kt = _tkey(tensor)
+    key = ("reduce", id(group), kt, dst, type(dst), op) if kt is not None else None
+    hit = _hit(key, group)
+    if hit is not None and _plain(tensor):
+        _fire("reduce", group, hit[1], [(tensor.data_ptr(), hit[2][0])])
+        return
     v.tensor(tensor, "tensor", dtypes=DTYPES)
     r = _reduce_op(op, tensor.dtype)
     info = _state.resolve_group(group)
     root = _state.check_peer(dst, info, "dst")
-    _launch.run("reduce", info, "reduce_push", [tensor], tensor.dtype, {"n": tensor.numel()},
-                params={"root": root}, reduce=r, nbytes=tensor.numel() * tensor.element_size())
+    sizes, params = {"n": tensor.numel()}, {"root": root}
+    nbytes = tensor.numel() * tensor.element_size()
+    _launch.run("reduce", info, "reduce_push", [tensor], tensor.dtype, sizes, params=params, reduce=r, nbytes=nbytes)
+    _remember(key, group, _launch.prepared(info, "reduce_push", params, tensor.dtype, r, None, sizes), (nbytes,))
 
 
 def _pair(peer: int, info: _state.GroupInfo, arg: str) -> Tuple[_state.GroupInfo, int, int]:
@@ -244,20 +360,31 @@ def _pair(peer: int, info: _state.GroupInfo, arg: str) -> Tuple[_state.GroupInfo
     return pinfo, pair.index(me_g), pair.index(peer_g)
 
 
+def _p2p(op_name: str, tensor: torch.Tensor, peer: int, group: Any, arg: str, sending: bool) -> None:
+    kt = _tkey(tensor)
+    key = (op_name, id(group), kt, peer, type(peer)) if kt is not None else None
+    hit = _hit(key, group)
+    if hit is not None and _plain(tensor):
+        _fire(op_name, group, hit[1], [(tensor.data_ptr(), hit[2][0])])
+        return
+    v.tensor(tensor, "tensor", dtypes=DTYPES)
+    pinfo, me, other = _pair(peer, _state.resolve_group(group), arg)
+    sizes = {"n": tensor.numel()}
+    params = {"src": me, "dst": other} if sending else {"src": other, "dst": me}
+    nbytes = tensor.numel() * tensor.element_size()
+    _launch.run(op_name, pinfo, "sendrecv_pair", [tensor], tensor.dtype, sizes, params=params, nbytes=nbytes)
+    _remember(key, group, _launch.prepared(pinfo, "sendrecv_pair", params, tensor.dtype, None, None, sizes),
+              (nbytes,))
+
+
 def send(tensor: torch.Tensor, dst_rank: int, group: Any = None) -> None:
     """Point-to-point send to ``dst_rank`` (group-local); pairs with ``recv`` on that rank."""
-    v.tensor(tensor, "tensor", dtypes=DTYPES)
-    pinfo, me, peer = _pair(dst_rank, _state.resolve_group(group), "dst_rank")
-    _launch.run("send", pinfo, "sendrecv_pair", [tensor], tensor.dtype, {"n": tensor.numel()},
-                params={"src": me, "dst": peer}, nbytes=tensor.numel() * tensor.element_size())
+    _p2p("send", tensor, dst_rank, group, "dst_rank", True)
 
 
 def recv(tensor: torch.Tensor, src_rank: int, group: Any = None) -> None:
     """Point-to-point receive from ``src_rank`` (group-local) into ``tensor`` (same numel and dtype)."""
-    v.tensor(tensor, "tensor", dtypes=DTYPES)
-    pinfo, me, peer = _pair(src_rank, _state.resolve_group(group), "src_rank")
-    _launch.run("recv", pinfo, "sendrecv_pair", [tensor], tensor.dtype, {"n": tensor.numel()},
-                params={"src": peer, "dst": me}, nbytes=tensor.numel() * tensor.element_size())
+    _p2p("recv", tensor, src_rank, group, "src_rank", False)
 
 
 def _matrix(t: Any, arg: str, dtypes: Sequence[torch.dtype]) -> torch.Tensor:

@@ -82,10 +82,14 @@ def run(op_name: str, info: _state.GroupInfo, schedule: str, buffers: Sequence[t
         wire: Optional[torch.dtype] = None, send_counts: Optional[List[int]] = None,
         recv_counts: Optional[List[int]] = None, nbytes: Optional[int] = None) -> None:
     """Run ``schedule`` on ``info``'s group with the given role buffers (in signature order)."""
-    if send_counts is None and not _profiler_on() and trace_path() is None:
+    if not _profiler_on() and trace_path() is None:
         # hot path: nothing observes the op
         try:
-            prepared(info, schedule, params, dtype, reduce, wire, sizes).run([_buf(b) for b in buffers])
+            p = prepared(info, schedule, params, dtype, reduce, wire, sizes)
+            if send_counts is None:
+                p.run([_buf(b) for b in buffers])
+            else:
+                p.run_counts([_buf(b) for b in buffers], send_counts, recv_counts)
         except (SymschedError, TypeError):
             raise
         except ValueError as exc:  # the native binding check and size checks: the caller's arguments
@@ -94,18 +98,17 @@ def run(op_name: str, info: _state.GroupInfo, schedule: str, buffers: Sequence[t
             _raise_runtime(op_name, info, schedule, exc)
         return
     total = nbytes if nbytes is not None else sum(_buf(b)[1] for b in buffers[:1])
-    with op_range(op_name, total, info.describe(), schedule=schedule, dtype=str(dtype).replace("torch.", ""),
+    # the executor's step events use the runtime's group name for their lane: share it
+    with op_range(op_name, total, info.describe(), lane=info.lane(), schedule=schedule,
+                  dtype=str(dtype).replace("torch.", ""),
                   op=None if reduce is None else reduce.value,
                   wire=None if wire is None else WIRE_DTYPES[wire]) as extra:
         try:
+            p = prepared(info, schedule, params, dtype, reduce, wire, sizes)
             if send_counts is None:
-                events = prepared(info, schedule, params, dtype, reduce, wire, sizes).run(
-                    [_buf(b) for b in buffers])
+                events = p.run([_buf(b) for b in buffers])
             else:
-                events = info.handle.launch(
-                    schedule, dict(params or {}), [_buf(b) for b in buffers], data_name(dtype, "tensor"),
-                    None if reduce is None else reduce.value, None if wire is None else WIRE_DTYPES[wire],
-                    {k: int(x) for k, x in sizes.items()}, send_counts, recv_counts, trace_path() is not None)
+                events = p.run_counts([_buf(b) for b in buffers], send_counts, recv_counts)
         except (SymschedError, TypeError):
             raise
         except ValueError as exc:  # the native binding check and size checks: the caller's arguments

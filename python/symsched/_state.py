@@ -167,6 +167,11 @@ class GroupInfo:
     def size(self) -> int:
         return len(self.ranks)
 
+    def lane(self) -> str:
+        """The trace ``tid`` of this group's events: ``group <runtime name>`` (e.g. ``group [0, 1]``),
+        exactly as the executor names the lane of its step events, so both share one track."""
+        return f"group {self.handle.name}"
+
     def describe(self) -> str:
         """``WORLD`` or the rank list, for profiler ranges and messages."""
         return self.label or str(list(self.ranks))

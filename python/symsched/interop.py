@@ -14,6 +14,8 @@ touched it. The second library touching an already-recorded storage raises
 :class:`~symsched.ForbiddenMixError` before it sends anything. Outside a ``step`` nothing is
 tracked (no cost). Storages are the unit because buckets are flat tensors whose parts are views:
 two disjoint slices of one bucket reduced by different libraries are exactly the forbidden case.
+Every recorded storage is kept alive until the step ends, so its address cannot be reused by a
+new tensor within the step (which would be reported as a mix that never happened).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ _WATCHED = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "al
             "broadcast", "all_to_all_single", "reduce")
 
 
-def _records() -> Optional[Dict[int, Tuple[str, str]]]:
+def _records() -> Optional[Dict[int, Tuple[str, str, Any]]]:
     return getattr(_local, "records", None)
 
 
@@ -42,13 +44,16 @@ def _note(t: Any, library: str, op: str) -> None:
     recs = _records()
     if recs is None or not isinstance(t, torch.Tensor) or t.numel() == 0:
         return
-    key = t.untyped_storage().data_ptr()
+    storage = t.untyped_storage()
+    key = storage.data_ptr()
     prev = recs.get(key)
     if prev is not None and prev[0] != library:
         raise ForbiddenMixError(
             f"forbidden mix (RFC §5.4): storage at {key:#x} was used by {prev[0]} {prev[1]} and now by "
             f"{library} {op} in the same step; reduce each gradient bucket with one library per step")
-    recs[key] = (library, op)
+    # the record holds the storage: a storage freed during the step (a temporary gloo output)
+    # would otherwise leave its address to a new tensor, which then looked already used
+    recs[key] = (library, op, storage)
 
 
 def note_symsched(t: Any, op: str) -> None:

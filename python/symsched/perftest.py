@@ -6,14 +6,21 @@ same data in one run.
 
 Each rank is a process; with mpi4py importable and ``mpiexec`` beside the interpreter, the ranks
 are started by ``mpiexec`` so the MPI column is a real MPICH job, otherwise as plain subprocesses.
-Every library gets the same buffers, refreshed before every iteration, and the same barrier
-(gloo) before every timed call; the time of an iteration is the slowest rank's, and the table
-shows the median over iterations. Sizes (nccl-tests convention): allreduce = tensor bytes,
-allgather = output bytes, reduce_scatter = input bytes, alltoall = bytes sent per rank.
+
+Timing is nccl-tests': every library gets the same buffers (refreshed before each batch, outside
+the timed window), a few warm-up calls, one barrier, then a batch of back-to-back calls timed
+as a whole and divided by the count; a batch's time is the slowest rank's, and the table shows
+the median over ``--batches`` batches. Timing each call separately after its own barrier
+(``--per-iter``, the median over calls) adds the barrier's release skew to every call — tens of
+µs when ranks are oversubscribed — which swamps small messages for every library alike.
+Sizes (nccl-tests convention): allreduce = tensor bytes, allgather = output bytes,
+reduce_scatter = input bytes, alltoall = bytes sent per rank.
 busbw = algbw × (2(P-1)/P for allreduce, (P-1)/P otherwise).
 
-Also reported: backward vs forward time of the differentiable forms, the low-precision wire
-allreduce in fp32 bytes per second, and MC2 fused vs separate communication + compute.
+Also reported: backward vs forward time of the differentiable forms (batches of forward calls
+vs batches of ``torch.autograd.grad`` over graphs built beforehand, so neither side includes
+building the other's inputs or accumulating into ``.grad``), the low-precision wire allreduce
+in fp32 bytes per second, and MC2 fused vs separate communication + compute.
 """
 
 from __future__ import annotations
@@ -46,7 +53,14 @@ def _args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--min", default="8")
     p.add_argument("--max", default="64M")
     p.add_argument("--factor", type=int, default=4)
-    p.add_argument("--iters", type=int, default=0, help="iterations per size (default: by size)")
+    p.add_argument("--iters", type=int, default=0, help="calls per batch (default: by size)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed calls before each batch")
+    p.add_argument("--batches", type=int, default=5, help="timed batches per size (the median is shown)")
+    p.add_argument("--stat", choices=("median", "min"), default="median",
+                   help="statistic over batches: median (default) or min (the least-disturbed batch; on an "
+                        "oversubscribed host small messages are bimodal, fast only when all ranks run at once)")
+    p.add_argument("--per-iter", action="store_true",
+                   help="time every call after its own barrier (the median over calls) instead of batches")
     p.add_argument("--plot", default=None, help="write a bandwidth-vs-size PNG (needs matplotlib)")
     p.add_argument("--no-mpi", action="store_true", help="skip the MPICH column")
     p.add_argument("--no-extras", action="store_true", help="skip backward / low-precision / MC2 extras")
@@ -103,25 +117,45 @@ def _worker(a: argparse.Namespace) -> None:
             comm = None
     P = world
 
-    def timed(fn: Callable[[], None], refresh: Callable[[], None], iters: int) -> float:
-        """Median over iterations of the slowest rank's time, in seconds."""
-        for _ in range(2):
+    def slowest(dt: float) -> float:
+        t = torch.tensor([dt], dtype=torch.float64)
+        dist.all_reduce(t, dist.ReduceOp.MAX)
+        return float(t)
+
+    def timed(fn: Callable[[], None], refresh: Callable[[], None], iters: int, batches: int = 0) -> float:
+        """Seconds per call: the median over batches of the slowest rank's batch time / calls."""
+        if a.per_iter:
+            for _ in range(2):
+                refresh()
+                dist.barrier()
+                fn()
+            ts = []
+            for _ in range(iters):
+                refresh()
+                dist.barrier()
+                t0 = time.perf_counter()
+                fn()
+                ts.append(time.perf_counter() - t0)
+            t = torch.tensor(ts, dtype=torch.float64)
+            dist.all_reduce(t, dist.ReduceOp.MAX)
+            return float(t.median())
+        per_batch = []
+        for _ in range(max(1, batches or a.batches)):
             refresh()
-            dist.barrier()
-            fn()
-        ts = []
-        for _ in range(iters):
-            refresh()
+            for _ in range(a.warmup):
+                fn()
             dist.barrier()
             t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-        t = torch.tensor(ts, dtype=torch.float64)
-        dist.all_reduce(t, dist.ReduceOp.MAX)
-        return float(t.median())
+            for _ in range(iters):
+                fn()
+            per_batch.append(slowest((time.perf_counter() - t0) / iters))
+        return min(per_batch) if a.stat == "min" else statistics.median(per_batch)
 
     def n_iters(nbytes: int) -> int:
-        return a.iters or max(3, min(50, int(64e6 / max(nbytes, 1))))
+        if a.per_iter:
+            return a.iters or max(3, min(50, int(64e6 / max(nbytes, 1))))
+        # about 20 MB moved per batch, between 5 and 200 calls
+        return a.iters or max(5, min(200, int(20e6 / max(nbytes, 1))))
 
     rows: List[Dict[str, object]] = []
     for op in [o for o in a.ops if o != "mc2"]:
@@ -194,44 +228,90 @@ def _worker(a: argparse.Namespace) -> None:
 
     extras: List[str] = []
     if "mc2" in a.ops:
-        m, k, nn = 256, 512, 512
-        A = torch.randn(m, k)
-        B = torch.randn(k, nn)
-        g, c = torch.empty(P * m, k), torch.empty(P * m, nn)
-        it = a.iters or 10
-        fused = timed(lambda: symm.fused_all_gather_matmul(A, B, c, g), lambda: None, it)
-        sep = timed(lambda: (symm.shmem_allgather(g, A), torch.matmul(g, B, out=c)), lambda: None, it)
-        gl = timed(lambda: (dist.all_gather_into_tensor(g, A), torch.matmul(g, B, out=c)), lambda: None, it)
-        extras.append(f"mc2 all_gather_matmul  m={m} k={k} n={nn}: fused {fused * 1e6:9.1f} us | separate symsched "
-                      f"{sep * 1e6:9.1f} us ({sep / fused:5.2f}x) | separate gloo {gl * 1e6:9.1f} us ({gl / fused:5.2f}x)")
-        X1 = torch.randn(P * m, k)
-        outb = torch.empty(m, nn)
-        fused = timed(lambda: symm.fused_matmul_reduce_scatter(X1, B), lambda: None, it)
-        sep = timed(lambda: symm.shmem_reduce_scatter(outb, X1 @ B), lambda: None, it)
-        gl = timed(lambda: dist.reduce_scatter_tensor(outb, X1 @ B), lambda: None, it)
-        extras.append(f"mc2 matmul_reduce_scatter m={m} k={k} n={nn}: fused {fused * 1e6:9.1f} us | separate symsched "
-                      f"{sep * 1e6:9.1f} us ({sep / fused:5.2f}x) | separate gloo {gl * 1e6:9.1f} us ({gl / fused:5.2f}x)")
+        # MC2 fused vs separate (the symsched / gloo collective, then torch.matmul on the same
+        # torch threads) per shape: the first shape is compute-bound, the smaller n give
+        # communication a larger share. "ordinary" tensors are staged through heap scratch by
+        # every symsched call; "symmetric" ones (symm.empty, as hyper-parallel's workspaces) are
+        # used in place. The fused matmul steps run on the engine named in the line. The variants
+        # are timed in turns, one batch each per round, so load drifting on a shared machine hits
+        # them alike; times are medians over rounds and each ratio is the median of the rounds'
+        # ratios.
+        from . import mc2 as _mc2
+
+        def mc2_buf(kind: str, *shape: int) -> torch.Tensor:
+            t = symm.empty(shape, torch.float32) if kind == "symmetric" else torch.empty(*shape)
+            return t.copy_(torch.randn(*shape))
+
+        def in_turns(fns: Dict[str, Callable[[], object]], iters: int) -> Dict[str, List[float]]:
+            out: Dict[str, List[float]] = {name: [] for name in fns}
+            for _ in range(max(1, a.batches)):
+                for name, fn in fns.items():
+                    out[name].append(timed(fn, lambda: None, iters, batches=1))
+            return out
+
+        def mc2_line(op: str, shape: str, t: Dict[str, List[float]]) -> str:
+            med = {name: statistics.median(v) for name, v in t.items()}
+            ratio = {name: statistics.median(x / f for x, f in zip(t[name], t["fused"])) for name in ("sep", "gloo")}
+            return (f"mc2 {op:25s} {shape}: fused {med['fused'] * 1e6:9.1f} us | separate symsched "
+                    f"{med['sep'] * 1e6:9.1f} us ({ratio['sep']:5.2f}x) | separate gloo {med['gloo'] * 1e6:9.1f} us "
+                    f"({ratio['gloo']:5.2f}x)")
+
+        for m, k, nn in ((256, 512, 512), (256, 512, 128), (256, 512, 32)):
+            it = a.iters or 10
+            for kind in ("ordinary", "symmetric"):
+                A, B = mc2_buf(kind, m, k), mc2_buf(kind, k, nn)
+                g, c = mc2_buf(kind, P * m, k), mc2_buf(kind, P * m, nn)
+                X1, prod, outb = mc2_buf(kind, P * m, k), mc2_buf(kind, P * m, nn), mc2_buf(kind, m, nn)
+                shape = f"m={m} k={k} n={nn} {kind:9s} engine={_mc2.matmul_engine()}"
+                extras.append(mc2_line("all_gather_matmul", shape, in_turns({
+                    "fused": lambda: symm.fused_all_gather_matmul(A, B, c, g),
+                    "sep": lambda: (symm.shmem_allgather(g, A), torch.matmul(g, B, out=c)),
+                    "gloo": lambda: (dist.all_gather_into_tensor(g, A), torch.matmul(g, B, out=c)),
+                }, it)))
+                extras.append(mc2_line("matmul_reduce_scatter", shape, in_turns({
+                    "fused": lambda: symm.fused_matmul_reduce_scatter(X1, B),
+                    "sep": lambda: symm.shmem_reduce_scatter(outb, torch.matmul(X1, B, out=prod)),
+                    "gloo": lambda: dist.reduce_scatter_tensor(outb, torch.matmul(X1, B, out=prod)),
+                }, it)))
+                if kind == "symmetric":
+                    for t in (outb, prod, X1, c, g, B, A):
+                        symm.free(t)
+        extras.append(f"mc2 load average: {os.getloadavg()[0]:.2f}")
     if not a.no_extras:
         nb = 1 << 20
         n = nb // 4
         # backward vs forward (functional forms; backward runs the dual schedule)
+        k = a.iters or 20
         for name, fwd in (("all_gather", lambda x: F.all_gather(x)),
                           ("reduce_scatter", lambda x: F.reduce_scatter(x)),
                           ("all_reduce(adjoint)", lambda x: F.all_reduce(x, backward="adjoint"))):
             x = torch.randn(n, requires_grad=True)
-            holder: Dict[str, object] = {}
+            graphs: List[object] = []
+            gy = torch.ones_like(fwd(x))
 
             def f_only() -> None:
-                holder["y"] = fwd(x)
+                graphs.append(fwd(x))
+
+            def build() -> None:
+                graphs.clear()
+                for _ in range(k + a.warmup):
+                    f_only()
 
             def b_only() -> None:
-                y = holder["y"]
-                y.backward(torch.ones_like(y))
+                torch.autograd.grad(graphs.pop(), x, gy)
 
-            tf = timed(f_only, lambda: None, 10)
-            tb = timed(b_only, f_only, 10)
+            # forward and backward batches alternate, and the ratio is the median of the per-round
+            # ratios: load on a shared host drifts, and it then hits both sides of a ratio alike
+            tfs, tbs = [], []
+            for _ in range(max(1, a.batches)):
+                tfs.append(timed(f_only, graphs.clear, k, batches=1))
+                graphs.clear()
+                tbs.append(timed(b_only, build, k, batches=1))
+                graphs.clear()
+            tf, tb = statistics.median(tfs), statistics.median(tbs)
+            ratio = statistics.median(b / f for f, b in zip(tfs, tbs))
             extras.append(f"backward/forward {name:20s} 1 MiB: fwd {tf * 1e6:8.1f} us, bwd {tb * 1e6:8.1f} us, "
-                          f"ratio {tb / tf:5.2f}")
+                          f"ratio {ratio:5.2f}")
         # low-precision wire: fp32 bytes per second
         for nb in (1 << 20, 16 << 20):
             n = nb // 4

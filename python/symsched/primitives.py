@@ -61,7 +61,7 @@ def shmem_put(target: torch.Tensor, target_offset: int, src: torch.Tensor, src_o
     info = _state.resolve_group(group)
     peer = _state.check_peer(target_rank, info, "target_rank")
     es = target.element_size()
-    with op_range("put", n * es, info.describe(), peer=peer):
+    with op_range("put", n * es, info.describe(), lane=info.lane(), peer=peer):
         _call("shmem_put", info.handle.put, base + t_off * es, src.data_ptr() + s_off * es, n * es, peer)
 
 
@@ -83,7 +83,7 @@ def shmem_get(target: torch.Tensor, target_offset: int, src: torch.Tensor, src_o
     info = _state.resolve_group(group)
     peer = _state.check_peer(target_rank, info, "target_rank")
     es = src.element_size()
-    with op_range("get", n * es, info.describe(), peer=peer):
+    with op_range("get", n * es, info.describe(), lane=info.lane(), peer=peer):
         _call("shmem_get", info.handle.get, target.data_ptr() + t_off * es, base + s_off * es, n * es, peer)
 
 
@@ -104,7 +104,7 @@ def shmem_signal_op(signal: torch.Tensor, signal_offset: int, signal_value: int,
     sop = parse_signal_op(signal_op)
     info = _state.resolve_group(group)
     peer = _state.check_peer(target_rank, info, "target_rank")
-    with op_range("signal_op", width, info.describe(), peer=peer, op=sop.name):
+    with op_range("signal_op", width, info.describe(), lane=info.lane(), peer=peer, op=sop.name):
         _call("shmem_signal_op", info.handle.signal, slot, val, int(sop), peer, width)
 
 
@@ -139,7 +139,7 @@ def shmem_wait_for_signal(*args: Any, group: Any = None, timeout_ms: Optional[in
     cmp = parse_cmp(bound["compare_op"])
     tmo = None if timeout_ms is None else v.integer(timeout_ms, "timeout_ms", minimum=1)
     info = _state.resolve_group(group)
-    with op_range("wait_for_signal", width, info.describe(), cmp=cmp.name, value=val):
+    with op_range("wait_for_signal", width, info.describe(), lane=info.lane(), cmp=cmp.name, value=val):
         _call("shmem_wait_for_signal", info.handle.wait, slot, int(cmp), val, width, tmo)
 
 
@@ -162,7 +162,7 @@ def shmem_put_with_signal(target: torch.Tensor, target_offset: int, src: torch.T
     info = _state.resolve_group(group)
     peer = _state.check_peer(target_rank, info, "target_rank")
     es = target.element_size()
-    with op_range("put_with_signal", n * es, info.describe(), peer=peer):
+    with op_range("put_with_signal", n * es, info.describe(), lane=info.lane(), peer=peer):
         _call("shmem_put_with_signal", info.handle.put_with_signal, base + t_off * es,
               src.data_ptr() + s_off * es, n * es, slot, val, int(sop), peer, width)
 
@@ -170,5 +170,5 @@ def shmem_put_with_signal(target: torch.Tensor, target_offset: int, src: torch.T
 def barrier(group: Any = None) -> None:
     """Block until every rank of ``group`` (None = WORLD) reached this barrier."""
     info = _state.resolve_group(group)
-    with op_range("barrier", 0, info.describe()):
+    with op_range("barrier", 0, info.describe(), lane=info.lane()):
         _call("barrier", info.handle.barrier)

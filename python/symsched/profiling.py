@@ -75,7 +75,7 @@ def _profiler_on() -> bool:
 
 
 @contextlib.contextmanager
-def _trace_only(op: str, nbytes: int, group: str, extra: Dict[str, Any]) -> Iterator[None]:
+def _trace_only(op: str, nbytes: int, group: str, lane: str, extra: Dict[str, Any]) -> Iterator[None]:
     if trace_path() is None:
         yield
         return
@@ -88,18 +88,24 @@ def _trace_only(op: str, nbytes: int, group: str, extra: Dict[str, Any]) -> Iter
         add_events([{
             "name": f"symsched::{op}", "cat": "symsched", "ph": "X",
             "ts": start, "dur": max(end - start, 0.001),
-            "pid": _rank(), "tid": f"group {group}", "args": extra,
+            "pid": _rank(), "tid": lane, "args": extra,
         }])
 
 
 @contextlib.contextmanager
-def op_range(op_name: str, nbytes: int, group: str, /, **args: Any) -> Iterator[Dict[str, Any]]:
-    """Profile one symsched op; yields a dict the caller may add trace args to."""
+def op_range(op_name: str, nbytes: int, group: str, /, lane: Optional[str] = None,
+             **args: Any) -> Iterator[Dict[str, Any]]:
+    """Profile one symsched op; yields a dict the caller may add trace args to.
+
+    ``lane`` is the trace ``tid``: pass ``"group " + <runtime group name>`` (e.g. ``group [0, 1]``)
+    so the op shares its track with the executor's step events of that group (default
+    ``group <group>``)."""
     extra: Dict[str, Any] = dict(args)
+    lane = lane or f"group {group}"
     op = op_name
     if not _profiler_on():
         # record_function costs tens of µs even with no profiler: skip it then
-        with _trace_only(op, nbytes, group, extra):
+        with _trace_only(op, nbytes, group, lane, extra):
             yield extra
         return
     with torch.profiler.record_function(f"symsched::{op}"):
@@ -116,7 +122,7 @@ def op_range(op_name: str, nbytes: int, group: str, /, **args: Any) -> Iterator[
                 add_events([{
                     "name": f"symsched::{op}", "cat": "symsched", "ph": "X",
                     "ts": start, "dur": max(end - start, 0.001),
-                    "pid": _rank(), "tid": f"group {group}", "args": extra,
+                    "pid": _rank(), "tid": lane, "args": extra,
                 }])
 
 

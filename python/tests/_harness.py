@@ -82,3 +82,11 @@ def run(module: str, func: str, world: int, timeout: float = 120.0, env: Optiona
             with open(os.path.join(tmp, f"result{r}.pkl"), "rb") as f:
                 results.append(pickle.load(f))
         return results
+
+
+def ok(results: List[Any], show: Optional[int] = None) -> List[Any]:
+    """Assert that no rank of a ``run`` reported failures (showing at most ``show`` of them per
+    rank); return the results for further checks."""
+    for r, x in enumerate(results):
+        assert not x["failures"], f"rank {r}: {x['failures'][:show]}"
+    return results

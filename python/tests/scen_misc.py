@@ -163,6 +163,11 @@ def profiler_and_trace(rank: int, world: int, args) -> dict:
             fails.append(f"rank {r}: malformed step event")
         if not any(e.get("pid") == r and e.get("cat") == "launch" for e in events):
             fails.append(f"rank {r}: no launch event")
+        # op events and the executor's step events of one group share one track (tid)
+        lane = f"group {list(range(world))}"
+        ops = [e for e in events if e.get("pid") == r and e.get("cat") == "symsched"]
+        if not ops or any(e.get("tid") != lane for e in ops + steps):
+            fails.append(f"rank {r}: tids {sorted({e.get('tid') for e in ops + steps})}, expected only {lane!r}")
         named = [e for e in events if e.get("ph") == "M" and e.get("pid") == r]
         if len(named) != 1 or named[0]["args"]["name"] != f"rank {r}":
             fails.append(f"rank {r}: process_name metadata {named}")
@@ -395,3 +400,54 @@ def forbidden_mix(rank: int, world: int, args) -> dict:
     if dist.all_reduce.__name__ != "all_reduce" or hasattr(dist.all_reduce, "__symsched_wrapped__"):
         fails.append("dist.all_reduce not restored")
     return {"failures": fails}
+
+
+def split_group(rank: int, world: int, args) -> dict:
+    """Groups made by ``dist.split_group`` (halves and strided) work like any ProcessGroup, on
+    symsched and on gloo with the same object; if torch refuses to split a gloo group, the
+    refusal is reported (``refused``) instead."""
+    symm.init()
+    fails: list = []
+    out: dict = {"failures": fails, "refused": None}
+    made = {}
+    for name, split in (("halves", [[0, 1], [2, 3]]), ("strided", [[0, 2], [1, 3]])):
+        try:
+            pg = dist.split_group(split_ranks=split, group_desc=f"symsched-test-{name}")
+        except Exception as exc:  # noqa: BLE001 - the refusal itself is the result
+            out["refused"] = f"{type(exc).__name__}: {exc}"
+            return out
+        mine = next(s for s in split if rank in s)
+        if pg is None or list(dist.get_process_group_ranks(pg)) != mine:
+            fails.append(f"{name}: split_group gave {pg} for ranks {mine}")
+            continue
+        made[name] = (pg, mine)
+    import symsched.functional as F
+
+    n = 6
+    for name, (pg, ranks) in made.items():
+        me, p = ranks.index(rank), len(ranks)
+        parts = [torch.arange(n, dtype=torch.float32) + 10 * r for r in ranks]
+        t = parts[me].clone()
+        symm.shmem_allreduce(t, group=pg)
+        g = parts[me].clone()
+        dist.all_reduce(g, group=pg)  # gloo on the same ProcessGroup object
+        if not (torch.equal(t, sum(parts)) and torch.equal(t, g)):
+            fails.append(f"{name} allreduce {t} vs gloo {g}")
+        ag = torch.empty(p * n)
+        symm.shmem_allgather(ag, parts[me], group=pg)
+        if not torch.equal(ag, torch.cat(parts)):
+            fails.append(f"{name} allgather {ag}")
+        rs = torch.empty(n // p)
+        symm.shmem_reduce_scatter(rs, parts[me], group=pg)
+        if not torch.equal(rs, sum(parts)[me * (n // p):(me + 1) * (n // p)]):
+            fails.append(f"{name} reduce_scatter {rs}")
+        b = parts[me].clone()
+        symm.shmem_broadcast(b, 1, group=pg)
+        if not torch.equal(b, parts[1]):
+            fails.append(f"{name} broadcast {b}")
+        x = parts[me].clone().requires_grad_(True)
+        F.all_gather(x, group=pg).backward(torch.ones(p * n))
+        if not torch.equal(x.grad, torch.full((n,), float(p))):
+            fails.append(f"{name} all_gather backward {x.grad}")
+    out["groups"] = sorted(made)
+    return out

@@ -49,3 +49,82 @@ def call_overhead(rank: int, world: int, args) -> dict:
         out[nbytes] = {k: min(v) for k, v in res.items()}
         symm.free(sym)
     return out
+
+
+class _Identity(torch.autograd.Function):
+    """A custom Function that only copies: the autograd machinery's own cost, as a baseline."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.detach().clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.clone()
+
+
+def ops_overhead(rank: int, world: int, args) -> dict:
+    """Per-call µs of every collective (symmetric buffers) vs its gloo counterpart; the
+    functional forms' forward+backward next to a copy-only autograd Function (the baseline of
+    what autograd itself costs per call)."""
+    import symsched.functional as F
+
+    symm.init()
+    rounds = int(args.get("rounds", 5))
+    P = world
+    out = {}
+    for nbytes in args.get("sizes", [8 * P, 65536]):
+        n = max(P, nbytes // 4 // P * P)
+        big = symm.empty(n, torch.float32)
+        small = symm.empty(n // P, torch.float32)
+        big.fill_(1.0), small.fill_(1.0)
+        gbig, gsmall = torch.ones(n), torch.ones(n // P)
+        sends = list(big.split(n // P))
+        counts = [n // P] * P
+        xg = torch.ones(n, requires_grad=True)
+        ones = torch.ones(n)
+        calls = 1000 if nbytes <= 4096 else 300
+
+        def sendrecv():
+            if rank == 0:
+                symm.shmem_send(big, 1)
+            else:
+                symm.shmem_recv(big, 0)
+
+        def gsendrecv():
+            if rank == 0:
+                dist.send(gbig, 1)
+            else:
+                dist.recv(gbig, 0)
+
+        cases = {
+            "allreduce": (lambda: symm.shmem_allreduce(big), lambda: dist.all_reduce(gbig)),
+            "allgather": (lambda: symm.shmem_allgather(big, small), lambda: dist.all_gather_into_tensor(gbig, gsmall)),
+            "reduce_scatter": (lambda: symm.shmem_reduce_scatter(small, big),
+                               lambda: dist.reduce_scatter_tensor(gsmall, gbig)),
+            "alltoall": (lambda: symm.shmem_alltoall(sends, big, counts),
+                         lambda: dist.all_to_all_single(gbig, gbig.clone())),
+            "broadcast": (lambda: symm.shmem_broadcast(big, 0), lambda: dist.broadcast(gbig, 0)),
+            "sendrecv": (sendrecv, gsendrecv) if P == 2 else None,
+            "F.all_reduce fwd+bwd": (lambda: F.all_reduce(xg, backward="adjoint").backward(ones), None),
+            "F.all_gather fwd+bwd": (lambda: F.all_gather(xg[: n // P]).backward(ones), None),
+            "F.reduce_scatter fwd+bwd": (lambda: F.reduce_scatter(xg).backward(ones[: n // P]), None),
+            "copy-only Function fwd+bwd": (lambda: _Identity.apply(xg).backward(ones), None),
+        }
+        only = args.get("only")
+        cases = {k: c for k, c in cases.items() if c is not None and (not only or k in only)}
+        for s, g in cases.values():  # warm-up: compile, load, first-call checks
+            for _ in range(20):
+                s()
+                if g is not None:
+                    g()
+        res = {k: ([], []) for k in cases}
+        for _ in range(rounds):  # interleaved so load changes hit every case alike
+            for k, (s, g) in cases.items():
+                res[k][0].append(_per_call_us(s, calls))
+                if g is not None:
+                    res[k][1].append(_per_call_us(g, calls))
+        out[nbytes] = {k: (min(a), min(b) if b else None) for k, (a, b) in res.items()}
+        symm.free(small)
+        symm.free(big)
+    return out

@@ -7,6 +7,4 @@ import pytest
 
 @pytest.mark.timeout(200)
 def test_gradients_4_ranks():
-    res = _harness.run("scen_autograd", "grads", 4, timeout=180)
-    for r, x in enumerate(res):
-        assert not x["failures"], f"rank {r}: {x['failures']}"
+    _harness.ok(_harness.run("scen_autograd", "grads", 4, timeout=180))

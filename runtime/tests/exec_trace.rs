@@ -2,40 +2,18 @@
 //! enabled into a temp file, flush, and check the merged Chrome trace. Its own test binary
 //! because the recorder is process-wide.
 
+mod common;
+
+use common::ITERS;
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::time::Duration;
-use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
 use symsched_plan::Plan;
-use symsched_runtime::exec::harness::{run_local, sizes_for, RunSpec};
-use symsched_runtime::exec::{trace, DType, ElemTypes, ReduceOp};
-
-const ITERS: u32 = 2;
-
-fn plan(name: &str, p: u32) -> Plan {
-    compile(
-        &standard_library(),
-        name,
-        p,
-        &BTreeMap::new(),
-        &CompileOptions::default(),
-    )
-    .unwrap_or_else(|d| panic!("{name} P={p}: {d:?}"))
-    .plan
-}
+use symsched_runtime::exec::harness::sizes_for;
+use symsched_runtime::exec::{trace, DType, ElemTypes};
 
 fn run(plan: &Plan) {
-    let spec = RunSpec {
-        types: ElemTypes::new(DType::F32, None).unwrap(),
-        op: ReduceOp::Sum,
-        sizes: sizes_for(plan, 1000, &[]),
-        warmup: 0,
-        iters: ITERS,
-        check: true,
-        staged: false,
-    };
-    let reports = run_local(plan, &spec, 4 << 20, Duration::from_secs(20)).unwrap();
-    assert!(reports.iter().all(|r| r.wrong == 0));
+    let types = ElemTypes::new(DType::F32, None).unwrap();
+    let spec = common::spec(types, sizes_for(plan, 1000, &[]), false);
+    common::run_checked(plan, &spec, 4 << 20, "allreduce_one_shot");
 }
 
 #[test]
@@ -45,7 +23,7 @@ fn step_events_form_a_chrome_trace() {
     let path = dir.join("trace.json");
     trace::enable(&path);
     let p = 3;
-    let plan = plan("allreduce_one_shot", p);
+    let plan = common::plan("allreduce_one_shot", p);
     run(&plan);
     assert!(trace::pending().0 > 0);
     trace::flush().unwrap();

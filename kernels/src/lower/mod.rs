@@ -8,6 +8,7 @@
 //! the element types, the reduce op and the UB budget (a template parameter of the kernel class).
 
 pub mod expr;
+pub mod extras;
 pub mod table;
 
 use crate::{DType, KernelError, ReduceOp};
@@ -123,6 +124,9 @@ struct KernelTpl<'a> {
     n_size_vars: usize,
     size_var_doc: String,
     reduce_call: &'a str,
+    x: &'a extras::Extras,
+    /// Whether the kernel ends with the `avg` division pass (avg on a reducing collective).
+    avg: bool,
     version: &'a str,
 }
 
@@ -141,6 +145,7 @@ struct TableTpl<'a> {
 struct LaunchTpl<'a> {
     name: &'a str,
     bufs: &'a [BufView],
+    x: &'a extras::Extras,
 }
 
 #[derive(Template)]
@@ -153,6 +158,7 @@ struct HeaderTpl<'a> {
     bufs: &'a [BufView],
     size_var_doc: String,
     n_signals: usize,
+    x: &'a extras::Extras,
 }
 
 #[derive(Template)]
@@ -160,6 +166,7 @@ struct HeaderTpl<'a> {
 struct SimTpl<'a> {
     name: &'a str,
     bufs: &'a [BufView],
+    x: &'a extras::Extras,
 }
 
 fn sanitize(s: &str) -> String {
@@ -197,10 +204,16 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
     if opts.ub_bytes < 1024 {
         return Err(KernelError::UbBudget(opts.ub_bytes));
     }
+    if !opts.dtype.is_data() || !opts.dtype.can_travel_as(opts.wire) {
+        return Err(KernelError::Types {
+            data: opts.dtype.name(),
+            wire: opts.wire.name(),
+        });
+    }
     let classes = Classes {
         data: opts.dtype,
         wire: opts.wire,
-        acc: DType::F32,
+        acc: opts.dtype.accumulator(),
     };
     let name = kernel_name(plan, opts);
     let mut bufs = Vec::with_capacity(plan.buffers.len());
@@ -239,6 +252,7 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         });
     }
     let tab = table::build(plan, &classes)?;
+    let x = extras::extras(plan, &classes, opts, &bufs)?;
     let size_var_doc = if plan.size_vars.is_empty() {
         "(none)".to_string()
     } else {
@@ -259,6 +273,8 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         n_size_vars: plan.size_vars.len(),
         size_var_doc: size_var_doc.clone(),
         reduce_call: opts.op.ascend_call(),
+        x: &x,
+        avg: opts.op == ReduceOp::Avg && plan.collective.reduces(),
         version,
     }
     .render()?;
@@ -294,6 +310,7 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
     let launch = LaunchTpl {
         name: &name,
         bufs: &bufs,
+        x: &x,
     }
     .render()?;
     let header = HeaderTpl {
@@ -304,11 +321,13 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         bufs: &bufs,
         size_var_doc,
         n_signals: plan.signals.len(),
+        x: &x,
     }
     .render()?;
     let sim_entry = SimTpl {
         name: &name,
         bufs: &bufs,
+        x: &x,
     }
     .render()?;
     Ok(Lowered {

@@ -9,7 +9,7 @@
 use super::Classes;
 use crate::signal32;
 use crate::KernelError;
-use symsched_plan::{ElemClass, Op, Plan, Region, SignalMode, SignalUpdate};
+use symsched_plan::{ElemClass, HostCollOp, Op, Plan, Region, SignalMode, SignalUpdate};
 
 /// "SYM1": version tag of the table layout, checked by nothing but humans reading dumps.
 pub const MAGIC: i32 = 0x5359_4D31;
@@ -29,6 +29,13 @@ pub enum Kind {
     Operand = 7,
     Copy = 8,
     ExitSignal = 9,
+    /// `c = a × b` on the Cube unit: `c` at word 2, `a` at word 5; one [`Kind::Operand`] row
+    /// with `b` follows.
+    Matmul = 10,
+    /// A host collective on the region at word 2 (op code at word 8, see [`hostcoll_code`],
+    /// ordinal at word 11): the kernel ends a launch segment here and the launch stub runs the
+    /// collective before launching the next segment.
+    HostColl = 11,
 }
 
 /// `flags` bit: complete outstanding non-blocking puts before this row.
@@ -192,10 +199,34 @@ impl Builder<'_> {
     }
 }
 
+/// Code of a host collective in a [`Kind::HostColl`] row and in the launch stub's table.
+pub fn hostcoll_code(op: HostCollOp) -> i32 {
+    match op {
+        HostCollOp::Allreduce => 0,
+        HostCollOp::Allgather => 1,
+        HostCollOp::ReduceScatter => 2,
+        HostCollOp::Broadcast => 3,
+    }
+}
+
+/// Whether the Cube lowering handles this element type (Mmad on f32 / f16 / bf16 operands).
+fn cube_type(t: crate::DType) -> bool {
+    matches!(
+        t,
+        crate::DType::F32 | crate::DType::F16 | crate::DType::Bf16
+    )
+}
+
 fn set_region(w: &mut [i32; ROW_WORDS], at: usize, r: &Region) {
     w[at] = r.buffer as i32;
     w[at + 1] = r.first as i32;
     w[at + 2] = r.count as i32;
+}
+
+/// The two-region rows (put, get, copy, matmul): the first region at word 2, the second at 5.
+fn set_regions(w: &mut [i32; ROW_WORDS], first: &Region, second: &Region) {
+    set_region(w, 2, first);
+    set_region(w, 5, second);
 }
 
 /// Encode every rank's steps; fails on steps the Ascend lowering does not support.
@@ -209,6 +240,7 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
     for prog in &plan.ranks {
         rank_first.push(b.rows.len() as u32);
         let mut pend = Pending::default();
+        let mut host_ordinal = 0i32;
         for step in &prog.steps {
             let tag = format!("r{} s{}", prog.rank, step.id);
             match &step.op {
@@ -254,8 +286,7 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                         kind,
                         flags,
                         |w| {
-                            set_region(w, 2, &src);
-                            set_region(w, 5, &dst);
+                            set_regions(w, &src, &dst);
                             w[8] = peer as i32;
                             if let Some(u) = fused {
                                 w[9] = u.slot as i32;
@@ -294,8 +325,7 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                         Kind::Get,
                         flags,
                         |w| {
-                            set_region(w, 2, &src);
-                            set_region(w, 5, &dst);
+                            set_regions(w, &src, &dst);
                             w[8] = peer as i32;
                         },
                         comment,
@@ -384,25 +414,86 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                         Kind::Copy,
                         flags,
                         |w| {
-                            set_region(w, 2, &src);
-                            set_region(w, 5, &dst);
+                            set_regions(w, &src, &dst);
                         },
                         comment,
                     );
                 }
-                Op::Matmul { .. } => {
-                    return Err(KernelError::Unsupported {
-                        what: "matmul (the Cube-unit lowering is not written)".into(),
-                        rank: prog.rank,
-                        step: step.id,
-                    })
+                Op::Matmul { c, a, b: bm } => {
+                    let ty = |r: &Region| b.classes.of(class_of(b.plan, r));
+                    let (tc, ta, tb) = (ty(c), ty(a), ty(bm));
+                    if !(cube_type(tc) && cube_type(ta) && ta == tb) {
+                        return Err(KernelError::Unsupported {
+                            what: format!(
+                                "matmul of {ta} x {tb} into {tc} (the Cube lowering multiplies two \
+                                 operands of one type among f32, f16, bf16 into f32, f16 or bf16)"
+                            ),
+                            rank: prog.rank,
+                            step: step.id,
+                        });
+                    }
+                    let flags = pend.flags_for_write(&[*c]);
+                    let comment = format!(
+                        "{tag}: {} = matmul({}, {})",
+                        b.region_name(c),
+                        b.region_name(a),
+                        b.region_name(bm)
+                    );
+                    let (c, a, bm) = (*c, *a, *bm);
+                    b.push(
+                        Kind::Matmul,
+                        flags,
+                        |w| {
+                            set_regions(w, &c, &a);
+                        },
+                        comment,
+                    );
+                    b.push(
+                        Kind::Operand,
+                        0,
+                        |w| set_region(w, 2, &bm),
+                        "  operand b".into(),
+                    );
                 }
-                Op::HostColl { .. } => {
-                    return Err(KernelError::Unsupported {
-                        what: "hostcoll (a framework collective cannot run inside a kernel)".into(),
-                        rank: prog.rank,
-                        step: step.id,
-                    })
+                Op::HostColl {
+                    op,
+                    region,
+                    members,
+                } => {
+                    if matches!(
+                        b.plan.buffers[region.buffer as usize].extent,
+                        symsched_plan::Extent::Counts { .. }
+                    ) {
+                        return Err(KernelError::Unsupported {
+                            what: "a hostcoll on a counts-sized buffer (the launch stub \
+                                   computes host-collective extents from the size variables only)"
+                                .into(),
+                            rank: prog.rank,
+                            step: step.id,
+                        });
+                    }
+                    let comment = format!(
+                        "{tag}: hostcoll {:?}({}) over {:?} (ends a launch segment)",
+                        op,
+                        b.region_name(region),
+                        members
+                    );
+                    let (code, region) = (hostcoll_code(*op), *region);
+                    let ordinal = host_ordinal;
+                    host_ordinal += 1;
+                    b.push(
+                        Kind::HostColl,
+                        0,
+                        |w| {
+                            set_region(w, 2, &region);
+                            w[8] = code;
+                            w[9] = members.len() as i32;
+                            w[11] = ordinal;
+                        },
+                        comment,
+                    );
+                    // The segment ends with aclshmem_quiet: nothing is outstanding after it.
+                    pend.clear();
                 }
             }
         }

@@ -3,7 +3,7 @@
 use std::ffi::{c_char, c_void};
 
 /// Must equal `SYMSCHED_DEVICE_ABI` in `sim/symsched_device.h`.
-pub const DEVICE_ABI: u32 = 1;
+pub const DEVICE_ABI: u32 = 2;
 
 /// Status codes of `symsched_sim_launch` (names as in the C header).
 pub mod status {
@@ -21,6 +21,9 @@ pub mod status {
     pub const UNQUIETED_AT_EXIT: i32 = 11;
     pub const ABI: i32 = 12;
     pub const UNSUPPORTED: i32 = 13;
+    pub const CUBE_OVERFLOW: i32 = 14;
+    pub const CUBE_POSITION: i32 = 15;
+    pub const HOST_COLL: i32 = 16;
 }
 
 /// The device table a launcher fills in (see the C header for each callback's contract).
@@ -44,7 +47,25 @@ pub struct SimDevice {
     ) -> i32,
     pub quiet: unsafe extern "C" fn(ctx: *mut c_void),
     pub barrier: unsafe extern "C" fn(ctx: *mut c_void) -> i32,
+    /// Host collective between kernel segments (see [`HostCollFn`]); `None` when the launcher
+    /// has none (plans with `hostcoll` steps then fail with `SYMSCHED_SIM_E_HOST_COLL`).
+    pub host_coll: Option<HostCollFn>,
 }
+
+/// `host_coll(ctx, op, data, count, dtype, reduce_op, members, n_members, ordinal)`: `op` 0
+/// allreduce, 1 allgather, 2 reduce_scatter, 3 broadcast, in place on `count` elements at the
+/// local address `data`; `dtype` and `reduce_op` are the runtime's names as C strings.
+pub type HostCollFn = unsafe extern "C" fn(
+    ctx: *mut c_void,
+    op: i32,
+    data: *mut c_void,
+    count: u64,
+    dtype: *const c_char,
+    reduce_op: *const c_char,
+    members: *const i32,
+    n_members: i32,
+    ordinal: i32,
+) -> i32;
 
 /// Arguments of one rank's launch.
 #[repr(C)]

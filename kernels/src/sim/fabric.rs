@@ -11,16 +11,19 @@
 //! group barrier, then any number of [`SimBackend::launch`] calls (back to back; launch credits
 //! make a trailing barrier unnecessary). Role buffers are bound in place by heap offset.
 
-use super::device::{cmp_i32, status, LaunchArgs, SimDevice, DEVICE_ABI};
+use super::device::{status, LaunchArgs, DEVICE_ABI};
 use super::heap::SIGNAL_LINE;
+use super::hostcoll::{host_coll, HostCall, HostCollCtx};
+use super::table::{device_table, HeapView};
 use crate::sim_build::{self, SimKernel, SimSources};
 use crate::{lower, KernelError, LowerOptions};
 use std::ffi::c_void;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use symsched_plan::{BufferRole, ElemClass, LaunchSizes, Plan};
-use symsched_runtime::exec::Fabric;
+use symsched_runtime::exec::hostcoll::Exchanges;
+use symsched_runtime::exec::{Fabric, HostCollRequest};
 
 /// A generated kernel bound to one plan and launch types, ready to run on a fabric.
 pub struct SimBackend {
@@ -28,6 +31,10 @@ pub struct SimBackend {
     opts: LowerOptions,
     kernel: SimKernel,
     timeout: Duration,
+    /// The runtime's heap exchanges behind the launch stub's host collectives, one per rank
+    /// (their epochs persist across launches, like the executor's; ranks sharing one backend
+    /// in a process must not wait on each other's lock).
+    exchanges: Vec<Mutex<Exchanges>>,
 }
 
 /// One rank's binding: heap offsets of every plan buffer (roles first, then scratch) and of
@@ -39,11 +46,13 @@ pub struct SimBinding {
     pub epoch: u64,
 }
 
-struct Ctx {
+struct Ctx<'a> {
     bases: Vec<usize>,
     len: usize,
     me: usize,
     deadline: Instant,
+    /// Runs one decoded host collective (see [`HostCollCtx`]).
+    host: &'a dyn Fn(&mut HostCall) -> Result<(), String>,
 }
 
 impl SimBackend {
@@ -60,6 +69,9 @@ impl SimBackend {
             opts,
             kernel,
             timeout: Duration::from_secs(120),
+            exchanges: (0..plan.group_size)
+                .map(|_| Mutex::new(Exchanges::default()))
+                .collect(),
         })
     }
 
@@ -82,7 +94,7 @@ impl SimBackend {
         match c {
             ElemClass::Data => self.opts.dtype.size(),
             ElemClass::Wire => self.opts.wire.size(),
-            ElemClass::Acc => 4,
+            ElemClass::Acc => self.opts.dtype.accumulator().size(),
         }
     }
 
@@ -163,11 +175,33 @@ impl SimBackend {
             bases.push(at - lo as usize);
         }
         let me = fab.rank() as usize;
+        // The launch stub's host collectives go through the runtime's heap exchange, keyed by
+        // this kernel so they never meet an executor's own exchanges.
+        let key = format!("sim/{}", self.kernel.name());
+        let host = |call: &mut HostCall| -> Result<(), String> {
+            let slot = self
+                .exchanges
+                .get(me)
+                .ok_or_else(|| format!("rank {me} outside the plan's group"))?;
+            let mut ex = slot.lock().unwrap_or_else(|e| e.into_inner());
+            let req = HostCollRequest {
+                op: call.op,
+                data: &mut *call.data,
+                dtype: call.dtype,
+                acc: call.dtype.accumulator(),
+                reduce: call.reduce,
+                members: &call.members,
+                key: &key,
+                ordinal: call.ordinal,
+            };
+            ex.run(fab, req).map_err(|e| e.to_string())
+        };
         let ctx = Ctx {
             bases,
             len: len as usize,
             me,
             deadline: Instant::now() + self.timeout,
+            host: &host,
         };
         let mut size_vals: Vec<u64> = Vec::with_capacity(self.plan.size_vars.len() + 1);
         for v in &self.plan.size_vars {
@@ -187,18 +221,7 @@ impl SimBackend {
             .iter()
             .map(|&o| unsafe { base.add(o as usize) })
             .collect();
-        let dev = SimDevice {
-            abi_version: DEVICE_ABI,
-            ctx: &ctx as *const Ctx as *mut c_void,
-            my_pe: me as i32,
-            n_pes: p as i32,
-            peer_ptr,
-            addr_pe,
-            signal_op,
-            signal_wait_until,
-            quiet,
-            barrier,
-        };
+        let dev = device_table(&ctx, barrier, Some(host_coll::<Ctx>));
         let epoch = bind.epoch;
         bind.epoch += 1;
         let mut args = LaunchArgs {
@@ -227,79 +250,25 @@ impl SimBackend {
     }
 }
 
-unsafe extern "C" fn peer_ptr(ctx: *mut c_void, local: *const c_void, pe: i32) -> *mut c_void {
-    // SAFETY: ctx is the `Ctx` of the running launch.
-    let c = unsafe { &*(ctx as *const Ctx) };
-    let off = (local as usize).wrapping_sub(c.bases[c.me]);
-    if off >= c.len || pe < 0 || pe as usize >= c.bases.len() {
-        return std::ptr::null_mut();
+impl HeapView for Ctx<'_> {
+    fn bases(&self) -> &[usize] {
+        &self.bases
     }
-    (c.bases[pe as usize] + off) as *mut c_void
-}
-
-unsafe extern "C" fn addr_pe(ctx: *mut c_void, addr: *const c_void, len: u64) -> i32 {
-    // SAFETY: as above.
-    let c = unsafe { &*(ctx as *const Ctx) };
-    let a = addr as usize;
-    for (pe, &b) in c.bases.iter().enumerate() {
-        if a >= b && a < b + c.len {
-            return if a + len as usize <= b + c.len {
-                pe as i32
-            } else {
-                -2
-            };
-        }
+    fn seg_len(&self) -> usize {
+        self.len
     }
-    -1
-}
-
-unsafe extern "C" fn signal_op(ctx: *mut c_void, local: *mut i32, value: i32, op: i32, pe: i32) {
-    // SAFETY: the simulation validated the address and PE; the word is 4-byte aligned shared memory.
-    let p = unsafe { peer_ptr(ctx, local as *const c_void, pe) } as *mut i32;
-    if p.is_null() {
-        return;
+    fn me(&self) -> usize {
+        self.me
     }
-    let a = unsafe { AtomicI32::from_ptr(p) };
-    if op == 0 {
-        a.store(value, Ordering::SeqCst);
-    } else {
-        a.fetch_add(value, Ordering::SeqCst);
+    fn give_up(&self) -> bool {
+        Instant::now() > self.deadline
     }
 }
 
-unsafe extern "C" fn signal_wait_until(
-    ctx: *mut c_void,
-    local: *mut i32,
-    cmp: i32,
-    value: i32,
-    observed: *mut i32,
-) -> i32 {
-    // SAFETY: as above; `observed` is a valid out-pointer from the simulation.
-    let c = unsafe { &*(ctx as *const Ctx) };
-    let a = unsafe { AtomicI32::from_ptr(local) };
-    let mut spins = 0u32;
-    loop {
-        let v = a.load(Ordering::SeqCst);
-        unsafe { *observed = v };
-        if cmp_i32(v, cmp, value) {
-            return 0;
-        }
-        if Instant::now() > c.deadline {
-            return 1;
-        }
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else if spins < 4096 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(Duration::from_micros(50));
-        }
+impl HostCollCtx for Ctx<'_> {
+    fn run_host_coll(&self, call: &mut HostCall) -> Result<(), String> {
+        (self.host)(call)
     }
-}
-
-unsafe extern "C" fn quiet(_ctx: *mut c_void) {
-    std::sync::atomic::fence(Ordering::SeqCst);
 }
 
 unsafe extern "C" fn barrier(_ctx: *mut c_void) -> i32 {

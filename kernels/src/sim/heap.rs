@@ -23,7 +23,7 @@ fn align64(x: usize) -> usize {
 }
 
 impl HeapLayout {
-    /// Layout for `plan` with the given data and wire types (accumulators are f32).
+    /// Layout for `plan` with the given data and wire types (accumulators as the runtime picks them).
     pub fn new(
         plan: &Plan,
         data: DType,
@@ -36,7 +36,7 @@ impl HeapLayout {
             let t = match b.elem {
                 ElemClass::Data => data,
                 ElemClass::Wire => wire,
-                ElemClass::Acc => DType::F32,
+                ElemClass::Acc => data.accumulator(),
             };
             let mut max = 0u64;
             for r in 0..plan.group_size {

@@ -2,14 +2,16 @@
 //! implemented with atomics on those segments. Waits are bounded by a deadline, and one rank's
 //! failure aborts the others' waits, so a broken kernel fails fast instead of hanging.
 
-use super::device::{cmp_i32, status, LaunchArgs, SimDevice, DEVICE_ABI};
+use super::device::{status, LaunchArgs, DEVICE_ABI};
 use super::heap::{HeapLayout, SIGNAL_LINE};
+use super::hostcoll::{self, host_coll, HostCall, HostCollCtx, Rendezvous};
+use super::table::{device_table, HeapView};
 use crate::sim_build::SimKernel;
 use crate::KernelError;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::c_void;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use symsched_plan::{LaunchSizes, Plan};
 
@@ -86,99 +88,34 @@ struct Shared {
     deadline: Instant,
     barrier_count: AtomicU64,
     n: usize,
+    host: Rendezvous,
 }
 
 struct Ctx<'a> {
     me: usize,
     shared: &'a Shared,
     barrier_gen: std::cell::Cell<u64>,
+    /// Epoch of the running launch (names its host collectives).
+    epoch: std::cell::Cell<u64>,
 }
 
-impl Shared {
-    fn owner(&self, addr: usize, len: usize) -> i32 {
-        for (pe, &b) in self.bases.iter().enumerate() {
-            if addr >= b && addr < b + self.len {
-                return if addr + len <= b + self.len {
-                    pe as i32
-                } else {
-                    -2
-                };
-            }
-        }
-        -1
+impl HeapView for Ctx<'_> {
+    fn bases(&self) -> &[usize] {
+        &self.shared.bases
     }
-}
-
-unsafe extern "C" fn peer_ptr(ctx: *mut c_void, local: *const c_void, pe: i32) -> *mut c_void {
-    // SAFETY: ctx is the `Ctx` this module put in the table for this thread.
-    let c = unsafe { &*(ctx as *const Ctx) };
-    let s = c.shared;
-    let off = (local as usize).wrapping_sub(s.bases[c.me]);
-    if off >= s.len || pe < 0 || pe as usize >= s.n {
-        return std::ptr::null_mut();
+    fn seg_len(&self) -> usize {
+        self.shared.len
     }
-    (s.bases[pe as usize] + off) as *mut c_void
-}
-
-unsafe extern "C" fn addr_pe(ctx: *mut c_void, addr: *const c_void, len: u64) -> i32 {
-    // SAFETY: as in `peer_ptr`.
-    let c = unsafe { &*(ctx as *const Ctx) };
-    c.shared.owner(addr as usize, len as usize)
-}
-
-unsafe extern "C" fn signal_op(ctx: *mut c_void, local: *mut i32, value: i32, op: i32, pe: i32) {
-    // SAFETY: the simulation validated `local` as a symmetric address and `pe` before calling.
-    let p = unsafe { peer_ptr(ctx, local as *const c_void, pe) } as *mut i32;
-    if p.is_null() {
-        return;
+    fn me(&self) -> usize {
+        self.me
     }
-    // SAFETY: p is a 4-byte aligned int32 inside a live segment, accessed only atomically.
-    let a = unsafe { AtomicI32::from_ptr(p) };
-    if op == 0 {
-        a.store(value, Ordering::SeqCst);
-    } else {
-        a.fetch_add(value, Ordering::SeqCst);
+    fn give_up(&self) -> bool {
+        self.shared.abort.load(Ordering::Relaxed) || Instant::now() > self.shared.deadline
     }
-}
-
-unsafe extern "C" fn signal_wait_until(
-    ctx: *mut c_void,
-    local: *mut i32,
-    cmp: i32,
-    value: i32,
-    observed: *mut i32,
-) -> i32 {
-    // SAFETY: as in `peer_ptr`; `local` is this rank's signal word, `observed` a valid out-pointer.
-    let c = unsafe { &*(ctx as *const Ctx) };
-    let a = unsafe { AtomicI32::from_ptr(local) };
-    let mut spins = 0u32;
-    loop {
-        let v = a.load(Ordering::SeqCst);
-        // SAFETY: see above.
-        unsafe { *observed = v };
-        if cmp_i32(v, cmp, value) {
-            return 0;
-        }
-        if c.shared.abort.load(Ordering::Relaxed) || Instant::now() > c.shared.deadline {
-            return 1;
-        }
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else if spins < 4096 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(Duration::from_micros(50));
-        }
-    }
-}
-
-unsafe extern "C" fn quiet(_ctx: *mut c_void) {
-    std::sync::atomic::fence(Ordering::SeqCst);
 }
 
 unsafe extern "C" fn barrier(ctx: *mut c_void) -> i32 {
-    // SAFETY: as in `peer_ptr`.
+    // SAFETY: ctx is the `Ctx` this module put in the table for this thread.
     let c = unsafe { &*(ctx as *const Ctx) };
     let s = c.shared;
     let gen = c.barrier_gen.get() + 1;
@@ -192,6 +129,28 @@ unsafe extern "C" fn barrier(ctx: *mut c_void) -> i32 {
         std::thread::yield_now();
     }
     0
+}
+
+impl HostCollCtx for Ctx<'_> {
+    fn run_host_coll(&self, call: &mut HostCall) -> Result<(), String> {
+        let s = self.shared;
+        let me = self.me as u32;
+        let idx = call
+            .members
+            .iter()
+            .position(|m| *m == me)
+            .ok_or("not a member")?;
+        let key = format!("{}/{}/{:?}", self.epoch.get(), call.ordinal, call.members);
+        let all = s.host.meet(
+            &key,
+            idx,
+            call.members.len(),
+            call.data,
+            s.deadline,
+            &|| s.abort.load(Ordering::Relaxed),
+        )?;
+        hostcoll::apply(call, me, &all)
+    }
 }
 
 /// Run `kernel` (generated from `plan`) on `init.len() == P` ranks for the epochs in `cfg`,
@@ -263,6 +222,7 @@ pub fn run(
         deadline: Instant::now() + cfg.timeout,
         barrier_count: AtomicU64::new(0),
         n: p,
+        host: Rendezvous::default(),
     };
     let results: Vec<Result<(), KernelError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..p)
@@ -277,19 +237,9 @@ pub fn run(
                             me: r,
                             shared,
                             barrier_gen: std::cell::Cell::new(0),
+                            epoch: std::cell::Cell::new(0),
                         };
-                        let dev = SimDevice {
-                            abi_version: DEVICE_ABI,
-                            ctx: &ctx as *const Ctx as *mut c_void,
-                            my_pe: r as i32,
-                            n_pes: p as i32,
-                            peer_ptr,
-                            addr_pe,
-                            signal_op,
-                            signal_wait_until,
-                            quiet,
-                            barrier,
-                        };
+                        let dev = device_table(&ctx, barrier, Some(host_coll::<Ctx>));
                         let base = shared.bases[r] as *mut u8;
                         // SAFETY: offsets come from the layout the heap was sized by.
                         let bufs: Vec<*mut u8> = layout
@@ -298,6 +248,7 @@ pub fn run(
                             .map(|&o| unsafe { base.add(o) })
                             .collect();
                         for epoch in cfg.epochs.clone() {
+                            ctx.epoch.set(epoch);
                             let mut args = LaunchArgs {
                                 abi_version: DEVICE_ABI,
                                 n_buffers: bufs.len() as u32,

@@ -12,6 +12,7 @@ use symsched_kernels::sim::inproc::{self, RankState, RunConfig};
 use symsched_kernels::sim_build::{self, SimKernel, SimSources};
 use symsched_kernels::{lower, DType, KernelError, LowerOptions, ReduceOp};
 use symsched_plan::*;
+use symsched_runtime::exec::dtype as rt_dtype;
 
 pub fn reg(buffer: u32, first: u32, count: u32) -> Region {
     Region {
@@ -606,6 +607,20 @@ fn read(t: DType, bytes: &[u8], i: usize) -> f32 {
             bytes[2 * i..2 * i + 2].try_into().unwrap(),
         ))
         .to_f32(),
+        // Wider types read lossily: the f32 reference interpreter never runs them; these values
+        // only name the first difference in error messages.
+        DType::F64 => f64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap()) as f32,
+        DType::I32 => i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()) as f32,
+        DType::I64 => i64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap()) as f32,
+        DType::E4m3 | DType::E5m2 => rt_dtype::fp8_to_f32(rt_fp8(t), bytes[i]),
+    }
+}
+
+fn rt_fp8(t: DType) -> rt_dtype::DType {
+    if t == DType::E5m2 {
+        rt_dtype::DType::F8E5M2
+    } else {
+        rt_dtype::DType::F8E4M3
     }
 }
 
@@ -618,6 +633,10 @@ fn write(t: DType, bytes: &mut [u8], i: usize, v: f32) {
         DType::Bf16 => {
             bytes[2 * i..2 * i + 2].copy_from_slice(&bf16::from_f32(v).to_bits().to_le_bytes())
         }
+        DType::F64 => bytes[8 * i..8 * i + 8].copy_from_slice(&(v as f64).to_le_bytes()),
+        DType::I32 => bytes[4 * i..4 * i + 4].copy_from_slice(&(v as i32).to_le_bytes()),
+        DType::I64 => bytes[8 * i..8 * i + 8].copy_from_slice(&(v as i64).to_le_bytes()),
+        DType::E4m3 | DType::E5m2 => bytes[i] = rt_dtype::f32_to_fp8(rt_fp8(t), v),
     }
 }
 
@@ -818,7 +837,9 @@ pub fn cache_dir() -> std::path::PathBuf {
 
 pub fn build(plan: &Plan, opts: &LowerOptions) -> SimKernel {
     let l = lower(plan, opts).expect("lowering");
-    sim_build::build(&SimSources::from(&l), &cache_dir()).unwrap_or_else(|e| panic!("{e}"))
+    // -O0: a third of the -O2 build time, same results (see sim_build::OptLevel).
+    sim_build::build_with(&SimSources::from(&l), &cache_dir(), sim_build::OptLevel::O0)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 pub fn sizes_for(plan: &Plan, n: u64) -> LaunchSizes {
@@ -826,8 +847,20 @@ pub fn sizes_for(plan: &Plan, n: u64) -> LaunchSizes {
     let counts = (0..p)
         .map(|s| (0..p).map(|r| (n + 3 * s + 5 * r) % (n + 1)).collect())
         .collect();
+    // Matmul plans (size variables m, k, n): n >= 100 gives output tiles past the Cube's
+    // 128 x 128 and k past its k block (128 for f32, 256 for 16-bit operands); else one tile.
+    let vars = if plan.size_vars.iter().any(|v| v.name == "k") {
+        let (m, k, nn) = if n >= 100 { (130, 260, 136) } else { (5, n, 3) };
+        vec![
+            ("m".to_string(), m),
+            ("k".to_string(), k),
+            ("n".to_string(), nn),
+        ]
+    } else {
+        vec![("n".to_string(), n)]
+    };
     LaunchSizes {
-        vars: [("n".to_string(), n)].into_iter().collect(),
+        vars: vars.into_iter().collect(),
         counts: Some(counts),
     }
 }
@@ -847,6 +880,22 @@ pub fn inputs(plan: &Plan, layout: &HeapLayout, seed: u64) -> Vec<Vec<Vec<u8>>> 
                             + b as u64 * 977
                             + seed * 7919)
                             % 2001;
+                        if !t.is_float() || t == DType::F64 {
+                            // Integers near the type's range so that sums wrap; f64 values
+                            // with more bits than f32 holds, so that f64 sums round as f64.
+                            let e = t.size() as usize;
+                            let raw = match t {
+                                DType::I32 => (((h as i64 - 1000) * 2_147_483) as i32)
+                                    .to_le_bytes()
+                                    .to_vec(),
+                                DType::I64 => ((h as i64 - 1000) * 9_223_372_036_854_775)
+                                    .to_le_bytes()
+                                    .to_vec(),
+                                _ => ((h as f64 - 1000.0) / 3.0 + 1e-9).to_le_bytes().to_vec(),
+                            };
+                            bytes[e * i..e * (i + 1)].copy_from_slice(&raw);
+                            continue;
+                        }
                         let v = (h as f32 - 1000.0) / 8.0 + 0.0625;
                         let v = if v == 0.0 { 0.5 } else { v };
                         write(t, &mut bytes, i, read_back(t, v));
@@ -862,6 +911,57 @@ fn read_back(t: DType, v: f32) -> f32 {
     let mut b = vec![0u8; 4];
     write(t, &mut b, 0, v);
     read(t, &b, 0)
+}
+
+/// Every rank's state before a run: [`inputs`] with `seed`, signals zero.
+pub fn fresh_states(plan: &Plan, layout: &HeapLayout, seed: u64) -> Vec<RankState> {
+    inputs(plan, layout, seed)
+        .into_iter()
+        .map(|b| RankState {
+            buffers: b,
+            signals: vec![],
+        })
+        .collect()
+}
+
+/// Lower `plan` with `o`, replace `from` by `to` in the source `part` picks (it must be there:
+/// a pattern the lowering stopped emitting would make a negative test pass for no reason) and
+/// build the edited kernel on the simulation.
+pub fn build_edited(
+    plan: &Plan,
+    o: &LowerOptions,
+    part: impl FnOnce(&mut SimSources) -> &mut String,
+    from: &str,
+    to: &str,
+) -> SimKernel {
+    let l = lower(plan, o).unwrap();
+    let mut src = SimSources::from(&l);
+    let text = part(&mut src);
+    assert!(
+        text.contains(from),
+        "pattern `{from}` not in the generated source:\n{text}"
+    );
+    *text = text.replace(from, to);
+    sim_build::build(&src, &cache_dir()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One launch of `kernel` on the in-process simulation from [`fresh_states`] (seed 1) at size
+/// `n`, bounded by `timeout`.
+pub fn run_fresh(
+    kernel: &SimKernel,
+    plan: &Plan,
+    o: &LowerOptions,
+    n: u64,
+    timeout: std::time::Duration,
+) -> Result<Vec<RankState>, KernelError> {
+    let sizes = sizes_for(plan, n);
+    let layout = HeapLayout::new(plan, o.dtype, o.wire, &sizes)?;
+    let init = fresh_states(plan, &layout, 1);
+    let cfg = RunConfig {
+        timeout,
+        ..RunConfig::default()
+    };
+    inproc::run(kernel, plan, &layout, &sizes, &init, &cfg)
 }
 
 /// Run the kernel on the simulation and the reference interpreter from the same state and
@@ -946,7 +1046,21 @@ pub fn runtime_outputs(
     let dt = |t: DType| rt::DType::parse(t.name()).map_err(|e| e.to_string());
     let types = rt::ElemTypes::new(dt(o.dtype)?, Some(dt(o.wire)?)).map_err(|e| e.to_string())?;
     let op = rt::ReduceOp::parse(o.op.name()).map_err(|e| e.to_string())?;
-    let world = rt::LocalWorld::new(plan.group_size, 64 << 20)
+    // Size the heap from the plan (8-byte elements, twice over, plus 1 MiB): a fixed 64 MiB
+    // per rank made every comparison cost ~1.5 s of page faults, more than its kernel build.
+    let need: u64 = plan
+        .buffers
+        .iter()
+        .map(|b| {
+            let most = (0..plan.group_size)
+                .map(|r| b.total_len(r, sizes).unwrap_or(0))
+                .max()
+                .unwrap_or(0);
+            most * 8 + 4096
+        })
+        .sum();
+    let heap = (2 * need + (1 << 20)).next_power_of_two();
+    let world = rt::LocalWorld::new(plan.group_size, heap)
         .map_err(|e| e.to_string())?
         .with_timeout(std::time::Duration::from_secs(30));
     let group = world.world_group().map_err(|e| e.to_string())?;
@@ -997,6 +1111,67 @@ pub fn n_roles(plan: &Plan) -> usize {
         .count()
 }
 
+/// [`inputs`] with `seed`, cut to the role buffers' lengths at `sizes` (what the runtime binds).
+pub fn role_inputs(
+    plan: &Plan,
+    layout: &HeapLayout,
+    sizes: &LaunchSizes,
+    seed: u64,
+) -> Vec<Vec<Vec<u8>>> {
+    let all = inputs(plan, layout, seed);
+    (0..plan.group_size as usize)
+        .map(|r| {
+            (0..n_roles(plan))
+                .map(|b| {
+                    let len = plan.buffers[b].total_len(r as u32, sizes).unwrap() as usize
+                        * layout.elem[b].size() as usize;
+                    all[r][b][..len].to_vec()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The `symsched run --backend sim` path on the runtime's in-process fabric: the runtime's
+/// harness conventions (fill, barriers, sequential reference check) with one warm-up and three
+/// checked launches of the generated kernel; every rank must check clean.
+pub fn check_sim_harness(plan: &Plan, o: LowerOptions) {
+    use symsched_kernels::sim::fabric::SimBackend;
+    use symsched_kernels::sim::harness;
+    use symsched_runtime::exec::harness::{sizes_for as rt_sizes, RunSpec};
+    use symsched_runtime::exec::{ElemTypes, Executor, LocalWorld};
+    let (name, p) = (&plan.schedule, plan.group_size);
+    let backend = SimBackend::new(plan, o, &cache_dir()).unwrap();
+    let spec = RunSpec {
+        types: ElemTypes::new(rt_dtype::DType::F32, None).unwrap(),
+        op: symsched_runtime::exec::ReduceOp::Sum,
+        sizes: rt_sizes(plan, 999, &[]),
+        warmup: 1,
+        iters: 3,
+        check: true,
+        staged: false,
+    };
+    let world = LocalWorld::new(p, 64 << 20).unwrap();
+    let group = world.world_group().unwrap();
+    let reports: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..p)
+            .map(|r| {
+                let (group, backend, spec) = (&group, &backend, &spec);
+                s.spawn(move || {
+                    let exec = Executor::new(group.fabric(r).unwrap());
+                    harness::run_rank(&exec, backend, plan, spec)
+                        .unwrap_or_else(|e| panic!("{name}: {e}"))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for rep in reports {
+        assert_eq!(rep.wrong, 0, "{name} P={p}");
+        assert_eq!(rep.times.len(), 3);
+    }
+}
+
 /// One launch of the generated kernel on the simulation against one launch of the runtime's
 /// interpreter, from the same role contents; role buffers must agree byte for byte.
 pub fn compare_with_runtime(
@@ -1008,18 +1183,7 @@ pub fn compare_with_runtime(
     let sizes = sizes_for(plan, n);
     let layout = HeapLayout::new(plan, o.dtype, o.wire, &sizes).map_err(|e| e.to_string())?;
     let roles = n_roles(plan);
-    let all = inputs(plan, &layout, n + 11);
-    let roles_in: Vec<Vec<Vec<u8>>> = (0..plan.group_size as usize)
-        .map(|r| {
-            (0..roles)
-                .map(|b| {
-                    let len = plan.buffers[b].total_len(r as u32, &sizes).unwrap() as usize
-                        * layout.elem[b].size() as usize;
-                    all[r][b][..len].to_vec()
-                })
-                .collect()
-        })
-        .collect();
+    let roles_in = role_inputs(plan, &layout, &sizes, n + 11);
     let want = runtime_outputs(plan, o, &sizes, &roles_in)?;
     let init: Vec<RankState> = (0..plan.group_size as usize)
         .map(|r| RankState {

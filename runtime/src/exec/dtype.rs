@@ -2,7 +2,8 @@
 //!
 //! Data types are what users hand us; fp8 (e4m3fn, e5m2) exists only as a *wire* format. The
 //! accumulator is f32 for every 16- and 8-bit float, otherwise the data type itself. All
-//! narrowing conversions round to nearest even: `half` for f16/bf16, the `float8` crate (a port
+//! narrowing conversions round to nearest even, once: `half` for f32 → f16/bf16 (f64 goes
+//! through [`f64_to_f32_odd`] first, which keeps that single rounding), the `float8` crate (a port
 //! of NVIDIA's `cuda_fp8.hpp` conversion, saturating to the largest finite value, NaN kept) for
 //! fp8, and Rust's `as` casts (IEEE RNE) for f64 → f32.
 //!
@@ -314,6 +315,25 @@ fn encode_fp8<const MAN: u32, const BIAS: u32, const MAXNORM: u32, const E5M2: b
     sign | code as u8
 }
 
+/// f64 → f32 rounded *to odd*: truncated toward zero, with the last bit set when anything was
+/// dropped. f32 keeps at least two more significand bits than f16 and bf16 over their whole
+/// range (subnormals included), so rounding this value to nearest even in f16/bf16 gives exactly
+/// the nearest-even rounding of the original f64 (the sticky bit remembers what the truncation
+/// dropped, so no tie is created or destroyed). NaN passes through as `as` converts it.
+pub fn f64_to_f32_odd(x: f64) -> f32 {
+    let r = x as f32;
+    if x.is_nan() || r as f64 == x {
+        return r;
+    }
+    let mut bits = r.to_bits();
+    // `as` rounded away from zero: step back one code toward zero (sign-magnitude encoding);
+    // an overflow to infinity steps back to the largest finite value.
+    if (r as f64).abs() > x.abs() {
+        bits -= 1;
+    }
+    f32::from_bits(bits | 1)
+}
+
 /// An accumulator element type: loads blocks from, and stores blocks into, raw bytes of a dtype.
 ///
 /// # Safety contract of the raw-pointer methods
@@ -463,15 +483,18 @@ impl Accum for f64 {
                     (dst.add(i * 4) as *mut f32).write_unaligned(*v as f32);
                 }
             }
-            // Round once, straight from f64 (going through f32 would round twice).
+            // Round once: `half`'s f64 conversions drop the low 32 bits (or go through an RNE
+            // f32) before rounding, so they are not nearest-even; see [`f64_to_f32_odd`].
             DType::F16 => {
                 for (i, v) in vals.iter().enumerate() {
-                    (dst.add(i * 2) as *mut u16).write_unaligned(f16::from_f64(*v).to_bits());
+                    let h = f16::from_f32(f64_to_f32_odd(*v));
+                    (dst.add(i * 2) as *mut u16).write_unaligned(h.to_bits());
                 }
             }
             DType::Bf16 => {
                 for (i, v) in vals.iter().enumerate() {
-                    (dst.add(i * 2) as *mut u16).write_unaligned(bf16::from_f64(*v).to_bits());
+                    let h = bf16::from_f32(f64_to_f32_odd(*v));
+                    (dst.add(i * 2) as *mut u16).write_unaligned(h.to_bits());
                 }
             }
             DType::F8E4M3 | DType::F8E5M2 => {
@@ -536,6 +559,47 @@ pub unsafe fn convert(from: DType, src: *const u8, to: DType, dst: *mut u8, n: u
             f32::store(to, vals, dst.add(i * to.size()));
         }
     }
+}
+
+/// `vals` rounded into a new buffer of `to` elements, as [`convert`] does.
+pub fn encode<T: Accum>(vals: &[T], to: DType) -> Vec<u8> {
+    let mut out = vec![0u8; vals.len() * to.size()];
+    // SAFETY: `vals` holds `vals.len()` elements of `T::DTYPE` and `out` as many of `to`.
+    unsafe {
+        convert(
+            T::DTYPE,
+            vals.as_ptr() as *const u8,
+            to,
+            out.as_mut_ptr(),
+            vals.len(),
+        )
+    };
+    out
+}
+
+/// The first `out.len()` elements of `bytes` (of `from`) converted into `out`, as [`convert`]
+/// does.
+///
+/// # Panics
+/// If `bytes` holds fewer than `out.len()` elements of `from`: callers size both from the same
+/// element count, so a short buffer is a bug, not an input error.
+pub fn decode<T: Accum>(from: DType, bytes: &[u8], out: &mut [T]) {
+    assert!(
+        bytes.len() >= out.len() * from.size(),
+        "decode: {} bytes hold fewer than {} {from} elements",
+        bytes.len(),
+        out.len()
+    );
+    // SAFETY: checked just above; `out` is a live slice of `T::DTYPE`.
+    unsafe {
+        convert(
+            from,
+            bytes.as_ptr(),
+            T::DTYPE,
+            out.as_mut_ptr() as *mut u8,
+            out.len(),
+        )
+    };
 }
 
 #[cfg(test)]
@@ -787,16 +851,7 @@ mod tests {
     fn fp8_block_store_uses_the_same_codes() {
         let vals: Vec<f32> = (0..3000).map(|i| (i as f32 - 1500.0) * 0.37).collect();
         for dtype in [DType::F8E4M3, DType::F8E5M2] {
-            let mut out = vec![0u8; vals.len()];
-            unsafe {
-                convert(
-                    DType::F32,
-                    vals.as_ptr() as *const u8,
-                    dtype,
-                    out.as_mut_ptr(),
-                    vals.len(),
-                )
-            };
+            let out = encode(&vals, dtype);
             for (v, o) in vals.iter().zip(&out) {
                 assert_eq!(*o, f64_to_fp8(dtype, *v as f64), "{dtype} {v}");
             }
@@ -866,6 +921,72 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Nearest-even rounding of `x` among the positive finite values `table` (ascending, with
+    /// their codes), decided by exact f64 distances; `x` must lie between the first and last.
+    fn nearest_even(table: &[(f64, u16)], x: f64) -> u16 {
+        let i = table.partition_point(|(v, _)| *v <= x);
+        let (lo, lc) = table[i - 1];
+        if lo == x {
+            return lc;
+        }
+        let (hi, hc) = table[i];
+        // Sterbenz: both differences are exact because lo ≤ x ≤ hi are within a factor of 2.
+        match (x - lo).partial_cmp(&(hi - x)) {
+            Some(std::cmp::Ordering::Less) => lc,
+            Some(std::cmp::Ordering::Greater) => hc,
+            _ if lc % 2 == 0 => lc,
+            _ => hc,
+        }
+    }
+
+    /// f64 data on a 16-bit wire rounds once, to nearest even, straight from the f64 value
+    /// (`half` drops the low 32 bits first, so values just above a tie used to round down).
+    #[test]
+    fn f64_to_16_bit_rounds_once() {
+        for dtype in [DType::Bf16, DType::F16] {
+            let decode = |c: u16| match dtype {
+                DType::Bf16 => bf16::from_bits(c).to_f64(),
+                _ => f16::from_bits(c).to_f64(),
+            };
+            let table: Vec<(f64, u16)> = (0..0x7c00u16)
+                .map(|c| (decode(c), c))
+                .filter(|(v, _)| v.is_finite())
+                .collect();
+            let mut xs = vec![
+                1.0 + 2f64.powi(-8) + 2f64.powi(-40),
+                1.0 + 2f64.powi(-11) + 2f64.powi(-45),
+            ];
+            let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+            for _ in 0..20_000 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let c = 1 + (seed % (table.len() as u64 - 2)) as usize;
+                let (lo, hi) = (table[c].0, table[c + 1].0);
+                let mid = (lo + hi) / 2.0;
+                let eps = (hi - lo) * 2f64.powi(-(20 + (seed >> 58) as i32));
+                xs.extend([mid, mid - eps, mid + eps, lo + eps, hi - eps]);
+            }
+            let vals: Vec<f64> = xs.iter().flat_map(|x| [*x, -*x]).collect();
+            let out = encode(&vals, dtype);
+            for (x, o) in vals.iter().zip(out.chunks(2)) {
+                let got = u16::from_le_bytes([o[0], o[1]]);
+                let want = nearest_even(&table, x.abs()) | if *x < 0.0 { 0x8000 } else { 0 };
+                assert_eq!(got, want, "{dtype} of {x:e} ({:#018x})", x.to_bits());
+            }
+        }
+        // Specials keep their meaning.
+        for (x, want) in [
+            (f64::INFINITY, 0x7f80u16),
+            (f64::MAX, 0x7f80),
+            (-0.0, 0x8000),
+            (1e-300, 0),
+        ] {
+            assert_eq!(bf16::from_f32(f64_to_f32_odd(x)).to_bits(), want, "{x:e}");
+        }
+        assert!(bf16::from_f32(f64_to_f32_odd(f64::NAN)).is_nan());
     }
 
     #[test]

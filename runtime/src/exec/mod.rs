@@ -4,6 +4,7 @@
 //!   in-process implementation ([`local`]) and the adapter onto the multi-process runtime;
 //! - [`dtype`] and [`reduce`]: element types, conversions and reduction numerics;
 //! - [`interp`]: the interpreter ([`Executor`]);
+//! - [`matmul`]: matmul steps: the pluggable engine and the built-in deterministic one;
 //! - [`hostcoll`]: `HostColl` steps (framework collectives) and the heap stand-in;
 //! - [`reference`]: deterministic inputs and the sequential reference of every collective.
 
@@ -11,11 +12,13 @@ pub mod capi_launch;
 pub mod dtype;
 pub mod error;
 pub mod fabric;
+mod fuse;
 pub mod group_fabric;
 pub mod harness;
 pub mod hostcoll;
 pub mod interp;
 pub mod local;
+pub mod matmul;
 pub mod reduce;
 pub mod reference;
 pub mod trace;
@@ -27,4 +30,5 @@ pub use group_fabric::GroupFabric;
 pub use hostcoll::{HostCollRequest, HostCollectives};
 pub use interp::{Binding, Executor, LaunchArgs, LoadedPlan};
 pub use local::{LocalFabric, LocalGroup, LocalWorld};
+pub use matmul::{MatmulEngine, MatmulStep};
 pub use reduce::ReduceOp;

@@ -187,6 +187,17 @@ unsafe fn reduce_typed<A: Combine>(
     srcs: &[Operand],
     n: usize,
 ) {
+    reduce_typed_then::<A>(op, dst, dst_dtype, srcs, n, &mut |_, _| {});
+}
+
+unsafe fn reduce_typed_then<A: Combine>(
+    op: ReduceOp,
+    dst: *mut u8,
+    dst_dtype: DType,
+    srcs: &[Operand],
+    n: usize,
+    after: &mut dyn FnMut(usize, usize),
+) {
     let mut acc = [A::default(); BLOCK];
     let mut tmp = [A::default(); BLOCK];
     let mut i = 0;
@@ -206,6 +217,7 @@ unsafe fn reduce_typed<A: Combine>(
             }
         }
         A::store(dst_dtype, &acc[..k], dst.add(i * dst_dtype.size()));
+        after(i, k);
         i += k;
     }
 }
@@ -224,15 +236,33 @@ pub unsafe fn reduce_raw(
     srcs: &[Operand],
     n: usize,
 ) -> Result<(), ExecError> {
+    reduce_raw_then(acc, op, dst, dst_dtype, srcs, n, &mut |_, _| {})
+}
+
+/// [`reduce_raw`], calling `after(first, len)` once each block of elements
+/// `first..first + len` of `dst` is final, while it is still in cache: the interpreter forwards
+/// the block to the steps that consume it (puts, casts) without re-reading it from memory.
+///
+/// # Safety
+/// As for [`reduce_raw`]; `after` must not write to any operand or to `dst`.
+pub unsafe fn reduce_raw_then(
+    acc: DType,
+    op: ReduceOp,
+    dst: *mut u8,
+    dst_dtype: DType,
+    srcs: &[Operand],
+    n: usize,
+    after: &mut dyn FnMut(usize, usize),
+) -> Result<(), ExecError> {
     if srcs.is_empty() || n == 0 {
         return Ok(());
     }
     match acc {
-        DType::F32 => reduce_typed::<f32>(op, dst, dst_dtype, srcs, n),
-        DType::F64 => reduce_typed::<f64>(op, dst, dst_dtype, srcs, n),
-        DType::I32 => reduce_typed::<i32>(op, dst, dst_dtype, srcs, n),
-        DType::I64 => reduce_typed::<i64>(op, dst, dst_dtype, srcs, n),
-        DType::U8 => reduce_typed::<u8>(op, dst, dst_dtype, srcs, n),
+        DType::F32 => reduce_typed_then::<f32>(op, dst, dst_dtype, srcs, n, after),
+        DType::F64 => reduce_typed_then::<f64>(op, dst, dst_dtype, srcs, n, after),
+        DType::I32 => reduce_typed_then::<i32>(op, dst, dst_dtype, srcs, n, after),
+        DType::I64 => reduce_typed_then::<i64>(op, dst, dst_dtype, srcs, n, after),
+        DType::U8 => reduce_typed_then::<u8>(op, dst, dst_dtype, srcs, n, after),
         d => {
             return Err(ExecError::UnsupportedOp {
                 op: format!("reduce with accumulator {d}"),

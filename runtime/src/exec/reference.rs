@@ -8,7 +8,7 @@
 //! match; with a low-precision wire the comparison gets a tolerance derived from the wire's
 //! epsilon.
 
-use super::dtype::{convert, DType, ElemTypes};
+use super::dtype::{decode, encode, DType, ElemTypes};
 use super::error::ExecError;
 use super::reduce::{reduce_raw, scale_avg, Operand, ReduceOp};
 use symsched_plan::{BufferRole, CollectiveKind, LaunchSizes, Plan};
@@ -54,18 +54,7 @@ pub fn fill(dtype: DType, rank: u32, iter: u64, role: usize, n: usize) -> Vec<u8
                 *o = (mix(seed ^ i as u64) % 8) as u8;
             }
         }
-        _ => {
-            // SAFETY: `vals` has n f64s, `out` n elements of dtype.
-            unsafe {
-                convert(
-                    DType::F64,
-                    vals.as_ptr() as *const u8,
-                    dtype,
-                    out.as_mut_ptr(),
-                    n,
-                )
-            };
-        }
+        _ => out = encode(&vals, dtype),
     }
     out
 }
@@ -124,23 +113,8 @@ fn fold(
 fn matmul_ref(dt: DType, a: &[u8], b: &[u8], m: usize, k: usize, n: usize) -> Vec<f64> {
     let mut av = vec![0f64; m * k];
     let mut bv = vec![0f64; k * n];
-    // SAFETY: slices hold m·k and k·n elements.
-    unsafe {
-        convert(
-            dt,
-            a.as_ptr(),
-            DType::F64,
-            av.as_mut_ptr() as *mut u8,
-            m * k,
-        );
-        convert(
-            dt,
-            b.as_ptr(),
-            DType::F64,
-            bv.as_mut_ptr() as *mut u8,
-            k * n,
-        );
-    }
+    decode(dt, a, &mut av);
+    decode(dt, b, &mut bv);
     let mut c = vec![0f64; m * n];
     for i in 0..m {
         for t in 0..k {
@@ -150,21 +124,6 @@ fn matmul_ref(dt: DType, a: &[u8], b: &[u8], m: usize, k: usize, n: usize) -> Ve
         }
     }
     c
-}
-
-fn from_f64(dt: DType, v: &[f64]) -> Vec<u8> {
-    let mut out = vec![0u8; v.len() * dt.size()];
-    // SAFETY: sizes match.
-    unsafe {
-        convert(
-            DType::F64,
-            v.as_ptr() as *const u8,
-            dt,
-            out.as_mut_ptr(),
-            v.len(),
-        )
-    };
-    out
 }
 
 // Rank-indexed loops read several per-rank tables at once; indices are clearer than zips.
@@ -271,7 +230,7 @@ pub fn expected(
                         n,
                     ));
                 }
-                out[r][3] = Some(from_f64(types.data, &c));
+                out[r][3] = Some(encode(&c, types.data));
             }
         }
         CollectiveKind::MatmulReduceScatter => {
@@ -282,9 +241,9 @@ pub fn expected(
                 let parts: Vec<Vec<u8>> = (0..pu)
                     .map(|j| {
                         let a = blk(&before[j][0], r, m * k);
-                        from_f64(
-                            types.data,
+                        encode(
                             &matmul_ref(types.data, &a, &before[j][1], m, k, n),
+                            types.data,
                         )
                     })
                     .collect();
@@ -347,23 +306,8 @@ pub fn count_wrong(dtype: DType, got: &[u8], want: &[u8], tol: f64) -> u64 {
     }
     let mut g = vec![0f64; n];
     let mut w = vec![0f64; n];
-    // SAFETY: both slices hold n elements.
-    unsafe {
-        convert(
-            dtype,
-            got.as_ptr(),
-            DType::F64,
-            g.as_mut_ptr() as *mut u8,
-            n,
-        );
-        convert(
-            dtype,
-            want.as_ptr(),
-            DType::F64,
-            w.as_mut_ptr() as *mut u8,
-            n,
-        );
-    }
+    decode(dtype, got, &mut g);
+    decode(dtype, want, &mut w);
     g.iter()
         .zip(&w)
         .filter(|(a, b)| !((a.is_nan() && b.is_nan()) || (*a - *b).abs() <= tol))
@@ -372,25 +316,10 @@ pub fn count_wrong(dtype: DType, got: &[u8], want: &[u8], tol: f64) -> u64 {
 
 fn both_nan(dtype: DType, a: &[u8], b: &[u8], i: usize) -> bool {
     let es = dtype.size();
-    let mut x = [0f64; 2];
-    // SAFETY: one element each.
-    unsafe {
-        convert(
-            dtype,
-            a[i * es..].as_ptr(),
-            DType::F64,
-            x.as_mut_ptr() as *mut u8,
-            1,
-        );
-        convert(
-            dtype,
-            b[i * es..].as_ptr(),
-            DType::F64,
-            x[1..].as_mut_ptr() as *mut u8,
-            1,
-        );
-    }
-    x[0].is_nan() && x[1].is_nan()
+    let (mut x, mut y) = ([0f64], [0f64]);
+    decode(dtype, &a[i * es..], &mut x);
+    decode(dtype, &b[i * es..], &mut y);
+    x[0].is_nan() && y[0].is_nan()
 }
 
 /// nccl-tests bus-bandwidth factor for a collective on `p` ranks.

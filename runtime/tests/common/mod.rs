@@ -1,0 +1,53 @@
+//! Setup shared by the executor's integration tests: compile a standard-library schedule and
+//! run a small checked launch of it on the in-process fabric.
+
+// Each test binary compiles this module and uses only part of it.
+#![allow(dead_code)]
+
+use std::time::Duration;
+use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
+use symsched_plan::{LaunchSizes, Plan};
+use symsched_runtime::exec::harness::{run_local, RankReport, RunSpec};
+use symsched_runtime::exec::{ElemTypes, ReduceOp};
+
+/// Timed launches of a [`spec`] run.
+pub const ITERS: u32 = 2;
+
+/// Bound on every in-process run, so a hung schedule fails the test instead of stalling it.
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The standard-library schedule `name` compiled for `p` ranks with its example parameters.
+pub fn plan(name: &str, p: u32) -> Plan {
+    compile(
+        &standard_library(),
+        name,
+        p,
+        &example_params(name),
+        &CompileOptions::default(),
+    )
+    .unwrap_or_else(|d| panic!("{name} P={p} does not verify: {d:?}"))
+    .plan
+}
+
+/// A checked sum over `sizes`: no warm-up, [`ITERS`] timed launches.
+pub fn spec(types: ElemTypes, sizes: LaunchSizes, staged: bool) -> RunSpec {
+    RunSpec {
+        types,
+        op: ReduceOp::Sum,
+        sizes,
+        warmup: 0,
+        iters: ITERS,
+        check: true,
+        staged,
+    }
+}
+
+/// Runs `spec` in a `heap`-byte heap per rank and asserts that every rank matched the
+/// sequential reference; `what` names the case in failure messages.
+pub fn run_checked(plan: &Plan, spec: &RunSpec, heap: u64, what: &str) -> Vec<RankReport> {
+    let reports = run_local(plan, spec, heap, TIMEOUT).unwrap_or_else(|e| panic!("{what}: {e}"));
+    for (r, rep) in reports.iter().enumerate() {
+        assert_eq!(rep.wrong, 0, "{what} rank {r}");
+    }
+    reports
+}
