@@ -13,6 +13,17 @@ as a whole and divided by the count; a batch's time is the slowest rank's, and t
 the median over ``--batches`` batches. Timing each call separately after its own barrier
 (``--per-iter``, the median over calls) adds the barrier's release skew to every call — tens of
 µs when ranks are oversubscribed — which swamps small messages for every library alike.
+
+Binding (``--no-bind`` turns it off): when there are at least as many usable CPUs as ranks,
+the thread of each rank that issues the calls (of every library alike) is bound to its own CPU,
+as nccl-tests and MPI launchers bind ranks; helper threads the libraries started at
+initialisation (gloo's workers) are left unbound, so gloo keeps its concurrency (binding them
+too made gloo 2–3× slower here, which would flatter the ratios). Unbound, Linux often
+parks both ranks of a 2-rank job on one core of a 2-core host, even an idle one, and keeps them
+there (they switch every few µs, so both look cache-hot to the load balancer): every
+synchronisation round then costs two context switches, and small-message times are bimodal
+(5 µs or 30–75 µs per allgather depending on the run) for reasons that are the scheduler's,
+not any library's.
 Sizes (nccl-tests convention): allreduce = tensor bytes, allgather = output bytes,
 reduce_scatter = input bytes, alltoall = bytes sent per rank.
 busbw = algbw × (2(P-1)/P for allreduce, (P-1)/P otherwise).
@@ -64,6 +75,8 @@ def _args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--plot", default=None, help="write a bandwidth-vs-size PNG (needs matplotlib)")
     p.add_argument("--no-mpi", action="store_true", help="skip the MPICH column")
     p.add_argument("--no-extras", action="store_true", help="skip backward / low-precision / MC2 extras")
+    p.add_argument("--no-bind", action="store_true",
+                   help="do not bind each rank to its own CPU (see the module docstring)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     a.ops = [o.strip() for o in a.ops.split(",") if o.strip()]
@@ -89,6 +102,18 @@ def sizes(a: argparse.Namespace) -> List[int]:
 
 # ----------------------------------------------------------------------------------------- worker
 
+def _bind_cpu(rank: int, world: int) -> Optional[int]:
+    """Bind the calling thread to its own CPU (rank order over the usable CPUs) when there is one
+    per rank; returns the CPU, or None when left unbound (oversubscribed, or no affinity API)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < world or not 0 <= rank < world:
+        return None
+    os.sched_setaffinity(0, {cpus[rank]})
+    return cpus[rank]
+
+
 def _worker(a: argparse.Namespace) -> None:
     import warnings
 
@@ -107,6 +132,10 @@ def _worker(a: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     symm.init()
+    if not a.no_bind:
+        # only the thread that issues every library's calls: helper threads started above
+        # (gloo's workers) stay free to run on any CPU, as they do unbound
+        _bind_cpu(rank, world)
     comm = None
     if not a.no_mpi:
         try:
@@ -397,6 +426,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
     args = [sys.executable, "-m", "symsched.perftest", "--worker"] + (argv if argv is not None else sys.argv[1:])
     mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) if not a.no_mpi else None
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+    bound = not a.no_bind and 0 < a.nproc <= usable
+    print(f"ranks {'bound one per CPU' if bound else 'not bound to CPUs'} ({usable} usable CPUs)", flush=True)
     have_mpi = False
     if mpiexec:
         try:

@@ -151,6 +151,28 @@ def fastpath(rank: int, world: int, args) -> dict:
     symm.shmem_allreduce(s)
     symm.free(s)
     _raises(fails, symm.StaleTensorError, lambda: symm.shmem_allreduce(view), "stale view after a hit")
+    # ...also as an alltoall send tensor or a reduce_scatter output, whose keys are cached
+    rs_in, rs_out, a2a_out = symm.empty(P * n, torch.float32), symm.empty(n, torch.float32), torch.empty(P * n)
+    rs_in.fill_(1.0)
+    gone = symm.empty(P * n, torch.float32)
+    gone.fill_(2.0)
+    gone_parts, gone_out = list(gone.view(-1).split(n)), gone.view(-1)[:n]
+    for _ in range(2):
+        symm.shmem_reduce_scatter(rs_out, rs_in)
+        symm.shmem_reduce_scatter(gone_out, rs_in)
+        symm.shmem_alltoall(gone_parts, a2a_out, [n] * P)
+    symm.free(gone)
+    _raises(fails, symm.StaleTensorError, lambda: symm.shmem_alltoall(gone_parts, a2a_out, [n] * P),
+            "stale alltoall send view after a hit")
+    _raises(fails, symm.StaleTensorError, lambda: symm.shmem_reduce_scatter(gone_out, rs_in),
+            "stale reduce_scatter output view after a hit")
+    # a freed block nobody uses any more must not push live tensors off the cached path
+    before = hits.get("reduce_scatter", 0)
+    symm.shmem_reduce_scatter(rs_out, rs_in)
+    _check(hits.get("reduce_scatter", 0) == before + 1, "a free elsewhere disabled the cached path", fails)
+    _check(torch.equal(rs_out, torch.full((n,), float(P))), f"reduce_scatter after a free: {rs_out}", fails)
+    symm.free(rs_out)
+    symm.free(rs_in)
     # the forbidden-mix rule is checked on the cached path too
     t = torch.ones(8)
     symm.shmem_allreduce(t)
