@@ -7,7 +7,8 @@ use symsched_compiler::library::Library;
 use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
 use symsched_plan::{LaunchSizes, Plan};
 use symsched_runtime::exec::{
-    Binding, DType, ElemTypes, ExecError, Executor, Fabric, LaunchArgs, LocalWorld, ReduceOp,
+    Binding, DType, ElemTypes, ExecError, Executor, Fabric, LaunchArgs, LoadedPlan, LocalWorld,
+    ReduceOp,
 };
 
 fn plan(lib: &Library, name: &str, p: u32) -> Plan {
@@ -25,6 +26,25 @@ fn sizes(n: u64) -> LaunchSizes {
 
 fn f32s() -> ElemTypes {
     ElemTypes::new(DType::F32, None).unwrap()
+}
+
+/// One f32 `sum` launch of `lp` with these sizes and bindings (most bad-input cases differ only
+/// in what they bind).
+fn launch_f32_sum<F: Fabric>(
+    exec: &Executor<F>,
+    lp: &LoadedPlan,
+    sizes: &LaunchSizes,
+    buffers: &mut [Binding<'_>],
+) -> Result<(), ExecError> {
+    exec.launch(
+        lp,
+        LaunchArgs {
+            types: f32s(),
+            op: ReduceOp::Sum,
+            sizes,
+            buffers,
+        },
+    )
 }
 
 #[test]
@@ -93,15 +113,7 @@ fn launch_inputs_are_checked() {
         offset: off,
         bytes: 60,
     }];
-    let r = exec.launch(
-        &lp,
-        LaunchArgs {
-            types: f32s(),
-            op: ReduceOp::Sum,
-            sizes: &s,
-            buffers: &mut b,
-        },
-    );
+    let r = launch_f32_sum(&exec, &lp, &s, &mut b);
     assert!(
         matches!(
             r,
@@ -116,42 +128,18 @@ fn launch_inputs_are_checked() {
     // Wrong size of a private binding.
     let mut host = vec![0u8; 12];
     let mut b = [Binding::Host(&mut host)];
-    let r = exec.launch(
-        &lp,
-        LaunchArgs {
-            types: f32s(),
-            op: ReduceOp::Sum,
-            sizes: &s,
-            buffers: &mut b,
-        },
-    );
+    let r = launch_f32_sum(&exec, &lp, &s, &mut b);
     assert!(matches!(r, Err(ExecError::SizeMismatch { .. })), "{r:?}");
     // A heap binding past the end of the heap.
     let mut b = [Binding::Heap {
         offset: (1 << 20) - 32,
         bytes: 64,
     }];
-    let r = exec.launch(
-        &lp,
-        LaunchArgs {
-            types: f32s(),
-            op: ReduceOp::Sum,
-            sizes: &s,
-            buffers: &mut b,
-        },
-    );
+    let r = launch_f32_sum(&exec, &lp, &s, &mut b);
     assert!(matches!(r, Err(ExecError::OffsetPastHeap { .. })), "{r:?}");
     // Wrong number of bindings.
     let mut b: [Binding; 0] = [];
-    let r = exec.launch(
-        &lp,
-        LaunchArgs {
-            types: f32s(),
-            op: ReduceOp::Sum,
-            sizes: &s,
-            buffers: &mut b,
-        },
-    );
+    let r = launch_f32_sum(&exec, &lp, &s, &mut b);
     assert!(
         matches!(
             r,
@@ -166,15 +154,7 @@ fn launch_inputs_are_checked() {
     // A read-only binding for a role the plan writes.
     let ro = vec![0u8; 64];
     let mut b = [Binding::HostRead(&ro)];
-    let r = exec.launch(
-        &lp,
-        LaunchArgs {
-            types: f32s(),
-            op: ReduceOp::Sum,
-            sizes: &s,
-            buffers: &mut b,
-        },
-    );
+    let r = launch_f32_sum(&exec, &lp, &s, &mut b);
     assert!(matches!(r, Err(ExecError::DtypeMismatch(_))), "{r:?}");
     // Unbound size variable.
     let mut b = [Binding::Heap {
@@ -198,15 +178,7 @@ fn launch_inputs_are_checked() {
         "{r:?}"
     );
     // Still usable after all those refusals.
-    let r = exec.launch(
-        &lp,
-        LaunchArgs {
-            types: f32s(),
-            op: ReduceOp::Sum,
-            sizes: &s,
-            buffers: &mut b,
-        },
-    );
+    let r = launch_f32_sum(&exec, &lp, &s, &mut b);
     assert!(r.is_ok(), "{r:?}");
 }
 
