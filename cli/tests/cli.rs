@@ -27,6 +27,15 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
 
+/// Runs `symsched ARGS` (a `run … --check`), requires success and a passed check; returns stdout.
+fn run_checked(args: &[&str]) -> String {
+    let out = symsched(args);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("# check passed"), "{stdout}");
+    stdout
+}
+
 #[test]
 fn check_accepts_the_standard_library() {
     let mut args: Vec<String> = vec!["check".into()];
@@ -252,7 +261,7 @@ fn a_broken_neighbour_is_skipped_with_a_warning() {
 /// sequential reference (counts not divisible by P, and 0 elements).
 #[test]
 fn run_checks_every_rank_against_the_reference() {
-    let out = symsched(&[
+    let stdout = run_checked(&[
         "run",
         s(&example("allreduce_two_shot")),
         "--ranks",
@@ -265,9 +274,6 @@ fn run_checks_every_rank_against_the_reference() {
         "120",
         "--check",
     ]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    assert!(stdout.contains("# check passed"), "{stdout}");
     assert!(stdout.contains("1001"), "{stdout}");
 }
 
@@ -275,7 +281,7 @@ fn run_checks_every_rank_against_the_reference() {
 /// process on the real runtime, gives the reference result.
 #[test]
 fn run_on_the_simulated_device_matches_the_reference() {
-    let out = symsched(&[
+    run_checked(&[
         "run",
         s(&example("allreduce_two_shot_wire")),
         "--ranks",
@@ -292,9 +298,6 @@ fn run_on_the_simulated_device_matches_the_reference() {
         "120",
         "--check",
     ]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    assert!(stdout.contains("# check passed"), "{stdout}");
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use symsched_runtime::exec::DType as RuntimeDType;
 
 /// Concrete element type of a buffer class at launch.
 ///
@@ -43,14 +44,25 @@ impl DType {
         DType::I64,
     ];
 
+    /// The runtime's element type this kernel type stands for: the kernel's set is the
+    /// lowerable subset of the runtime's (no u8), so properties the two share (size, float-ness,
+    /// accumulator) are asked of the runtime rather than restated here.
+    pub fn runtime(self) -> RuntimeDType {
+        match self {
+            DType::F32 => RuntimeDType::F32,
+            DType::F16 => RuntimeDType::F16,
+            DType::Bf16 => RuntimeDType::Bf16,
+            DType::F64 => RuntimeDType::F64,
+            DType::I32 => RuntimeDType::I32,
+            DType::I64 => RuntimeDType::I64,
+            DType::E4m3 => RuntimeDType::F8E4M3,
+            DType::E5m2 => RuntimeDType::F8E5M2,
+        }
+    }
+
     /// Bytes per element.
     pub fn size(self) -> u64 {
-        match self {
-            DType::F64 | DType::I64 => 8,
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::Bf16 => 2,
-            DType::E4m3 | DType::E5m2 => 1,
-        }
+        self.runtime().size() as u64
     }
 
     /// Ascend C spelling of the storage type. The fp8 formats are raw bytes: the Atlas A2
@@ -119,21 +131,22 @@ impl DType {
     }
 
     pub fn is_float(self) -> bool {
-        !matches!(self, DType::I32 | DType::I64)
+        self.runtime().is_float()
     }
 
     /// Whether users may hold tensors of this type (fp8 is a wire format only).
     pub fn is_data(self) -> bool {
-        !matches!(self, DType::E4m3 | DType::E5m2)
+        self.runtime().is_data()
     }
 
-    /// The accumulator of reductions over this data type, as in the runtime: f32 for 16- and
-    /// 8-bit floats, else the type itself.
+    /// The accumulator of reductions over this data type: the runtime's (f32 for 16- and 8-bit
+    /// floats, else the type itself), which is always a kernel type too.
     pub fn accumulator(self) -> DType {
-        match self {
-            DType::F16 | DType::Bf16 | DType::E4m3 | DType::E5m2 => DType::F32,
-            d => d,
-        }
+        let acc = self.runtime().accumulator();
+        DType::ALL
+            .into_iter()
+            .find(|d| d.runtime() == acc)
+            .unwrap_or(self)
     }
 
     /// Whether `self` (a data type) may travel as `wire` in a kernel: integers travel as
