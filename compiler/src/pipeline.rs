@@ -102,6 +102,10 @@ pub const STANDARD_LIBRARY: &[(&str, &str)] = &[
         include_str!("../../examples/allgather_push.sched"),
     ),
     (
+        "examples/allgather_pull.sched",
+        include_str!("../../examples/allgather_pull.sched"),
+    ),
+    (
         "examples/reduce_scatter_push.sched",
         include_str!("../../examples/reduce_scatter_push.sched"),
     ),
@@ -112,6 +116,10 @@ pub const STANDARD_LIBRARY: &[(&str, &str)] = &[
     (
         "examples/allreduce_two_shot.sched",
         include_str!("../../examples/allreduce_two_shot.sched"),
+    ),
+    (
+        "examples/allreduce_two_shot_pull.sched",
+        include_str!("../../examples/allreduce_two_shot_pull.sched"),
     ),
     (
         "examples/allreduce_ring.sched",

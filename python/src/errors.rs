@@ -40,7 +40,8 @@ pub fn exec(e: ExecError) -> PyErr {
         | ExecError::DtypeMismatch(_)
         | ExecError::UnsupportedOp { .. }
         | ExecError::UnknownName { .. }
-        | ExecError::GroupSizeMismatch { .. } => PyValueError::new_err(e.to_string()),
+        | ExecError::GroupSizeMismatch { .. }
+        | ExecError::CountsMismatch { .. } => PyValueError::new_err(e.to_string()),
         other => PyRuntimeError::new_err(other.to_string()),
     }
 }

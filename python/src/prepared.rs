@@ -6,15 +6,17 @@
 //! peer's buffer addresses from its own bindings: a mismatch would silently write into the
 //! wrong place of a peer's heap. The first launch per local binding pattern exchanges that
 //! pattern through the runtime and compares; later launches with a pattern already checked skip
-//! the exchange (set `SYMSCHED_CHECK_BINDINGS=always` to exchange on every launch).
+//! the exchange (set `SYMSCHED_CHECK_BINDINGS=always` to exchange on every launch). An eager
+//! alltoallv (`run_counts` with receive counts) needs no such check — no peer addresses the
+//! caller's tensors — and checks only before it falls back to the plan for large chunks.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
-use symsched_plan::LaunchSizes;
+use symsched_plan::{BufferRole, CollectiveKind, LaunchSizes};
 use symsched_runtime::exec::{
-    Binding, ElemTypes, Executor, GroupFabric, LaunchArgs, LoadedPlan, ReduceOp,
+    AlltoallvOutcome, Binding, ElemTypes, Executor, GroupFabric, LaunchArgs, LoadedPlan, ReduceOp,
 };
 
 use crate::errors;
@@ -205,6 +207,111 @@ impl PyPrepared {
         check_patterns(&rows, self.plan.plan(), &self.members)
     }
 
+    /// Check the binding pattern of `buffers` with every rank, unless this pattern was already
+    /// agreed (see the module docs).
+    fn agreed(&self, buffers: &[(usize, usize)]) -> PyResult<()> {
+        let pattern = binding_pattern(self.heap, buffers);
+        let known = !self.check_always
+            && self
+                .checked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&pattern);
+        if !known {
+            self.agree(&pattern)?;
+            let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+            // bounded: every rank makes the same calls, so every rank forgets at the same call
+            if checked.len() >= MAX_CHECKED {
+                checked.clear();
+            }
+            checked.insert(pattern);
+        }
+        Ok(())
+    }
+
+    /// Whether this launch is a plain alltoallv (`in`, `out`, no wire conversion), which
+    /// `run_counts` runs with the runtime's eager protocol. Decided by the plan and types
+    /// alone, never by the buffers, so every rank of a consistent call takes the same protocol.
+    fn eager_plan(&self) -> bool {
+        let plan = self.plan.plan();
+        plan.collective == CollectiveKind::Alltoallv
+            && plan.buffers.len() == 2
+            && plan.buffers[0].role == BufferRole::Input
+            && plan.buffers[1].role == BufferRole::Output
+            && self.types.wire == self.types.data
+    }
+
+    /// The eager alltoallv (see `symsched_runtime::exec::eager`): one round for small chunks;
+    /// for large ones the plan runs after the header round with the matrix it carried (and the
+    /// binding check the plan needs). Without the GIL.
+    ///
+    /// # Safety
+    /// As for [`bind`]: `buffers` = [(send address, bytes), (receive address, bytes)] of live
+    /// tensors the caller keeps alive for the duration of the call.
+    unsafe fn run_eager(
+        &self,
+        buffers: &[(usize, usize)],
+        send_counts: &[u64],
+        recv_counts: &[u64],
+    ) -> PyResult<()> {
+        let [(sp, sn), (rp, rn)] = *buffers else {
+            return Err(errors::value(format!(
+                "alltoallv takes 2 buffers (send, receive), got {}",
+                buffers.len()
+            )));
+        };
+        // A send buffer overlapping the receive buffer is read from a copy: the two are held as
+        // separate slices, and the protocol must not depend on where the tensors live.
+        let copy: Vec<u8>;
+        let overlap = sn > 0 && rn > 0 && sp < rp + rn && rp < sp + sn;
+        let send: &[u8] = if sn == 0 {
+            &[]
+        } else {
+            // SAFETY: the caller's contract: a live tensor of sn bytes.
+            let s = unsafe { std::slice::from_raw_parts(sp as *const u8, sn) };
+            if overlap {
+                copy = s.to_vec();
+                &copy
+            } else {
+                s
+            }
+        };
+        // Large chunks of a symmetric send buffer are pulled by the receivers in place.
+        let send_heap = match binding_pattern(self.heap, &[(sp, sn)])[..] {
+            [off] if !overlap && off != STAGED && off != EMPTY => Some(off),
+            _ => None,
+        };
+        let recv: &mut [u8] = if rn == 0 {
+            &mut []
+        } else {
+            // SAFETY: the caller's contract; `send` no longer aliases it (copied when it did).
+            unsafe { std::slice::from_raw_parts_mut(rp as *mut u8, rn) }
+        };
+        let outcome = self
+            .exec
+            .alltoallv_eager(
+                self.types.data,
+                send_counts,
+                recv_counts,
+                send,
+                send_heap,
+                recv,
+            )
+            .map_err(errors::exec)?;
+        match outcome {
+            AlltoallvOutcome::Done => Ok(()),
+            AlltoallvOutcome::Rendezvous(m) => {
+                self.agreed(buffers)?;
+                let sizes = LaunchSizes {
+                    vars: self.sizes.vars.clone(),
+                    counts: Some(m),
+                };
+                // SAFETY: the caller's contract; the slices above are no longer used.
+                unsafe { self.launch(buffers, &sizes) }
+            }
+        }
+    }
+
     /// One launch of the plan over `buffers` with `sizes` (the GIL already released).
     ///
     /// # Safety
@@ -243,23 +350,8 @@ impl PyPrepared {
                 self.plan.plan().schedule
             )));
         }
-        let pattern = binding_pattern(self.heap, &buffers);
-        let known = !self.check_always
-            && self
-                .checked
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(&pattern);
         py.detach(move || -> PyResult<()> {
-            if !known {
-                self.agree(&pattern)?;
-                let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
-                // bounded: every rank makes the same calls, so every rank forgets at the same call
-                if checked.len() >= MAX_CHECKED {
-                    checked.clear();
-                }
-                checked.insert(pattern);
-            }
+            self.agreed(&buffers)?;
             // SAFETY: (ptr, n) describe live contiguous tensors the caller keeps alive for the
             // duration of the launch; no Rust reference aliases them.
             unsafe { self.launch(&buffers, &self.sizes) }
@@ -268,8 +360,13 @@ impl PyPrepared {
 
     /// Run a launch whose extents take alltoallv counts: `send_counts` is this rank's row (one
     /// entry per group rank), `recv_counts` (optional) what this rank expects from each peer.
-    /// The rows and binding patterns are exchanged in one round on every call (see
-    /// `exchange_counts`); nothing else is recomputed. Releases the GIL while it runs.
+    ///
+    /// A plain alltoallv given `recv_counts` runs the runtime's eager protocol: one round when
+    /// every chunk is at most `EAGER_MAX_CHUNK` bytes, counts checked against every peer's (a
+    /// mismatch is a `ValueError` on every rank); larger chunks run the plan after that round.
+    /// Otherwise the rows and binding patterns are exchanged in one round first (see
+    /// `exchange_counts`). Every rank must call it alike (with or without `recv_counts`).
+    /// Releases the GIL while it runs.
     #[pyo3(signature = (buffers, send_counts, recv_counts=None))]
     fn run_counts(
         &self,
@@ -283,6 +380,10 @@ impl PyPrepared {
                 "schedule `{}` takes no alltoallv counts; launch it with run",
                 self.plan.plan().schedule
             )));
+        }
+        if let (Some(recv), true) = (&recv_counts, self.eager_plan()) {
+            // SAFETY: as in `run`: live tensors kept alive by the caller, not aliased.
+            return py.detach(|| unsafe { self.run_eager(&buffers, &send_counts, recv) });
         }
         py.detach(move || -> PyResult<()> {
             let m = exchange_counts(

@@ -5,7 +5,7 @@ verifier); the group travels to backward through ``ctx``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch.autograd import Function
@@ -14,44 +14,93 @@ from . import _coll, _launch, _state
 from ._enums import ReduceOp
 from ._errors import SymschedArgumentError, SymschedError, SymschedRuntimeError
 
-#: Backward launches already made once, per (group, forward schedule and params, dual
-#: collective, dtype, op, wire, sizes): the group's info (held so its id stays unique) and the
-#: dual's prepared launch. A hit goes straight to the native launch; gradients are fresh
-#: tensors made here, so there is nothing about them left to validate.
+#: Backward launches already made once, per (group info id, forward schedule, its params, dual
+#: collective, dtype, op, wire, sizes, the choice's extra key): the group's info (held so its id
+#: stays unique) and the dual's prepared launch. A hit goes straight to the native launch: the
+#: forward validated the call, the gradient a backward allocates is fresh, and the only thing
+#: left that can differ is the incoming gradient, which ``_grad_in`` checks.
 _duals: Dict[Tuple[Any, ...], Tuple[_state.GroupInfo, Any]] = {}
 _DUALS_MAX = 4096
+_STRIDED = torch.strided
+
+
+def _cached(info: _state.GroupInfo, key: Tuple[Any, ...]) -> Any:
+    """The prepared dual launch cached for ``key``, or None when the full path must run (first
+    call, or the profiler or the trace watch ops: they take the instrumented path)."""
+    hit = _duals.get(key)
+    if hit is None or hit[0] is not info or _coll._observed():
+        return None
+    return hit[1]
+
+
+def _fire(prepared: Any, op_name: str, info: _state.GroupInfo, buffers: List[Tuple[int, int]],
+          counts: Optional[Tuple[List[int], List[int]]] = None) -> None:
+    """Run a cached dual launch, mapping native errors as ``_launch.run`` does."""
+    try:
+        if counts is None:
+            prepared.run(buffers)
+        else:
+            prepared.run_counts(buffers, counts[0], counts[1])
+    except (SymschedError, TypeError):
+        raise
+    except ValueError as exc:
+        raise SymschedArgumentError(f"symsched {op_name} ({prepared.schedule}): {exc}") from exc
+    except Exception as exc:
+        raise SymschedRuntimeError(
+            f"symsched {op_name} ({prepared.schedule}) on group {list(info.ranks)}: {exc}") from exc
+
+
+def _check_grad(gy: Any, dtype: torch.dtype, numel: int, op_name: str) -> None:
+    """Refuse an incoming gradient the forward's validation does not vouch for.
+
+    Only the incoming gradient can differ from what the forward validated: the engine hands
+    backward a gradient of the output's shape and dtype, but a direct ``grad_fn.apply`` call
+    can pass anything at all, which is refused here before anything is sent."""
+    if (not isinstance(gy, torch.Tensor) or gy.dtype is not dtype or gy.numel() != numel or not gy.is_cpu
+            or gy.layout is not _STRIDED):
+        got = (f"{gy.layout} {gy.device} {gy.dtype} tensor of {gy.numel()} elements"
+               if isinstance(gy, torch.Tensor) else type(gy).__name__)
+        raise SymschedArgumentError(
+            f"symsched {op_name}: the incoming gradient must be a strided CPU {dtype} tensor of {numel} "
+            f"elements (the forward output's), got a {got}")
+    if not _coll._live(gy):
+        raise SymschedArgumentError(
+            f"symsched {op_name}: the incoming gradient views symmetric memory released with symm.free")
+
+
+def _grad_in(gy: Any, dtype: torch.dtype, numel: int, op_name: str) -> torch.Tensor:
+    """The checked incoming gradient, contiguous: copied only when the downstream op produced
+    another layout (the gradient of ``y.sum()`` is an expanded, stride-0 tensor)."""
+    _check_grad(gy, dtype, numel, op_name)
+    return gy if gy.is_contiguous() else gy.contiguous()
 
 
 def _run_dual(info: _state.GroupInfo, fwd: str, fwd_params: dict, expect: str, op_name: str,
-              buffers: List[torch.Tensor], dtype: torch.dtype, sizes: dict, **kw: Any) -> None:
-    key: Optional[Tuple[Any, ...]] = None
-    if "send_counts" not in kw:
+              buffers: List[torch.Tensor], dtype: torch.dtype, sizes: dict,
+              choose: Optional[Callable[[List[str]], str]] = None, choose_key: Any = None,
+              key: Optional[Tuple[Any, ...]] = None, **kw: Any) -> None:
+    """Launch the dual of ``fwd`` whose collective is ``expect``: the first one declared, or the
+    one ``choose`` picks by name among all declared ones (``choose_key`` is everything besides
+    the sizes that its pick depends on). ``key`` is the caller's ``_duals`` key when it already
+    built one (and found no hit); otherwise the generic key is built and tried here."""
+    counts = (kw["send_counts"], kw["recv_counts"]) if "send_counts" in kw else None
+    if key is None:
         key = (id(info), fwd, tuple(fwd_params.items()), expect, dtype, kw.get("reduce"), kw.get("wire"),
-               tuple(sizes.items()))
-        hit = _duals.get(key)
-        if hit is not None and hit[0] is info and not _coll._observed():
-            try:
-                hit[1].run([(b.data_ptr(), b.numel() * b.element_size()) for b in buffers])
-            except (SymschedError, TypeError):
-                raise
-            except ValueError as exc:
-                raise SymschedArgumentError(f"symsched {op_name} ({hit[1].schedule}): {exc}") from exc
-            except Exception as exc:
-                raise SymschedRuntimeError(
-                    f"symsched {op_name} ({hit[1].schedule}) on group {list(info.ranks)}: {exc}") from exc
+               tuple(sizes.items()), choose_key)
+        hit = _cached(info, key)
+        if hit is not None:
+            _fire(hit, op_name, info, [(b.data_ptr(), b.numel() * b.element_size()) for b in buffers], counts)
             return
-    name, params = _launch.dual_schedule(info, fwd, fwd_params, expect)
+    if choose is None:
+        name, params = _launch.dual_schedule(info, fwd, fwd_params, expect)
+    else:
+        declared = dict(_launch.dual_schedules(info, fwd, fwd_params, expect))
+        name = choose(list(declared))
+        params = declared[name]
     _launch.run(op_name, info, name, buffers, dtype, sizes, params=params, **kw)
-    if key is not None:
-        if len(_duals) >= _DUALS_MAX:
-            _duals.clear()
-        _duals[key] = (info, _launch.prepared(info, name, params, dtype, kw.get("reduce"), kw.get("wire"), sizes))
-
-
-def _flat(t: Optional[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
-    if t is None:
-        return torch.zeros(like.numel(), dtype=like.dtype)
-    return t.contiguous().reshape(-1)
+    if len(_duals) >= _DUALS_MAX:
+        _duals.clear()
+    _duals[key] = (info, _launch.prepared(info, name, params, dtype, kw.get("reduce"), kw.get("wire"), sizes))
 
 
 def _gathered_shape(x: torch.Tensor, p: int) -> Tuple[int, ...]:
@@ -75,21 +124,30 @@ class AllGather(Function):
         xc = x.contiguous()
         y = xc.new_empty(_gathered_shape(xc, info.size))
         _coll.allgather(y, xc, group)
-        ctx.group, ctx.shape = group, x.shape
+        # a plain tuple: torch.empty parses it ~0.6 µs faster than a torch.Size
+        ctx.group, ctx.shape, ctx.dtype, ctx.n = group, tuple(x.shape), x.dtype, xc.numel()
         return y
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> Tuple[Optional[torch.Tensor], None]:
         info = _state.resolve_group(ctx.group)
-        g = gy.contiguous().reshape(-1)
-        gx = g.new_empty(g.numel() // info.size)
-        _run_dual(info, "allgather_push", {}, "reduce_scatter", "allgather.backward", [g, gx], g.dtype,
-                  {"n": gx.numel()}, reduce=ReduceOp.SUM, nbytes=g.numel() * g.element_size())
-        return gx.view(ctx.shape), None
+        dtype, n = ctx.dtype, ctx.n
+        g = _grad_in(gy, dtype, info.size * n, "allgather.backward")
+        gx = torch.empty(ctx.shape, dtype=dtype)
+        key = (id(info), "allgather_push", (), "reduce_scatter", dtype, ReduceOp.SUM, None, (("n", n),), None)
+        hit = _cached(info, key)
+        nbytes = info.size * n * g.element_size()
+        if hit is not None:
+            _fire(hit, "allgather.backward", info, [(g.data_ptr(), nbytes), (gx.data_ptr(), nbytes // info.size)])
+        else:
+            _run_dual(info, "allgather_push", {}, "reduce_scatter", "allgather.backward", [g, gx], dtype, {"n": n},
+                      key=key, reduce=ReduceOp.SUM, nbytes=nbytes)
+        return gx, None
 
 
 class ReduceScatter(Function):
-    """y = block rank of ⊕_j x_j; backward: allgather of grad_y (dual of reduce_scatter_push)."""
+    """y = block rank of ⊕_j x_j; backward: allgather of grad_y, by the pull or push all-gather
+    declared as duals of reduce_scatter_push (``_launch.allgather_schedule`` picks)."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, op: ReduceOp, group: Any, wire: Any) -> torch.Tensor:
@@ -102,20 +160,48 @@ class ReduceScatter(Function):
         _coll.reduce_scatter(y, xc, op, group, wire)
         # the backward is the dual declared by the schedule that actually ran
         ctx.schedule = _coll._rs_schedule(_coll._wire_for(op, wire, xc.dtype))
-        ctx.group, ctx.op, ctx.shape = group, op, x.shape
+        ctx.group, ctx.op, ctx.shape, ctx.dtype, ctx.n = group, op, tuple(x.shape), x.dtype, y.numel()
         return y
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> Tuple[Optional[torch.Tensor], None, None, None]:
         _nonlinear(ctx.op, "reduce_scatter")
         info = _state.resolve_group(ctx.group)
-        g = gy.contiguous().reshape(-1)
-        gx = g.new_empty(g.numel() * info.size)
-        _run_dual(info, ctx.schedule, {}, "allgather", "reduce_scatter.backward", [g, gx], g.dtype,
-                  {"n": g.numel()}, nbytes=gx.numel() * gx.element_size())
+        dtype, n, p = ctx.dtype, ctx.n, info.size
+        g = _grad_in(gy, dtype, n, "reduce_scatter.backward")
+        gx = torch.empty(ctx.shape, dtype=dtype)
+        nbytes = p * n * g.element_size()
+        env = _coll._pull_env()
+        key = (id(info), ctx.schedule, (), "allgather", dtype, None, None, (("n", n),), env)
+        hit = _cached(info, key)
+        if hit is not None:
+            _fire(hit, "reduce_scatter.backward", info, [(g.data_ptr(), nbytes // p), (gx.data_ptr(), nbytes)])
+        else:
+            # gx is private: of the declared all-gather duals the pull one writes it in place
+            _run_dual(info, ctx.schedule, {}, "allgather", "reduce_scatter.backward", [g, gx], dtype, {"n": n},
+                      choose=lambda names: _launch.allgather_schedule(nbytes, False, p, names), choose_key=env,
+                      key=key, nbytes=nbytes)
         if ctx.op is ReduceOp.AVG:
-            gx.div_(info.size)
-        return gx.view(ctx.shape), None, None, None
+            gx.div_(p)
+        return gx, None, None, None
+
+
+def _adjoint(info: _state.GroupInfo, schedule: str, gy: torch.Tensor, dtype: torch.dtype, n: int, op_name: str
+             ) -> torch.Tensor:
+    """allreduce(sum) of ``gy`` (``n`` elements of ``dtype``) by the dual of the forward's
+    ``schedule``, into a contiguous copy (the launch is in place, and the incoming gradient may
+    be shared): one pass for any layout."""
+    _check_grad(gy, dtype, n, op_name)
+    g = gy.clone(memory_format=torch.contiguous_format)
+    key = (id(info), schedule, (), "allreduce", dtype, ReduceOp.SUM, None, (("n", n),), None)
+    hit = _cached(info, key)
+    nbytes = n * g.element_size()
+    if hit is not None:
+        _fire(hit, op_name, info, [(g.data_ptr(), nbytes)])
+    else:
+        _run_dual(info, schedule, {}, "allreduce", op_name, [g], dtype, {"n": n}, key=key, reduce=ReduceOp.SUM,
+                  nbytes=nbytes)
+    return g
 
 
 #: The two named backward forms of all_reduce.
@@ -135,9 +221,9 @@ class AllReduce(Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, op: ReduceOp, group: Any, wire: Any, mode: str) -> torch.Tensor:
-        y = x.detach().contiguous().clone()
+        y = x.detach().clone(memory_format=torch.contiguous_format)
         _coll.allreduce(y, op, group, wire)
-        ctx.group, ctx.op, ctx.mode = group, op, mode
+        ctx.group, ctx.op, ctx.mode, ctx.dtype, ctx.n = group, op, mode, x.dtype, y.numel()
         ctx.schedule = _launch.allreduce_schedule(y.numel() * y.element_size(), None)
         if op in (ReduceOp.MAX, ReduceOp.MIN) and ctx.needs_input_grad[0]:
             info = _state.resolve_group(group)
@@ -149,17 +235,21 @@ class AllReduce(Function):
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> Tuple[Optional[torch.Tensor], None, None, None, None]:
         info = _state.resolve_group(ctx.group)
-        g = gy.contiguous().clone()
         if ctx.mode == ADJOINT:
-            flat = g.view(-1)
-            _run_dual(info, ctx.schedule, {}, "allreduce", "allreduce.backward", [flat], flat.dtype,
-                      {"n": flat.numel()}, reduce=ReduceOp.SUM, nbytes=flat.numel() * flat.element_size())
+            g = _adjoint(info, ctx.schedule, gy, ctx.dtype, ctx.n, "allreduce.backward")
+            if ctx.op is ReduceOp.AVG:
+                g.div_(info.size)
+            elif ctx.op in (ReduceOp.MAX, ReduceOp.MIN):
+                (mask,) = ctx.saved_tensors
+                g.mul_(mask)
+            return g, None, None, None, None
+        # identity: nothing is launched and gy is only read, so it is not copied first
         if ctx.op is ReduceOp.AVG:
-            g.div_(info.size)
-        elif ctx.op in (ReduceOp.MAX, ReduceOp.MIN):
+            return gy / info.size, None, None, None, None
+        if ctx.op in (ReduceOp.MAX, ReduceOp.MIN):
             (mask,) = ctx.saved_tensors
-            g = g * mask
-        return g, None, None, None, None
+            return gy * mask, None, None, None, None
+        return gy, None, None, None, None
 
 
 class CopyToGroup(Function):
@@ -167,18 +257,14 @@ class CopyToGroup(Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
-        ctx.group = group
+        ctx.group, ctx.dtype, ctx.n = group, x.dtype, x.numel()
         ctx.schedule = _launch.allreduce_schedule(x.numel() * x.element_size(), None)
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> Tuple[torch.Tensor, None]:
         info = _state.resolve_group(ctx.group)
-        g = gy.contiguous().clone()
-        flat = g.view(-1)
-        _run_dual(info, ctx.schedule, {}, "allreduce", "copy_to_group.backward", [flat], flat.dtype,
-                  {"n": flat.numel()}, reduce=ReduceOp.SUM, nbytes=flat.numel() * flat.element_size())
-        return g, None
+        return _adjoint(info, ctx.schedule, gy, ctx.dtype, ctx.n, "copy_to_group.backward"), None
 
 
 class AllToAll(Function):
@@ -191,18 +277,30 @@ class AllToAll(Function):
         y = xc.new_empty((sum(out_splits),) + tuple(xc.shape[1:]))
         send = list(torch.split(xc.reshape(-1), [s * row for s in in_splits]))
         _coll.alltoall(send, y.view(-1), [s * row for s in out_splits], group)
-        ctx.group, ctx.row, ctx.out_splits, ctx.in_splits, ctx.shape = group, row, out_splits, in_splits, x.shape
+        ctx.group, ctx.row, ctx.out_splits, ctx.in_splits = group, row, out_splits, in_splits
+        ctx.shape = tuple(x.shape)
+        ctx.dtype = x.dtype
         return y
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> Tuple[torch.Tensor, None, None, None]:
         info = _state.resolve_group(ctx.group)
-        g = gy.contiguous().reshape(-1)
-        gx = g.new_empty(sum(ctx.in_splits) * ctx.row)
-        _run_dual(info, "alltoallv_push", {}, "alltoallv", "alltoall.backward", [g, gx], g.dtype, {},
-                  send_counts=[s * ctx.row for s in ctx.out_splits],
-                  recv_counts=[s * ctx.row for s in ctx.in_splits], nbytes=g.numel() * g.element_size())
-        return gx.view(ctx.shape), None, None, None
+        dtype, row = ctx.dtype, ctx.row
+        send = [s * row for s in ctx.out_splits]
+        recv = [s * row for s in ctx.in_splits]
+        ns, nr = sum(send), sum(recv)
+        g = _grad_in(gy, dtype, ns, "alltoall.backward")
+        gx = torch.empty(ctx.shape, dtype=dtype)
+        # the prepared plan does not depend on the counts: every launch passes (and exchanges) them
+        key = (id(info), "alltoallv_push", (), "alltoallv", dtype, None, None, (), None)
+        hit = _cached(info, key)
+        es = g.element_size()
+        if hit is not None:
+            _fire(hit, "alltoall.backward", info, [(g.data_ptr(), ns * es), (gx.data_ptr(), nr * es)], (send, recv))
+        else:
+            _run_dual(info, "alltoallv_push", {}, "alltoallv", "alltoall.backward", [g, gx], dtype, {}, key=key,
+                      send_counts=send, recv_counts=recv, nbytes=ns * es)
+        return gx, None, None, None
 
 
 class Broadcast(Function):
@@ -210,7 +308,7 @@ class Broadcast(Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, src: int, group: Any) -> torch.Tensor:
-        y = x.detach().contiguous().clone()
+        y = x.detach().clone(memory_format=torch.contiguous_format)
         _coll.broadcast(y, src, group)
         ctx.group, ctx.src = group, src
         return y
@@ -218,7 +316,7 @@ class Broadcast(Function):
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> Tuple[torch.Tensor, None, None]:
         info = _state.resolve_group(ctx.group)
-        g = gy.contiguous().clone()
+        g = gy.clone(memory_format=torch.contiguous_format)
         flat = g.view(-1)
         _run_dual(info, "broadcast_push", {"root": ctx.src}, "reduce", "broadcast.backward", [flat], flat.dtype,
                   {"n": flat.numel()}, reduce=ReduceOp.SUM, nbytes=flat.numel() * flat.element_size())
@@ -260,7 +358,7 @@ class Recv(Function):
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> Tuple[None, None, None, None, None]:
         pinfo, me, peer = _coll._pair(ctx.src, _state.resolve_group(ctx.group), "src_rank")
-        flat = gy.contiguous().reshape(-1).clone()
+        flat = gy.clone(memory_format=torch.contiguous_format).view(-1)
         _run_dual(pinfo, "sendrecv_pair", {"src": peer, "dst": me}, "sendrecv", "recv.backward", [flat],
                   flat.dtype, {"n": flat.numel()}, nbytes=flat.numel() * flat.element_size())
         return None, None, None, None, None
@@ -287,19 +385,22 @@ class AllGatherMatmul(Function):
         info = _state.resolve_group(ctx.group)
         g, b = ctx.saved_tensors
         m, k, n = g.shape[0] // info.size, g.shape[1], b.shape[1]
-        ga = g.new_zeros((m, k))
         gb = None
         if gc is not None:
+            # the dual writes every element of its output (as the forward's `out`): no zero fill
+            ga = g.new_empty((m, k))
             gcc = gc.contiguous()
             bt = b.t().contiguous()
             _run_dual(info, "allgather_matmul", {}, "matmul_reduce_scatter", "fused_all_gather_matmul.backward",
                       [gcc, bt, ga], g.dtype, {"m": m, "k": n, "n": k}, reduce=ReduceOp.SUM,
                       nbytes=gcc.numel() * gcc.element_size())
             gb = g.t() @ gcc
+        else:
+            ga = g.new_zeros((m, k))
         if gg is not None:
             part = g.new_empty((m, k))
             _coll.reduce_scatter(part.view(-1), gg.contiguous().view(-1), "sum", ctx.group)
-            ga = ga + part
+            ga.add_(part)
         return ga, gb, None
 
 

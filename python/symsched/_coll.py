@@ -25,6 +25,8 @@ from .profiling import TRACE_ENV
 _STRIDED = torch.strided
 _wire_env = raw_getter(LOW_PRECISION_ENV)
 _one_shot_env = raw_getter(_launch.ONE_SHOT_ENV)
+_ar_pull_env = raw_getter(_launch.PULL_ENV)
+_pull_env = raw_getter(_launch.ALLGATHER_PULL_ENV)
 _trace_env = raw_getter(TRACE_ENV)
 _profiler_enabled = torch._C._autograd._profiler_enabled
 
@@ -119,10 +121,22 @@ def _tkey(t: Any) -> Any:
     return (t.dtype, t.numel()) if isinstance(t, torch.Tensor) else None
 
 
+def _symmetric_out(t: Any) -> bool:
+    """Whether ``t`` is a symmetric tensor (cheap when nothing was allocated): the allgather
+    schedule depends on it, so it is part of the call's cache key."""
+    return bool(_memory._starts) and isinstance(t, torch.Tensor) and _memory.is_symmetric(t)
+
+
 def allgather(output: torch.Tensor, input: torch.Tensor, group: Any = None) -> None:
-    """``output`` (P·n elements) ← concatenation of every rank's ``input`` (n elements)."""
+    """``output`` (P·n elements) ← concatenation of every rank's ``input`` (n elements).
+
+    A symmetric ``output`` is written by the push schedule (peers put into it in place); a
+    private one by the pull schedule at or above ``SYMSCHED_ALLGATHER_PULL_MIN_BYTES`` (each rank
+    reads peers' staged inputs straight into its own output, with no staging of the output)."""
     ko, ki = _tkey(output), _tkey(input)
-    key = ("allgather", id(group), ko, ki) if ko is not None and ki is not None else None
+    sym = _symmetric_out(output)
+    key = (("allgather", id(group), ko, ki, sym, _pull_env())
+           if ko is not None and ki is not None else None)
     hit = _hit(key, group)
     if hit is not None and _plain(output) and _plain(input):
         note_symsched(output, "allgather")
@@ -138,10 +152,16 @@ def allgather(output: torch.Tensor, input: torch.Tensor, group: Any = None) -> N
             f"{info.size * input.numel()}, got {output.numel()}")
     note_symsched(output, "allgather")
     sizes = {"n": input.numel()}
-    _launch.run("allgather", info, "allgather_push", [input, output], input.dtype, sizes,
-                nbytes=output.numel() * output.element_size())
-    _remember(key, group, _launch.prepared(info, "allgather_push", None, input.dtype, None, None, sizes),
-              (input.numel() * input.element_size(), output.numel() * output.element_size()))
+    nbytes = output.numel() * output.element_size()
+    schedule = _launch.allgather_schedule(nbytes, sym, info.size, _allgather_schedules())
+    _launch.run("allgather", info, schedule, [input, output], input.dtype, sizes, nbytes=nbytes)
+    _remember(key, group, _launch.prepared(info, schedule, None, input.dtype, None, None, sizes),
+              (input.numel() * input.element_size(), nbytes))
+
+
+def _allgather_schedules() -> Tuple[str, ...]:
+    """The all-gather schedules this build's standard library has (pull is newer than push)."""
+    return tuple(s for s in ("allgather_push", "allgather_pull") if _has_schedule(s))
 
 
 _schedule_names: Optional[frozenset] = None
@@ -215,7 +235,7 @@ def allreduce(tensor: torch.Tensor, op: ReduceOpLike = "sum", group: Any = None,
     key: Optional[Tuple[Any, ...]] = None
     if isinstance(tensor, torch.Tensor):
         key = ("allreduce", id(group), op, tensor.dtype, tensor.numel(), low_precision_dtype, _wire_env(),
-               _one_shot_env())
+               _one_shot_env(), _ar_pull_env())
         hit = _hit(key, group)
         if hit is not None and _plain(tensor):
             note_symsched(tensor, "allreduce")
@@ -260,21 +280,27 @@ def _packed(tensors: Sequence[torch.Tensor]) -> Optional[torch.Tensor]:
     return torch.empty(0, dtype=first.dtype).set_(base, first.storage_offset(), (total,))
 
 
-def _send_span(tensors: Sequence[torch.Tensor], counts: List[int], esize: int) -> Any:
-    """For the cached alltoall path (every tensor's dtype matched the key, so ``esize`` is every
-    tensor's element size), in one pass: False when a tensor is not a strided CPU tensor or
-    views freed symmetric memory (the full path reports it); else ``(address, bytes)`` of the
-    list when its members are contiguous and lie back to back in memory (e.g. ``x.split(...)``
-    of one contiguous tensor), so it can be bound without a copy; else None."""
-    start = end = tensors[0].data_ptr()
+def _a2a_scan(tensors: Sequence[torch.Tensor], dtype: torch.dtype, esize: int) -> Any:
+    """One pass over an alltoall send list for the cached path: None when a member is not a
+    strided CPU tensor of ``dtype`` or views freed symmetric memory (the full path reports it);
+    else ``(counts, span)`` with ``span`` the ``(address, bytes)`` of the list when its members
+    are contiguous and lie back to back in memory (e.g. ``x.split(...)`` of one contiguous
+    tensor, bound without a copy), or None. Every attribute read costs ~0.1 µs and this loop is
+    most of a small alltoall's host cost, so each tensor is visited once."""
+    dead = _memory._dead
+    start = end = tensors[0].data_ptr() if isinstance(tensors[0], torch.Tensor) else 0
     packed = True
-    for t, c in zip(tensors, counts):
-        if not t.is_cpu or t.layout is not _STRIDED or not _live(t):
-            return False
+    counts: List[int] = []
+    for t in tensors:
+        if (not isinstance(t, torch.Tensor) or t.dtype is not dtype or not t.is_cpu
+                or t.layout is not _STRIDED or (dead and not _live(t))):
+            return None
+        c = t.numel()
+        counts.append(c)
         if packed and (t.data_ptr() != end or not t.is_contiguous()):
             packed = False
         end += c * esize
-    return (start, end - start) if packed else None
+    return counts, ((start, end - start) if packed else None)
 
 
 def alltoall(send_tensor_list: Sequence[torch.Tensor], receive_tensor: torch.Tensor,
@@ -282,36 +308,31 @@ def alltoall(send_tensor_list: Sequence[torch.Tensor], receive_tensor: torch.Ten
     """All-to-all-v: ``send_tensor_list[j]`` goes to rank j; ``receive_tensor`` holds, in rank
     order, ``receive_list[j]`` elements from each rank j.
 
-    Every call exchanges the send counts (one round, which also carries the binding check):
-    where this rank writes into a peer's ``receive_tensor`` depends on what every other rank
-    sends that peer, so a cached launch cannot assume last call's count matrix."""
+    One round per call when every chunk is at most 64 KiB: the runtime's eager protocol sends
+    each chunk with a header carrying the sender's send and receive counts into a landing slot
+    of the receiver, which checks the whole count matrix (a mismatch is an argument error on
+    every rank) and copies the chunks out. Larger chunks run the ``alltoallv_push`` plan after
+    that round, with the matrix the headers carried."""
     key: Optional[Tuple[Any, ...]] = None
     if (isinstance(send_tensor_list, (list, tuple)) and isinstance(receive_list, (list, tuple))
             and isinstance(receive_tensor, torch.Tensor) and send_tensor_list):
-        # one pass over the list for the key and the send counts: this path is most of a small
-        # alltoall's host cost, and each tensor attribute read costs ~0.1 µs
-        send: List[int] = []
-        sk: List[Any] = []
-        for t in send_tensor_list:
-            if not isinstance(t, torch.Tensor):
-                break
-            c = t.numel()
-            send.append(c)
-            sk.append((t.dtype, c))
-        else:
-            # the types too: True == 1 must not let a bool count past validation
-            key = ("alltoall", id(group), _tkey(receive_tensor), tuple(sk), tuple(receive_list),
+        rdt = receive_tensor.dtype
+        scan = _a2a_scan(send_tensor_list, rdt, receive_tensor.element_size())
+        if scan is not None:
+            send, span = scan
+            # every send tensor has the receive tensor's dtype (checked by the scan), so the
+            # dtype once and the counts identify the call; the types too: True == 1 must not
+            # let a bool count past validation
+            key = ("alltoall", id(group), rdt, receive_tensor.numel(), tuple(send), tuple(receive_list),
                    tuple(map(type, receive_list)))
-        hit = _hit(key, group)
-        if hit is not None and _plain(receive_tensor):
-            span = _send_span(send_tensor_list, send, receive_tensor.element_size())
-            if span is not False:
+            hit = _hit(key, group)
+            if hit is not None and _plain(receive_tensor):
                 if span is None:
                     flat = torch.cat([t.reshape(-1) for t in send_tensor_list])
                     span = (flat.data_ptr(), hit[2][0])
                 note_symsched(receive_tensor, "alltoall")
                 _fire("alltoall", group, hit[1], [span, (receive_tensor.data_ptr(), hit[2][1])],
-                      (send, list(receive_list)))
+                      (send, receive_list))
                 return
     info = _state.resolve_group(group)
     if not isinstance(send_tensor_list, (list, tuple)):

@@ -39,11 +39,79 @@ def one_shot_max_bytes() -> int:
     return value
 
 
+#: At or above this many bytes allreduce uses the pull two-shot schedule instead of the push one.
+PULL_ENV = "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES"
+#: The pull two-shot has the push two-shot's two rounds and moves about 16c bytes per rank
+#: against 24c (get→reduce fusion, docs/performance.md "allreduce pull"): 1.7-2.5x faster at
+#: 256 KiB to 64 MiB in the runtime bench `allreduce_pull` (load 2.8-3.1), so it takes every
+#: size two-shot is used for; the variable can send mid sizes back to push.
+DEFAULT_PULL_MIN_BYTES = 256 * 1024
+
+_pull_cache: Tuple[Optional[str], int] = (None, DEFAULT_PULL_MIN_BYTES)
+
+
+def pull_min_bytes() -> int:
+    """The push / pull two-shot threshold from ``SYMSCHED_ALLREDUCE_PULL_MIN_BYTES``."""
+    global _pull_cache
+    raw = os.environ.get(PULL_ENV)
+    if raw == _pull_cache[0]:
+        return _pull_cache[1]
+    try:
+        value = int(raw) if raw and raw.strip() else DEFAULT_PULL_MIN_BYTES
+    except ValueError:
+        raise SymschedArgumentError(f"{PULL_ENV}={raw!r} is not an integer byte count") from None
+    _pull_cache = (raw, value)
+    return value
+
+
 def allreduce_schedule(nbytes: int, wire: Optional[torch.dtype]) -> str:
-    """Algorithm choice: one-shot for small messages, two-shot above, the wire variant when narrowing."""
+    """Algorithm choice: one-shot for small messages, push two-shot above, pull two-shot for large
+    messages, the wire variant when narrowing."""
     if wire is not None:
         return "allreduce_two_shot_wire"
-    return "allreduce_one_shot" if nbytes < one_shot_max_bytes() else "allreduce_two_shot"
+    if nbytes < one_shot_max_bytes():
+        return "allreduce_one_shot"
+    return "allreduce_two_shot_pull" if nbytes >= pull_min_bytes() else "allreduce_two_shot"
+
+
+#: allgather into a private (non-symmetric) output uses the pull schedule at or above this many
+#: output bytes, the push schedule below; symmetric outputs always use push.
+ALLGATHER_PULL_ENV = "SYMSCHED_ALLGATHER_PULL_MIN_BYTES"
+#: Pull wins at every size measured with a private output (8 B to 8 MiB, docs/performance.md):
+#: push stages the output, which costs a barrier after the copy-in and a copy-out of all of it.
+DEFAULT_ALLGATHER_PULL_MIN_BYTES = 0
+
+_pull_min_cache: Tuple[Optional[str], int] = (None, DEFAULT_ALLGATHER_PULL_MIN_BYTES)
+
+
+def allgather_pull_min_bytes() -> int:
+    """The push / pull threshold for private outputs from ``SYMSCHED_ALLGATHER_PULL_MIN_BYTES``."""
+    global _pull_min_cache
+    raw = os.environ.get(ALLGATHER_PULL_ENV)
+    if raw == _pull_min_cache[0]:
+        return _pull_min_cache[1]
+    try:
+        value = int(raw) if raw and raw.strip() else DEFAULT_ALLGATHER_PULL_MIN_BYTES
+    except ValueError:
+        raise SymschedArgumentError(f"{ALLGATHER_PULL_ENV}={raw!r} is not an integer byte count") from None
+    _pull_min_cache = (raw, value)
+    return value
+
+
+def allgather_schedule(nbytes: int, symmetric_output: bool, group_size: int, candidates: Sequence[str] = (
+        "allgather_push", "allgather_pull")) -> str:
+    """Algorithm choice for an all-gather of ``nbytes`` output bytes among ``candidates``.
+
+    The push schedule puts into every peer's output, so a private output is staged (copied in
+    and out of the heap, with a barrier); the pull schedule reads peers' staged inputs into an
+    output only its owner writes, which the executor then uses in place. The choice depends on
+    a per-rank property of the output: every rank of a group must pass the same kind of output
+    (symmetric or not), as already required for roles peers access. A group of one has no peer:
+    push is then a single local copy, and pull's staging copy would be pure overhead."""
+    if ("allgather_pull" in candidates and not symmetric_output and group_size > 1
+            and nbytes >= allgather_pull_min_bytes()):
+        return "allgather_pull"
+    return "allgather_push" if "allgather_push" in candidates else candidates[0]
 
 
 def _buf(t: torch.Tensor) -> Tuple[int, int]:
@@ -126,6 +194,23 @@ def dual(info: _state.GroupInfo, schedule: str, params: Optional[Dict[str, int]]
         return list(info.handle.duals(schedule, dict(params or {})))
     except Exception as exc:
         raise SymschedRuntimeError(f"cannot read the duals of `{schedule}`: {exc}") from exc
+
+
+def dual_schedules(info: _state.GroupInfo, schedule: str, params: Optional[Dict[str, int]], expect: str
+                   ) -> List[Tuple[str, Dict[str, int]]]:
+    """Every declared dual schedule of ``schedule`` whose collective is ``expect``, in declaration
+    order (cached per group); the caller picks one by cost, all being verified adjoints."""
+    key = ("duals", schedule, tuple(sorted((params or {}).items())), expect)
+    hit = info.prepared.get(key)
+    if hit is None:
+        hit = tuple((str(d["name"]), tuple(sorted((k, int(x)) for k, x in d.get("params", {}).items())))
+                    for d in dual(info, schedule, params)
+                    if d.get("kind") == "schedule" and d.get("collective") == expect)
+        if not hit:
+            raise SymschedRuntimeError(
+                f"schedule `{schedule}` declares no `{expect}` dual; its duals are {dual(info, schedule, params)}")
+        info.prepared[key] = hit
+    return [(name, dict(ps)) for name, ps in hit]
 
 
 def dual_schedule(info: _state.GroupInfo, schedule: str, params: Optional[Dict[str, int]], expect: str

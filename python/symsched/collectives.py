@@ -22,7 +22,14 @@ _grad_enabled = torch.is_grad_enabled
 
 
 def _grad(*ts: Any) -> bool:
-    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in ts)
+    """Whether autograd records a call on ``ts``: a plain loop, as every in-place call pays it
+    (the generator ``any`` form cost ~0.8 µs)."""
+    if not _grad_enabled():
+        return False
+    for t in ts:
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            return True
+    return False
 
 
 def shmem_allgather(output_tensor: torch.Tensor, input_tensor: torch.Tensor, group: Any = None) -> None:

@@ -307,6 +307,18 @@ def _worker(a: argparse.Namespace) -> None:
                         symm.free(t)
         extras.append(f"mc2 load average: {os.getloadavg()[0]:.2f}")
     if not a.no_extras:
+
+        class _Identity(torch.autograd.Function):
+            """y = x, gradient passed through: the engine's own cost with no work in backward."""
+
+            @staticmethod
+            def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
+                return x.view_as(x)
+
+            @staticmethod
+            def backward(ctx: object, g: torch.Tensor) -> torch.Tensor:
+                return g
+
         nb = 1 << 20
         n = nb // 4
         # backward vs forward (functional forms; backward runs the dual schedule)
@@ -341,6 +353,36 @@ def _worker(a: argparse.Namespace) -> None:
             ratio = statistics.median(b / f for f, b in zip(tfs, tbs))
             extras.append(f"backward/forward {name:20s} 1 MiB: fwd {tf * 1e6:8.1f} us, bwd {tb * 1e6:8.1f} us, "
                           f"ratio {ratio:5.2f}")
+
+            # beside it, the same backward without torch's engine: the Function's backward (its
+            # Python and the dual launch) called through each prebuilt graph's node, so the line
+            # above minus this one is what torch.autograd.grad adds around symsched
+            def b_alone() -> None:
+                graphs.pop().grad_fn.apply(gy)
+
+            tfs, tas = [], []
+            for _ in range(max(1, a.batches)):
+                tfs.append(timed(f_only, graphs.clear, k, batches=1))
+                graphs.clear()
+                tas.append(timed(b_alone, build, k, batches=1))
+                graphs.clear()
+            ta = statistics.median(tas)
+            ratio = statistics.median(b / f for f, b in zip(tfs, tas))
+            extras.append(f"  {name} backward alone (Function.backward via grad_fn, no torch engine): "
+                          f"fwd {statistics.median(tfs) * 1e6:8.1f} us, bwd {ta * 1e6:8.1f} us, ratio {ratio:5.2f}")
+        # what torch.autograd.grad costs by itself: an identity autograd.Function at the same size
+        x = torch.randn(n, requires_grad=True)
+        graphs = []
+
+        def id_build() -> None:
+            graphs.clear()
+            for _ in range(k + a.warmup):
+                graphs.append(_Identity.apply(x))
+
+        t_id = timed(lambda: torch.autograd.grad(graphs.pop(), x, x), id_build, k)
+        graphs.clear()
+        extras.append(f"  torch.autograd.grad of an identity autograd.Function, 1 MiB (torch's floor): "
+                      f"{t_id * 1e6:8.1f} us")
         # low-precision wire: fp32 bytes per second
         for nb in (1 << 20, 16 << 20):
             n = nb // 4

@@ -305,11 +305,20 @@ def binding_rule(rank: int, world: int, args) -> dict:
     src = a if rank == 0 else plain
     _raises(fails, symm.SymschedArgumentError, lambda: symm.shmem_allgather(out, src[: 64]), "bound differently",
             "`in`")
-    # alltoall: the binding pattern travels with the counts exchange, on every call
+    # alltoall: small chunks go eagerly through the runtime's landing slots, where no peer
+    # addresses the caller's tensors, so mixed bindings are fine; chunks past the eager capacity
+    # run the plan, and its binding check follows the header round
     recv_sym = a[: 8 * world]
     recv = recv_sym if rank == 0 else torch.empty(8 * world)
+    symm.shmem_alltoall([torch.full((8,), float(rank))] * world, recv, [8] * world)
+    if not torch.equal(recv, torch.arange(world, dtype=torch.float32).repeat_interleave(8)):
+        fails.append(f"eager alltoall with mixed bindings: {recv.tolist()}")
+    big = 16 * 1024 + 1  # float32 elements per chunk: past the 64 KiB eager capacity
+    c = symm.empty(big * world, torch.float32)
+    recv = c if rank == 0 else torch.empty(big * world)
     _raises(fails, symm.SymschedArgumentError,
-            lambda: symm.shmem_alltoall([torch.ones(8)] * world, recv, [8] * world), "bound differently")
+            lambda: symm.shmem_alltoall([torch.ones(big)] * world, recv, [big] * world), "bound differently")
+    symm.free(c)
     # consistent calls still work afterwards, with both bindings
     a.fill_(float(rank + 1))
     symm.shmem_allreduce(a)

@@ -97,6 +97,56 @@ pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
         }
     }
     out.extend(in_flight_at_return(prog, hb, &locs));
+    out.extend(read_before_entry(prog, hb, &locs));
+    out
+}
+
+/// E0414: a rank's role buffers hold the caller's data only once that rank has entered the
+/// launch (a caller may still be writing its input while a peer already runs), so every read
+/// another rank makes of them must happen after the owner's first step. Within one launch the
+/// other rules take role contents as given at the start; this is the rule that makes a pull
+/// schedule announce its inputs (signal + wait) before peers get from them. Writes into a
+/// peer's role before it enters are not covered here (push schedules rely on the launch
+/// boundary for them).
+fn read_before_entry(
+    prog: &Program,
+    hb: &HappensBefore,
+    locs: &[(Loc, LocAccesses)],
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut reported: HashSet<StepRef> = HashSet::new();
+    for &((r, buf, c), ref acc) in locs {
+        if prog.buffers[buf as usize].role == symsched_plan::BufferRole::Scratch {
+            continue;
+        }
+        let entry = (!prog.ranks[r as usize].is_empty()).then_some(StepRef { rank: r, index: 0 });
+        for &(ev, write) in acc {
+            let s = ev.step();
+            if write
+                || s.rank == r
+                || entry.is_some_and(|e| hb.precedes(Event::Step(e), ev))
+                || !reported.insert(s)
+            {
+                continue;
+            }
+            out.push(
+                step_error(
+                    prog,
+                    "E0414",
+                    s,
+                    format!(
+                        "[race] {} may read `{}[{c}]` on rank {r} before rank {r} has entered the launch: its caller may still be writing it",
+                        step_text(prog, s),
+                        prog.buffers[buf as usize].name
+                    ),
+                    "not ordered after the owner's first step",
+                )
+                .with_help(format!(
+                    "make rank {r} signal that its input is ready, and wait for it before the read"
+                )),
+            );
+        }
+    }
     out
 }
 
@@ -116,6 +166,12 @@ fn issued_not_arrived(hb: &HappensBefore, pair: (Event, Event)) -> Option<StepRe
 
 /// E0413: the caller owns a rank's role buffers again once that rank's program returns, so
 /// every access another rank makes to them must happen before the owner's last step.
+///
+/// Scratch is mostly exempt: launch credits make a peer's *next-launch* access to it wait
+/// until the owner finished this launch. They do not gate the owner's own steps, though, so a
+/// scratch location the owner itself writes (a pull schedule's staging slot) is checked like a
+/// role buffer: the owner's next launch rewrites it as soon as it starts, while a peer's access
+/// of this launch might still be in flight.
 fn in_flight_at_return(
     prog: &Program,
     hb: &HappensBefore,
@@ -124,8 +180,9 @@ fn in_flight_at_return(
     let mut out = Vec::new();
     let mut reported: HashSet<StepRef> = HashSet::new();
     for &((r, buf, c), ref acc) in locs {
-        let role = prog.buffers[buf as usize].role;
-        if role == symsched_plan::BufferRole::Scratch {
+        let scratch = prog.buffers[buf as usize].role == symsched_plan::BufferRole::Scratch;
+        let owner_writes = acc.iter().any(|&(ev, write)| write && ev.step().rank == r);
+        if scratch && !owner_writes {
             continue;
         }
         let len = prog.ranks[r as usize].len() as u32;
@@ -142,12 +199,17 @@ fn in_flight_at_return(
                 continue;
             }
             let what = if write { "write into" } else { "read of" };
+            let owner = if scratch {
+                "which its next launch rewrites"
+            } else {
+                "which the caller owns after the launch"
+            };
             let mut d = step_error(
                 prog,
                 "E0413",
                 s,
                 format!(
-                    "[race] {} may still be in flight when rank {r} returns: {what} `{}[{c}]` on rank {r}, which the caller owns after the launch",
+                    "[race] {} may still be in flight when rank {r} returns: {what} `{}[{c}]` on rank {r}, {owner}",
                     step_text(prog, s),
                     prog.buffers[buf as usize].name
                 ),
@@ -400,6 +462,64 @@ mod tests {
         assert_eq!(d[0].span(), Some(prog.step(put).span));
         b.wait(1, 0, Cmp::Ge, 1);
         assert!(run(&b.build()).is_empty());
+    }
+
+    #[test]
+    fn a_get_from_a_role_buffer_must_follow_the_owners_entry() {
+        // Rank 0 reads rank 1's `x` at once: rank 1's caller may still be writing it.
+        let mut b = Builder::collective(symsched_plan::CollectiveKind::Broadcast, 2, &[("x", 1)]);
+        b.signals(&[("ready", SignalMode::Add), ("done", SignalMode::Add)]);
+        let get = b.get(0, reg(0, 0, 1), reg(0, 0, 1), 1);
+        b.signal(0, 1, 1, SignalMode::Add, 1);
+        b.wait(1, 1, Cmp::Ge, 1);
+        let prog = b.build();
+        let d = run(&prog);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].code, "E0414");
+        assert_eq!(d[0].span(), Some(prog.step(get).span));
+        // Announced first: rank 1 signals `ready`, rank 0 waits for it before the get.
+        let mut b = Builder::collective(symsched_plan::CollectiveKind::Broadcast, 2, &[("x", 1)]);
+        b.signals(&[("ready", SignalMode::Add), ("done", SignalMode::Add)]);
+        b.signal(1, 0, 0, SignalMode::Add, 1);
+        b.wait(0, 0, Cmp::Ge, 1);
+        b.get(0, reg(0, 0, 1), reg(0, 0, 1), 1);
+        b.signal(0, 1, 1, SignalMode::Add, 1);
+        b.wait(1, 1, Cmp::Ge, 1);
+        assert!(run(&b.build()).iter().all(|d| d.code != "E0414"));
+    }
+
+    #[test]
+    fn a_peer_read_of_scratch_the_owner_rewrites_must_end_before_the_owner_returns() {
+        // Pull all-gather shape: rank 1 fills its scratch `stage`, announces it, and rank 0 gets
+        // it. Without a `done` round rank 1 may return (and refill `stage` in its next launch)
+        // while rank 0 still reads: launch credits gate only rank 0's next access, not rank 1's.
+        let build = |done: bool| {
+            let mut b = Builder::new(
+                2,
+                &[("stage", 1), ("in", 1), ("out", 1)],
+                &[("ready", SignalMode::Add), ("done", SignalMode::Add)],
+            );
+            b.copy(1, reg(1, 0, 1), reg(0, 0, 1));
+            b.signal(1, 0, 0, SignalMode::Add, 1);
+            b.wait(0, 0, Cmp::Ge, 1);
+            let get = b.get(0, reg(0, 0, 1), reg(2, 0, 1), 1);
+            if done {
+                b.signal(0, 1, 1, SignalMode::Add, 1);
+                b.wait(1, 1, Cmp::Ge, 1);
+            }
+            (b.build(), get)
+        };
+        let (prog, get) = build(false);
+        let d = run(&prog);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].code, "E0413");
+        assert_eq!(d[0].span(), Some(prog.step(get).span));
+        assert!(
+            d[0].message.contains("next launch rewrites"),
+            "{}",
+            d[0].message
+        );
+        assert!(run(&build(true).0).is_empty());
     }
 
     #[test]

@@ -41,6 +41,18 @@ pub enum ExecError {
         "plan `{0}` needs the alltoallv counts matrix (gather it with `Executor::gather_counts`)"
     )]
     MissingCounts(String),
+    /// alltoallv counts disagree: `sender` sends `sent` elements to `receiver`, which expects
+    /// `expected` (reported alike on every rank of the group).
+    #[error(
+        "alltoallv counts disagree: rank {sender} sends {sent} elements to rank {receiver}, \
+         which expects {expected} from it"
+    )]
+    CountsMismatch {
+        sender: u32,
+        receiver: u32,
+        sent: u64,
+        expected: u64,
+    },
     /// The plan was compiled for another group size.
     #[error("plan `{schedule}` was compiled for {plan_size} ranks but the group has {group_size}")]
     GroupSizeMismatch {

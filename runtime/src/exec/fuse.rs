@@ -58,9 +58,9 @@ impl Span {
     }
 }
 
-/// Whether fusion is on: `SYMSCHED_FUSE=0` turns it off (a diagnostic switch, to compare both
-/// ways in one run), read once per process.
-fn enabled() -> bool {
+/// Whether fusion (this and [`super::fuse_get`]) is on: `SYMSCHED_FUSE=0` turns it off (a
+/// diagnostic switch, to compare both ways in one run), read once per process.
+pub(super) fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("SYMSCHED_FUSE").map_or(true, |v| v != "0"))
 }

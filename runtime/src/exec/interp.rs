@@ -18,7 +18,8 @@
 //! for the largest rank; one area per (group, plan), grown geometrically) agree on every rank.
 //!
 //! **Fusion.** A reduce and the puts/casts of its result right after it run as one pass over the
-//! data ([`super::fuse`]).
+//! data ([`super::fuse`]); gets whose landing slot only feeds the reduce after them are read by
+//! the reduce straight from the peer ([`super::fuse_get`]).
 //!
 //! **Extents** come from [`BufferDecl::chunk_span`] / [`BufferDecl::region_span`]; a region on a
 //! peer (put destination, get source) is measured with the *peer's* extents, which differ from
@@ -28,7 +29,10 @@
 //! **alltoallv counts.** Each rank knows only its own send counts. [`Executor::gather_counts`]
 //! exchanges the rows through the heap (every rank writes its row into every peer's exchange
 //! area, then signals) and returns the full `counts[sender][receiver]` matrix to put in
-//! [`LaunchSizes::counts`]; it is a collective over the group.
+//! [`LaunchSizes::counts`]; it is a collective over the group. [`Executor::alltoallv_eager`]
+//! ([`super::eager`]) folds that exchange into the data round instead, and hands back the
+//! matrix for a launch only when a chunk is too large to go eagerly. A counts plan keeps its
+//! resolved steps for a repeated matrix.
 //!
 //! **Epochs.** Every launch of a plan on a group increments its epoch; waits compare against
 //! `WaitTarget::at(epoch)` and set-signals write `SignalUpdate::value_at(epoch)`, so counters are
@@ -153,6 +157,8 @@ struct Resolved {
     /// Per step: how many of the steps right after it run fused into it, block by block
     /// (see [`super::fuse`]); 0 for steps that run alone.
     chain: Vec<u32>,
+    /// Gets run inside the reduce that consumes them (see [`super::fuse_get`]).
+    get_folds: super::fuse_get::GetFolds,
 }
 
 /// A plan loaded on a group: its slots, epoch and caches.
@@ -206,6 +212,8 @@ pub struct Executor<F: Fabric> {
     plans: Mutex<HashMap<String, Arc<LoadedPlan>>>,
     host: Box<dyn HostCollectives>,
     internal: Mutex<super::hostcoll::Exchanges>,
+    /// The one-round alltoallv channel ([`super::eager`]).
+    pub(super) eager: Mutex<super::eager::EagerState>,
 }
 
 impl<F: Fabric> Executor<F> {
@@ -216,6 +224,7 @@ impl<F: Fabric> Executor<F> {
             plans: Mutex::new(HashMap::new()),
             host: Box::new(super::hostcoll::HeapHostColl),
             internal: Mutex::new(Default::default()),
+            eager: Mutex::new(Default::default()),
         }
     }
 
@@ -511,12 +520,14 @@ impl<F: Fabric> Executor<F> {
             max_len.push(mx);
         }
         let chain = super::fuse::reduce_chains(&steps, me);
+        let get_folds = super::fuse_get::get_folds(plan, &steps, me, &chain);
         Ok(Resolved {
             key,
             steps,
             my_len,
             max_len,
             chain,
+            get_folds,
         })
     }
 
@@ -545,28 +556,37 @@ impl<F: Fabric> Executor<F> {
         let mut st = lp.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         // Resolve steps for these sizes unless cached.
-        let cached = !uses_counts
+        // A counts plan's key continues with the counts matrix (see `eager::counts_key`).
+        let counts = if uses_counts {
+            super::eager::counts_key(plan, args.sizes)
+        } else {
+            None
+        };
+        let nv = plan.size_vars.len();
+        let cached = (!uses_counts || counts.is_some())
             && st.resolved.as_ref().is_some_and(|r| {
                 r.key.as_ref().is_some_and(|k| {
-                    k.len() == plan.size_vars.len()
+                    k.len() == nv + counts.as_ref().map_or(0, |c| c.len())
                         && plan
                             .size_vars
                             .iter()
                             .zip(k)
                             .all(|(v, x)| args.sizes.vars.get(&v.name) == Some(x))
+                        && counts.as_ref().is_none_or(|c| k[nv..] == c[..])
                 })
             });
         if !cached {
             let key =
-                if uses_counts {
+                if uses_counts && counts.is_none() {
                     None
                 } else {
-                    let mut k = Vec::with_capacity(plan.size_vars.len());
+                    let mut k = Vec::with_capacity(nv);
                     for v in &plan.size_vars {
                         k.push(*args.sizes.vars.get(&v.name).ok_or_else(|| {
                             symsched_plan::PlanError::UnboundSize(v.name.clone())
                         })?);
                     }
+                    k.extend(counts.iter().flatten());
                     Some(k)
                 };
             st.resolved = Some(self.resolve(lp, args.sizes, key)?);
@@ -732,6 +752,8 @@ impl<F: Fabric> Executor<F> {
                             sig(u)?;
                         }
                     }
+                    // Read by the reduce it feeds, straight from the peer.
+                    RStep::Get { .. } if res.get_folds.folded(si) => {}
                     RStep::Get { src, dst, peer, n } => {
                         let (s, sd) = ptr(*peer, src, *n)?;
                         let (d, dd) = ptr(me, dst, *n)?;
@@ -760,6 +782,10 @@ impl<F: Fabric> Executor<F> {
                         for s in srcs {
                             let (p, dt) = ptr(me, s, *n)?;
                             st.operands.push(Operand { ptr: p, dtype: dt });
+                        }
+                        for pull in res.get_folds.pulls(si) {
+                            let (p, dt) = ptr(pull.peer, &pull.src, *n)?;
+                            st.operands[pull.operand] = Operand { ptr: p, dtype: dt };
                         }
                         let fused = res.chain.get(si).copied().unwrap_or(0) as usize;
                         if fused == 0 {
@@ -790,9 +816,11 @@ impl<F: Fabric> Executor<F> {
                             let links = &st.links;
                             // SAFETY: as above for the reduce; every link range was checked for `n`
                             // elements, and `fuse::reduce_chains` admitted only links that write
-                            // outside every operand and the destination (peer memory or disjoint
-                            // local regions), reading blocks the reduce (or an earlier link) has
-                            // just made final.
+                            // outside every local operand and the destination (peer memory or
+                            // disjoint local regions), reading blocks the reduce (or an earlier link)
+                            // has just made final. A link may write a peer operand of a folded get
+                            // only as the identical region (`fuse_get`): block by block, after the
+                            // reduce has read it.
                             unsafe {
                                 reduce_raw_then(
                                     types.acc,

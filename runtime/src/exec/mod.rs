@@ -4,15 +4,18 @@
 //!   in-process implementation ([`local`]) and the adapter onto the multi-process runtime;
 //! - [`dtype`] and [`reduce`]: element types, conversions and reduction numerics;
 //! - [`interp`]: the interpreter ([`Executor`]);
+//! - [`eager`]: one-round alltoallv for small chunks (counts travel with the data);
 //! - [`matmul`]: matmul steps: the pluggable engine and the built-in deterministic one;
 //! - [`hostcoll`]: `HostColl` steps (framework collectives) and the heap stand-in;
 //! - [`reference`]: deterministic inputs and the sequential reference of every collective.
 
 pub mod capi_launch;
 pub mod dtype;
+pub mod eager;
 pub mod error;
 pub mod fabric;
 mod fuse;
+mod fuse_get;
 pub mod group_fabric;
 pub mod harness;
 pub mod hostcoll;
@@ -24,6 +27,7 @@ pub mod reference;
 pub mod trace;
 
 pub use dtype::{DType, ElemTypes};
+pub use eager::{AlltoallvOutcome, EAGER_MAX_CHUNK};
 pub use error::{ExecError, WaitTimeout};
 pub use fabric::{Fabric, WaitContext};
 pub use group_fabric::GroupFabric;

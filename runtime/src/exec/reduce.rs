@@ -244,7 +244,9 @@ pub unsafe fn reduce_raw(
 /// the block to the steps that consume it (puts, casts) without re-reading it from memory.
 ///
 /// # Safety
-/// As for [`reduce_raw`]; `after` must not write to any operand or to `dst`.
+/// As for [`reduce_raw`]; `after` must not write to `dst` or to any operand, except that
+/// `after(first, len)` may write elements `first..first + len` of an operand (those of this
+/// block, already folded): every operand of a block is read before `after` runs for it.
 pub unsafe fn reduce_raw_then(
     acc: DType,
     op: ReduceOp,

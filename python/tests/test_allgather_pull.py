@@ -1,0 +1,167 @@
+"""The pull all-gather (``examples/allgather_pull.sched``): which schedule each all-gather takes,
+and that results and gradients stay exact through it.
+
+- ``shmem_allgather`` into a private output runs ``allgather_pull`` (at or above
+  ``SYMSCHED_ALLGATHER_PULL_MIN_BYTES``), into a symmetric output ``allgather_push``; both on the
+  full path and on cached (fast-path) calls.
+- The backward of ``reduce_scatter`` (plain and low-precision wire forward) runs
+  ``allgather_pull``, one of the all-gather duals the compiler verified for the forward schedule;
+  the gradient equals the concatenation of every rank's output gradient, bit for bit.
+- The threshold variable, and a group of one, send both back to ``allgather_push``.
+
+The scenario functions run inside the rank processes (``_harness.run`` imports this module).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import pytest
+
+import _harness
+
+
+def _spy() -> List[str]:
+    """Record the schedule of every launch, on the full path and on both cached paths."""
+    from symsched import _autograd, _coll, _launch
+
+    seen: List[str] = []
+    run, fire = _launch.run, _coll._fire
+
+    def spy_run(op_name, info, schedule, *a, **kw):  # type: ignore[no-untyped-def]
+        seen.append(schedule)
+        return run(op_name, info, schedule, *a, **kw)
+
+    def spy_fire(op_name, group, prepared, *a, **kw):  # type: ignore[no-untyped-def]
+        seen.append(prepared.schedule)
+        return fire(op_name, group, prepared, *a, **kw)
+
+    _launch.run, _coll._fire = spy_run, spy_fire
+    # cached backward launches skip `_launch.run`: start every case on the full path
+    _autograd._duals.clear()
+    return seen
+
+
+def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    import symsched as symm
+    import symsched.functional as F
+    from symsched import _autograd, _coll
+    from _common import DTYPES, data
+
+    symm.init()
+    fails: List[str] = []
+    seen = _spy()
+    P = world
+
+    def expect(what: str, want: List[str]) -> None:
+        if seen != want:
+            fails.append(f"{what}: schedules {seen}, expected {want}")
+        seen.clear()
+
+    # shmem_allgather: private output -> pull, symmetric output -> push; twice (fast path).
+    for dtype in DTYPES:
+        for n in (1, 7, 4099):
+            x = data(10 * rank + n, n, dtype)
+            want = torch.cat([data(10 * r + n, n, dtype) for r in range(P)])
+            out = torch.full((P * n,), 3, dtype=dtype)
+            for _ in range(2):
+                out.fill_(3)
+                symm.shmem_allgather(out, x)
+                if not torch.equal(out, want):
+                    fails.append(f"private allgather {dtype} n={n} differs")
+            expect(f"private allgather {dtype} n={n}", ["allgather_pull"] * 2)
+            sout = symm.empty(P * n, dtype)
+            sout.fill_(3)
+            # peers write into a symmetric output: none may start before it is filled, and
+            # refilling it between calls would race with a fast peer's next call
+            dist.barrier()
+            for _ in range(2):
+                symm.shmem_allgather(sout, x)
+                if not torch.equal(sout, want):
+                    fails.append(f"symmetric allgather {dtype} n={n} differs")
+            expect(f"symmetric allgather {dtype} n={n}", ["allgather_push"] * 2)
+            symm.free(sout)
+    # a private output whose input is symmetric still pulls (the input is staged by the schedule)
+    sx = symm.empty(5, torch.float32)
+    sx.copy_(data(rank, 5, torch.float32))
+    out = torch.empty(P * 5)
+    symm.shmem_allgather(out, sx)
+    if not torch.equal(out, torch.cat([data(r, 5, torch.float32) for r in range(P)])):
+        fails.append("symmetric input, private output differs")
+    expect("symmetric input, private output", ["allgather_pull"])
+    symm.free(sx)
+
+    # reduce_scatter backward: a verified all-gather dual, the pull one; exact gradient.
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        for wire in (None, torch.bfloat16):
+            if wire is not None and dtype != torch.float32:
+                continue
+            n = 1000
+            x = data(100 + rank, P * n, dtype).requires_grad_()
+            w = data(200 + rank, n, dtype)
+            y = F.reduce_scatter(x, "sum", None, wire) if wire is not None else F.reduce_scatter(x)
+            seen.clear()
+            (gx,) = torch.autograd.grad(y, x, w)
+            want = torch.cat([data(200 + r, n, dtype) for r in range(P)])
+            if not torch.equal(gx, want):
+                fails.append(f"reduce_scatter backward {dtype} wire={wire} differs")
+            expect(f"reduce_scatter backward {dtype} wire={wire}", ["allgather_pull"])
+            # the cached backward launch is the same pull plan
+            y = F.reduce_scatter(x, "sum", None, wire) if wire is not None else F.reduce_scatter(x)
+            torch.autograd.grad(y, x, w)
+            cached = [p.schedule for k, (_, p) in _autograd._duals.items() if k[3] == "allgather"]
+            if cached != ["allgather_pull"]:
+                fails.append(f"cached reduce_scatter backward {dtype} wire={wire}: {cached}")
+            _autograd._duals.clear()
+            seen.clear()
+
+    # a group of one has no peer to pull from: push (one local copy) for both
+    singles = [dist.new_group([r]) for r in range(P)]
+    one = singles[rank]
+    out = torch.empty(4)
+    symm.shmem_allgather(out, torch.arange(4.0), one)
+    if not torch.equal(out, torch.arange(4.0)):
+        fails.append("singleton allgather differs")
+    expect("singleton allgather", ["allgather_push"])
+    x = torch.ones(4, requires_grad=True)
+    y = F.reduce_scatter(x, "sum", one)
+    seen.clear()
+    torch.autograd.grad(y, x, torch.ones(4))
+    expect("singleton reduce_scatter backward", ["allgather_push"])
+
+    # the threshold sends both back to push
+    os.environ["SYMSCHED_ALLGATHER_PULL_MIN_BYTES"] = str(1 << 40)
+    try:
+        out = torch.empty(P * 8)
+        symm.shmem_allgather(out, torch.ones(8))
+        expect("allgather above the threshold", ["allgather_push"])
+        x = torch.ones(P * 8, requires_grad=True)
+        y = F.reduce_scatter(x)
+        seen.clear()
+        torch.autograd.grad(y, x, torch.ones(8))
+        expect("reduce_scatter backward above the threshold", ["allgather_push"])
+    finally:
+        del os.environ["SYMSCHED_ALLGATHER_PULL_MIN_BYTES"]
+    os.environ["SYMSCHED_ALLGATHER_PULL_MIN_BYTES"] = "lots"
+    try:
+        symm.shmem_allgather(torch.empty(P * 3), torch.ones(3))
+        fails.append("a bad SYMSCHED_ALLGATHER_PULL_MIN_BYTES did not raise")
+    except symm.SymschedArgumentError as e:
+        if "SYMSCHED_ALLGATHER_PULL_MIN_BYTES" not in str(e):
+            fails.append(f"bad threshold message: {e}")
+    finally:
+        del os.environ["SYMSCHED_ALLGATHER_PULL_MIN_BYTES"]
+    _coll._fast.clear()
+    dist.barrier()
+    return {"failures": fails}
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("world", [2, 3])
+def test_allgather_schedule_choice_and_exact_results(world: int) -> None:
+    _harness.ok(_harness.run("test_allgather_pull", "choice", world, timeout=180))

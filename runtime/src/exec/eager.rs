@@ -1,0 +1,568 @@
+//! All-to-all-v in one round: the *eager* protocol, with the counts exchange folded into it.
+//!
+//! The plan `alltoallv_push` needs the whole `counts[sender][receiver]` matrix before its data
+//! round (where a rank writes into a peer's output depends on what every other rank sends that
+//! peer), and each rank only knows its own row. Exchanging the rows first costs a full
+//! synchronisation round per call, as much as the data round itself for small messages. Here
+//! the rows travel *with* the data instead, MPI-eager style:
+//!
+//! - every rank owns, in a symmetric scratch area, one landing slot per (epoch parity, source
+//!   rank): a header followed by `capacity` bytes of payload;
+//! - at epoch `e` a sender writes into slot `(e % 2, me)` of every peer its header (magic,
+//!   epoch, element type, its send row and its receive row) and, when its chunk for that peer is
+//!   at most `capacity` bytes, the chunk itself; then it sets the peer's `arrive[me]` counter to
+//!   `e + 1` (a release: the header and payload are visible first);
+//! - a receiver waits for `arrive[q] >= e + 1` of every peer `q`, reads the headers and so holds
+//!   every rank's send *and* receive row: it checks the whole matrix (`send_a[b] == recv_b[a]`
+//!   for every pair, the same element type everywhere) — every rank sees the same rows, so every
+//!   rank reaches the same verdict and a mismatch is the same typed error
+//!   ([`ExecError::CountsMismatch`], naming sender and receiver) on every rank, with nothing
+//!   written to any output;
+//! - when every off-diagonal chunk fits the capacity, the receiver copies the payloads into its
+//!   output ([`AlltoallvOutcome::Done`]); otherwise nothing is copied and the caller runs the
+//!   plan with the matrix the headers carried ([`AlltoallvOutcome::Rendezvous`]): large
+//!   messages keep the plan's data movement and pay one header round, as they paid one counts
+//!   round before. The decision is a function of the (checked) matrix, so every rank makes it
+//!   alike;
+//! - a chunk of more than [`PULL_MIN_BYTES`] is not copied into the slot: the header publishes
+//!   its heap offset instead — in the send buffer itself when that lies in the symmetric heap,
+//!   else in the sender's outbox (a local copy) — and the receiver copies it straight into its
+//!   output (one cross-core pass over the data instead of two); such a sender returns only
+//!   after the receiver's `consumed` credit (below) for that call, so the caller may reuse its
+//!   send buffer (and the outbox is free) at once;
+//! - after reading (in every outcome, errors included) the receiver sets the sender's
+//!   `consumed[me]` counter to `e + 1`. A sender waits for `consumed[q] >= e - 1` before writing
+//!   slot `(e % 2, me)` of `q` again, i.e. until `q` has copied out what it wrote there at
+//!   `e - 2`: with two slot sets alternating by parity a fast rank runs at most one call ahead
+//!   and never overwrites a slot the receiver has not read.
+//!
+//! Safety of a mismatched call: a receiver copies only after the whole matrix checked out, and
+//! then exactly its own receive count from each slot, which is at most `capacity` (the slot's
+//! size) and lands inside its output (whose length was checked against its receive counts). A
+//! peer that never arrives (dead, or calling something else) leaves the receiver in a bounded
+//! wait that fails with the fabric's timeout naming that peer.
+//!
+//! Every rank of a group must call this in the same order (like any collective); one channel
+//! serves every dtype and size on a group, so it allocates once.
+
+use super::dtype::DType;
+use super::error::ExecError;
+use super::fabric::{Fabric, WaitContext};
+use super::interp::Executor;
+use symsched_plan::{Cmp, SignalMode};
+
+/// Largest chunk (bytes, per ordered pair of ranks) moved eagerly.
+pub const EAGER_MAX_CHUNK: u64 = 64 * 1024;
+
+/// Chunks larger than this (bytes) are pulled by the receiver from the sender's heap (the
+/// symmetric send buffer, or the sender's outbox): copying twice across cores (into the slot,
+/// out of it) then costs more than the sender's extra wait for the receiver's credit.
+pub const PULL_MIN_BYTES: u64 = 4 * 1024;
+
+/// Upper bound on the landing area of one rank (both parities, every source): for large
+/// groups the per-pair capacity shrinks so the area stays at this size.
+const AREA_BUDGET: u64 = 16 << 20;
+
+const ALIGN: u64 = 64;
+const MAGIC: u64 = 0x5359_4d41_3241_5631; // "SYMA2AV1"
+/// Header words before the two rows: magic, epoch, element size, dtype code, then (for this
+/// pair) the heap offset of the chunk to pull, or [`INLINE`] when the payload follows the header.
+const FIXED_WORDS: usize = 5;
+const PULL_AT: usize = 4;
+const INLINE: u64 = u64::MAX;
+
+/// What a call of [`Executor::alltoallv_eager`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlltoallvOutcome {
+    /// Every chunk moved eagerly; the output is complete.
+    Done,
+    /// Some chunk exceeds the eager capacity: nothing was written; run the alltoallv plan with
+    /// this `counts[sender][receiver]` matrix (agreed by every rank).
+    Rendezvous(Vec<Vec<u64>>),
+}
+
+/// Per-pair payload capacity of the eager slots for a group of `p` ranks.
+pub fn eager_capacity(p: u32) -> u64 {
+    let per = AREA_BUDGET / (2 * u64::from(p.max(1)));
+    (per.min(EAGER_MAX_CHUNK) / ALIGN * ALIGN).max(ALIGN)
+}
+
+/// The eager channel of one executor (group); created on first use.
+#[derive(Default)]
+pub struct EagerState {
+    chan: Option<Channel>,
+}
+
+struct Channel {
+    epoch: u64,
+    /// First of `2P` signal slots: `arrive[0..P]`, then `consumed[0..P]`.
+    slots: u32,
+    /// Symmetric offset of the landing area (`2P` slots of `stride` bytes).
+    area: u64,
+    cap: u64,
+    /// Header bytes (rounded up to the alignment).
+    hdr: u64,
+    stride: u64,
+    /// Header words received from each rank this call (own included), reused across calls.
+    words: Vec<Vec<u64>>,
+    /// Symmetric offset of the outbox: `P` chunks of `cap` bytes where chunks of a private
+    /// send buffer wait to be pulled.
+    outbox: u64,
+}
+
+fn dtype_code(dt: DType) -> u64 {
+    DType::ALL
+        .iter()
+        .position(|d| *d == dt)
+        .unwrap_or(usize::MAX) as u64
+}
+
+fn bytes_of(count: u64, es: u64, what: &str) -> Result<u64, ExecError> {
+    count.checked_mul(es).ok_or_else(|| {
+        ExecError::Plan(symsched_plan::PlanError::Inconsistent(format!(
+            "{what}: {count} elements overflow a byte count"
+        )))
+    })
+}
+
+fn total_bytes(counts: &[u64], es: u64, what: &str) -> Result<u64, ExecError> {
+    let mut sum = 0u64;
+    for &c in counts {
+        sum = sum
+            .checked_add(bytes_of(c, es, what)?)
+            .ok_or(symsched_plan::PlanError::SizeOverflow)?;
+    }
+    Ok(sum)
+}
+
+/// The first pair whose counts disagree, in (sender, receiver) order, so every rank reports the
+/// same one; `rows[r]` is rank r's header words.
+fn first_mismatch(rows: &[Vec<u64>], p: usize) -> Option<ExecError> {
+    for (a, ra) in rows.iter().enumerate() {
+        for (b, rb) in rows.iter().enumerate() {
+            let sent = ra[FIXED_WORDS + b];
+            let expected = rb[FIXED_WORDS + p + a];
+            if sent != expected {
+                return Some(ExecError::CountsMismatch {
+                    sender: a as u32,
+                    receiver: b as u32,
+                    sent,
+                    expected,
+                });
+            }
+        }
+    }
+    None
+}
+
+impl<F: Fabric> Executor<F> {
+    /// All-to-all-v of `dtype` elements in one round when every chunk is small (see the module
+    /// docs): `send` holds this rank's chunks for ranks 0..P in order (`send_counts[j]` elements
+    /// for rank j), `recv` receives `recv_counts[j]` elements from each rank j in order.
+    ///
+    /// Collective over the group. Returns [`AlltoallvOutcome::Rendezvous`] with the agreed
+    /// counts matrix when a chunk is too large to go eagerly; the caller then runs the plan.
+    /// Counts that disagree between a sender and its receiver fail on every rank with
+    /// [`ExecError::CountsMismatch`] and leave every output untouched.
+    ///
+    /// `send_heap` is the symmetric heap offset of `send` when it lies in this rank's heap
+    /// segment (its large chunks are then pulled by the receivers), else `None`.
+    pub fn alltoallv_eager(
+        &self,
+        dtype: DType,
+        send_counts: &[u64],
+        recv_counts: &[u64],
+        send: &[u8],
+        send_heap: Option<u64>,
+        recv: &mut [u8],
+    ) -> Result<AlltoallvOutcome, ExecError> {
+        let fab = self.fabric();
+        let p = fab.size() as usize;
+        let me = fab.rank() as usize;
+        let es = dtype.size() as u64;
+        for (counts, what) in [
+            (send_counts, "send counts"),
+            (recv_counts, "receive counts"),
+        ] {
+            if counts.len() != p {
+                return Err(ExecError::SizeMismatch {
+                    buffer: format!("alltoallv {what}"),
+                    expected: p as u64,
+                    found: counts.len() as u64,
+                });
+            }
+        }
+        for (buf, counts, name) in [
+            (send.len(), send_counts, "alltoallv send buffer"),
+            (recv.len(), recv_counts, "alltoallv receive buffer"),
+        ] {
+            let expected = total_bytes(counts, es, name)?;
+            if buf as u64 != expected {
+                return Err(ExecError::SizeMismatch {
+                    buffer: name.into(),
+                    expected,
+                    found: buf as u64,
+                });
+            }
+        }
+        let mut guard = self.eager.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(off) = send_heap {
+            // The published offsets must name `send` itself, or a receiver would read elsewhere.
+            let at = fab.heap_ptr(me as u32, off, send.len() as u64)?;
+            if !send.is_empty() && !std::ptr::eq(at, send.as_ptr()) {
+                return Err(ExecError::Runtime(format!(
+                    "alltoallv: heap offset {off} does not address the send buffer"
+                )));
+            }
+        }
+        if guard.chan.is_none() {
+            let cap = eager_capacity(p as u32);
+            let hdr = (((FIXED_WORDS + 2 * p) * 8) as u64).next_multiple_of(ALIGN);
+            let stride = hdr + cap;
+            let slots = fab.signal_slots("alltoallv/eager", 2 * p as u32)?;
+            let area = fab.scratch(&format!("alltoallv/eager/{cap}"), 2 * p as u64 * stride)?;
+            let outbox = fab.scratch(&format!("alltoallv/eager-out/{cap}"), p as u64 * cap)?;
+            guard.chan = Some(Channel {
+                epoch: 0,
+                slots,
+                area,
+                cap,
+                hdr,
+                stride,
+                words: vec![vec![0; FIXED_WORDS + 2 * p]; p],
+                outbox,
+            });
+        }
+        let ch = guard.chan.as_mut().expect("created above");
+        let e = ch.epoch;
+        let par = e % 2;
+        let slot_off = |src: usize| ch.area + (par * p as u64 + src as u64) * ch.stride;
+        // Offsets of each chunk in the send buffer.
+        let mut send_at = Vec::with_capacity(p);
+        let mut acc = 0u64;
+        for &c in send_counts {
+            send_at.push(acc);
+            acc += c * es;
+        }
+        {
+            let mine = &mut ch.words[me];
+            mine[0] = MAGIC;
+            mine[1] = e;
+            mine[2] = es;
+            mine[3] = dtype_code(dtype);
+            mine[FIXED_WORDS..FIXED_WORDS + p].copy_from_slice(send_counts);
+            mine[FIXED_WORDS + p..].copy_from_slice(recv_counts);
+        }
+        let mut pulled = false;
+        for i in 1..p {
+            let q = (me + i) % p;
+            if e >= 2 {
+                let who = [q as u32];
+                let c = WaitContext {
+                    schedule: "<alltoallv eager>",
+                    step: u32::MAX,
+                    slot_name: "consumed",
+                    signallers: &who,
+                };
+                fab.wait(ch.slots + (p + q) as u32, Cmp::Ge, e - 1, &c)?;
+            }
+            let bytes = send_counts[q] * es;
+            let pull = match send_heap {
+                _ if bytes <= PULL_MIN_BYTES || bytes > ch.cap => None,
+                Some(off) => Some(off + send_at[q]),
+                None => {
+                    // A private chunk waits in our outbox: a local copy, then one cross-core
+                    // pass by the receiver, instead of two cross-core passes through the slot.
+                    let at = ch.outbox + q as u64 * ch.cap;
+                    let dst = fab.heap_ptr(me as u32, at, bytes)?;
+                    // SAFETY: a checked range of our outbox slot for q, which q last read in a
+                    // call whose credit we waited for before returning; `bytes` of chunk q lie
+                    // inside `send` (its length was checked against the counts).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            send.as_ptr().add(send_at[q] as usize),
+                            dst,
+                            bytes as usize,
+                        )
+                    };
+                    Some(at)
+                }
+            };
+            pulled |= pull.is_some();
+            let inline = if pull.is_none() && bytes <= ch.cap {
+                bytes
+            } else {
+                0
+            };
+            ch.words[me][PULL_AT] = pull.unwrap_or(INLINE);
+            let dst = fab.heap_ptr(q as u32, slot_off(me), ch.hdr + inline)?;
+            let words = &ch.words[me];
+            // SAFETY: `dst` is a checked range of hdr + inline bytes in q's landing slot for
+            // this rank, which q does not read until our arrive signal and which we only write
+            // after q consumed it (the credit wait above); the header fits `hdr` bytes by
+            // construction and `inline` bytes of chunk q lie inside `send` (its length was
+            // checked against the counts).
+            unsafe {
+                std::ptr::copy_nonoverlapping(words.as_ptr() as *const u8, dst, words.len() * 8);
+                if inline > 0 {
+                    std::ptr::copy_nonoverlapping(
+                        send.as_ptr().add(send_at[q] as usize),
+                        dst.add(ch.hdr as usize),
+                        inline as usize,
+                    );
+                }
+            }
+            fab.signal(q as u32, ch.slots + me as u32, SignalMode::Set, e + 1)?;
+        }
+        let nwords = FIXED_WORDS + 2 * p;
+        for i in 1..p {
+            let q = (me + p - i) % p;
+            let who = [q as u32];
+            let c = WaitContext {
+                schedule: "<alltoallv eager>",
+                step: u32::MAX,
+                slot_name: "arrive",
+                signallers: &who,
+            };
+            fab.wait(ch.slots + q as u32, Cmp::Ge, e + 1, &c)?;
+            let src = fab.heap_ptr(me as u32, slot_off(q), ch.hdr)?;
+            let row = &mut ch.words[q];
+            // SAFETY: checked local range of `hdr >= nwords * 8` bytes, complete after the
+            // arrive wait (acquire); read unaligned-safe word by word.
+            for (k, w) in row.iter_mut().enumerate().take(nwords) {
+                *w = unsafe { std::ptr::read_unaligned((src as *const u64).add(k)) };
+            }
+        }
+        // Verdict: a function of all ranks' header words, identical on every rank.
+        let mut verdict: Result<bool, ExecError> = Ok(false);
+        for (q, row) in ch.words.iter().enumerate() {
+            if row[0] != MAGIC || row[1] != e {
+                verdict = Err(ExecError::Runtime(format!(
+                    "alltoallv eager: rank {q} wrote a header for call {} (magic {:#x}) while \
+                     rank {me} is at call {e}; every rank must make the same collective calls \
+                     in the same order",
+                    row[1], row[0]
+                )));
+                break;
+            }
+            if row[2] != es || row[3] != dtype_code(dtype) {
+                verdict = Err(ExecError::DtypeMismatch(format!(
+                    "alltoallv: rank {q} sends a different element type (code {}, {} bytes) than \
+                     rank {me} ({dtype}, {es} bytes)",
+                    row[3], row[2]
+                )));
+                break;
+            }
+        }
+        if verdict.is_ok() {
+            if let Some(err) = first_mismatch(&ch.words, p) {
+                verdict = Err(err);
+            }
+        }
+        if let Ok(big) = &mut verdict {
+            *big = ch.words.iter().enumerate().any(|(a, row)| {
+                row[FIXED_WORDS..FIXED_WORDS + p]
+                    .iter()
+                    .enumerate()
+                    .any(|(b, &c)| a != b && c.saturating_mul(es) > ch.cap)
+            });
+        }
+        let mut copied: Result<(), ExecError> = Ok(());
+        if let Ok(false) = verdict {
+            let mut at = 0u64;
+            for (q, &c) in recv_counts.iter().enumerate() {
+                let n = c * es;
+                if n > 0 {
+                    let dst = &mut recv[at as usize..(at + n) as usize];
+                    if q == me {
+                        let s = send_at[me] as usize;
+                        dst.copy_from_slice(&send[s..s + n as usize]);
+                    } else {
+                        let from = match ch.words[q][PULL_AT] {
+                            INLINE => fab.heap_ptr(me as u32, slot_off(q) + ch.hdr, n),
+                            off => fab.heap_ptr(q as u32, off, n),
+                        };
+                        match from {
+                            // SAFETY: a checked range of n <= cap bytes: q's payload in our
+                            // slot, or q's send chunk in its heap, which q leaves alone until
+                            // our credit; complete after the arrive wait; disjoint from `recv`
+                            // (a pulled chunk is q's memory, never ours; the slot is the
+                            // landing area, never a user tensor).
+                            Ok(src) => unsafe {
+                                std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), n as usize)
+                            },
+                            Err(err) => {
+                                copied = Err(err);
+                                break;
+                            }
+                        }
+                    }
+                }
+                at += n;
+            }
+        }
+        // Hand the slots back in every outcome so the channel stays usable after an error.
+        for i in 1..p {
+            let q = (me + i) % p;
+            fab.signal(q as u32, ch.slots + (p + me) as u32, SignalMode::Set, e + 1)?;
+        }
+        ch.epoch += 1;
+        if pulled {
+            // Receivers may still be reading our send buffer: wait for every credit of this
+            // call (each peer gives it in every outcome).
+            for i in 1..p {
+                let q = (me + i) % p;
+                let who = [q as u32];
+                let c = WaitContext {
+                    schedule: "<alltoallv eager>",
+                    step: u32::MAX,
+                    slot_name: "consumed",
+                    signallers: &who,
+                };
+                fab.wait(ch.slots + (p + q) as u32, Cmp::Ge, e + 1, &c)?;
+            }
+        }
+        copied?;
+        if verdict? {
+            Ok(AlltoallvOutcome::Rendezvous(
+                ch.words
+                    .iter()
+                    .map(|r| r[FIXED_WORDS..FIXED_WORDS + p].to_vec())
+                    .collect(),
+            ))
+        } else {
+            Ok(AlltoallvOutcome::Done)
+        }
+    }
+}
+
+/// The counts part of a counts plan's resolution-cache key: the matrix flattened row by row,
+/// or `None` (never cached) when it is not `P × P`. A repeated launch with the same matrix
+/// (the usual training loop: fixed splits) then reuses the resolved steps.
+pub(super) fn counts_key(
+    plan: &symsched_plan::Plan,
+    sizes: &symsched_plan::LaunchSizes,
+) -> Option<Vec<u64>> {
+    let m = sizes.counts.as_ref()?;
+    let p = plan.group_size as usize;
+    if m.len() != p || m.iter().any(|r| r.len() != p) {
+        return None;
+    }
+    Some(m.iter().flatten().copied().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::local::LocalWorld;
+    use std::time::Duration;
+
+    #[test]
+    fn capacity_is_64k_for_small_groups_and_shrinks_for_large_ones() {
+        assert_eq!(eager_capacity(2), EAGER_MAX_CHUNK);
+        assert_eq!(eager_capacity(64), EAGER_MAX_CHUNK);
+        assert_eq!(eager_capacity(1024), AREA_BUDGET / 2048);
+        assert_eq!(eager_capacity(1 << 20), ALIGN);
+    }
+
+    /// Run `f(rank, executor)` on `p` threads of one in-process group.
+    fn on_ranks<T: Send>(
+        p: u32,
+        f: impl Fn(u32, &Executor<crate::exec::LocalFabric>) -> T + Sync,
+    ) -> Vec<T> {
+        let world = LocalWorld::new(p, 8 << 20)
+            .expect("world")
+            .with_timeout(Duration::from_secs(20));
+        let group = world.world_group().expect("group");
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..p)
+                .map(|r| {
+                    let (group, f) = (group.clone(), &f);
+                    s.spawn(move || f(r, &Executor::new(group.fabric(r).expect("fabric"))))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().expect("rank")).collect()
+        })
+    }
+
+    /// Rank r sends `m[r][d]` bytes of value `16 r + d` to rank d, from the heap when `heap`.
+    fn exchange(
+        ex: &Executor<crate::exec::LocalFabric>,
+        m: &[Vec<u64>],
+        heap: bool,
+    ) -> (Result<AlltoallvOutcome, ExecError>, Vec<u8>) {
+        let me = ex.fabric().rank() as usize;
+        let p = m.len();
+        let send: Vec<u8> = (0..p)
+            .flat_map(|d| vec![(16 * me + d) as u8; m[me][d] as usize])
+            .collect();
+        let rc: Vec<u64> = (0..p).map(|s| m[s][me]).collect();
+        let mut recv = vec![0xEEu8; rc.iter().sum::<u64>() as usize];
+        let r = if heap {
+            let f = ex.fabric();
+            let off = f.scratch("eager-test/send", 1 << 20).expect("scratch");
+            let ptr = f.heap_ptr(f.rank(), off, send.len() as u64).expect("range");
+            // SAFETY: a checked range of our own heap segment, read by peers only within the call.
+            let hs = unsafe { std::slice::from_raw_parts_mut(ptr, send.len()) };
+            hs.copy_from_slice(&send);
+            ex.alltoallv_eager(DType::U8, &m[me], &rc, hs, Some(off), &mut recv)
+        } else {
+            ex.alltoallv_eager(DType::U8, &m[me], &rc, &send, None, &mut recv)
+        };
+        (r, recv)
+    }
+
+    #[test]
+    fn inline_pull_and_rendezvous_on_three_ranks() {
+        let cap = eager_capacity(3);
+        let cases = [
+            (vec![vec![0, 1, 2], vec![3, 0, 5], vec![7, 8, 9]], true),
+            (vec![vec![5000; 3]; 3], true),
+            (vec![vec![cap; 3]; 3], true),
+            (vec![vec![1, cap + 1, 1], vec![1; 3], vec![1; 3]], false),
+        ];
+        let out = on_ranks(3, |me, ex| {
+            let mut seen = Vec::new();
+            for (m, eager) in &cases {
+                for heap in [false, true] {
+                    let (r, recv) = exchange(ex, m, heap);
+                    let r = r.expect("call");
+                    assert_eq!(r == AlltoallvOutcome::Done, *eager, "{m:?}");
+                    if let AlltoallvOutcome::Rendezvous(got) = &r {
+                        assert_eq!(got, m);
+                        assert!(recv.iter().all(|b| *b == 0xEE), "rendezvous wrote");
+                    } else {
+                        let want: Vec<u8> = (0..3)
+                            .flat_map(|s| {
+                                vec![(16 * s + me as usize) as u8; m[s][me as usize] as usize]
+                            })
+                            .collect();
+                        assert!(recv == want, "rank {me} {m:?} heap={heap}");
+                    }
+                    seen.push(r == AlltoallvOutcome::Done);
+                }
+            }
+            seen
+        });
+        assert!(out.iter().all(|s| s.len() == 8));
+    }
+
+    #[test]
+    fn mismatch_is_the_same_error_everywhere_and_the_channel_survives() {
+        let errs = on_ranks(2, |me, ex| {
+            // rank 1 expects 3 bytes from rank 0, which sends 2
+            let send = vec![1u8; 4];
+            let rc = if me == 1 { vec![3, 2] } else { vec![2, 2] };
+            let mut recv = vec![0xEEu8; rc.iter().sum::<u64>() as usize];
+            let e = ex
+                .alltoallv_eager(DType::U8, &[2, 2], &rc, &send, None, &mut recv)
+                .expect_err("mismatch");
+            assert!(recv.iter().all(|b| *b == 0xEE));
+            let (ok, _) = exchange(ex, &[vec![1, 2], vec![3, 4]], me == 0);
+            assert_eq!(ok.expect("valid call after"), AlltoallvOutcome::Done);
+            e.to_string()
+        });
+        assert_eq!(errs[0], errs[1]);
+        assert!(errs[0].contains("rank 0 sends 2 elements to rank 1, which expects 3"));
+    }
+}

@@ -1,0 +1,371 @@
+//! Fusion of a `get` into the reduce that consumes its landing region.
+//!
+//! A pull reduce-scatter (`allreduce_two_shot_pull`) gets chunk `rank` of every peer into a
+//! landing slot and then folds the slots. Run as written, every peer chunk is read from the peer,
+//! written to the slot, and read back by the reduce. Fused, the reduce takes the peer's region as
+//! its operand directly (it already streams its operands block by block), so the landing slot is
+//! never written: per rank and peer chunk of `c` bytes that saves a write and a read of `c`.
+//!
+//! A get is folded into a reduce when all of these hold:
+//! - only gets and waits stand between them, so no signal of this rank moves before the read:
+//!   whatever the verifier ordered after the get through a later signal stays ordered after the
+//!   (later) read, and a read that starts later than written is still after every earlier wait;
+//! - the get's destination is exactly one operand region (same buffer and offset, the get moves
+//!   the reduce's element count), overlaps no other operand, the reduce's destination, or the
+//!   destination of another get in between;
+//! - its source and destination have the same element class, so no conversion is skipped and
+//!   the reduce reads the very values it would have read from the slot (bit-identical);
+//! - the slot is dead afterwards: it is schedule scratch (never a role the caller sees), no later
+//!   step of this rank touches it, and no rank accesses that scratch buffer remotely;
+//! - a put fused into the reduce ([`super::fuse`]) that writes the peer's source region writes
+//!   exactly that region. The pull two-shot pushes its result into the very chunk it pulled: the
+//!   reduce consumes block `b` of every operand before its links write block `b`, so an identical
+//!   region is overwritten only where it has been read, as in the unfused order; a shifted one
+//!   could be overwritten ahead of the read, so it keeps the get.
+//!
+//! The plan is unchanged; only this rank's execution of it is. `SYMSCHED_FUSE=0` turns it off.
+
+use super::interp::{RReg, RStep};
+use symsched_plan::{BufferRole, Op, Plan, Rank};
+
+/// A reduce operand replaced by the source of a folded get: read `src` on `peer` instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Pull {
+    /// Index into the reduce's operand list.
+    pub(super) operand: usize,
+    pub(super) peer: Rank,
+    pub(super) src: RReg,
+}
+
+/// Per step of a resolved list: which gets are folded away and what each reduce reads instead.
+#[derive(Debug, Default, Clone)]
+pub(super) struct GetFolds {
+    folded: Vec<bool>,
+    pulls: Vec<Vec<Pull>>,
+}
+
+impl GetFolds {
+    /// Whether step `i` is a get that a later reduce performs as part of its pass.
+    pub(super) fn folded(&self, i: usize) -> bool {
+        self.folded.get(i).copied().unwrap_or(false)
+    }
+
+    /// The operands reduce step `i` reads from a peer directly (empty for most steps).
+    pub(super) fn pulls(&self, i: usize) -> &[Pull] {
+        self.pulls.get(i).map_or(&[], |v| v.as_slice())
+    }
+}
+
+/// Element range of a region in one buffer.
+fn overlaps(a: &RReg, an: u64, b: &RReg, bn: u64) -> bool {
+    a.buf == b.buf && a.elem < b.elem + bn && b.elem < a.elem + an
+}
+
+/// Buffers some rank puts into or gets from on a peer (their contents outlive this rank's view).
+fn remote_buffers(plan: &Plan) -> Vec<bool> {
+    let mut remote = vec![false; plan.buffers.len()];
+    for prog in &plan.ranks {
+        for s in &prog.steps {
+            let b = match &s.op {
+                Op::Put { dst, peer, .. } if *peer != prog.rank => dst.buffer,
+                Op::Get { src, peer, .. } if *peer != prog.rank => src.buffer,
+                _ => continue,
+            };
+            if let Some(r) = remote.get_mut(b as usize) {
+                *r = true;
+            }
+        }
+    }
+    remote
+}
+
+/// Regions a step reads or writes on this rank, with their element counts.
+fn local_regions(step: &RStep, me: Rank) -> Vec<(RReg, u64)> {
+    match step {
+        RStep::Put {
+            src, dst, peer, n, ..
+        } => {
+            let mut v = vec![(*src, *n)];
+            if *peer == me {
+                v.push((*dst, *n));
+            }
+            v
+        }
+        RStep::Get {
+            src, dst, peer, n, ..
+        } => {
+            let mut v = vec![(*dst, *n)];
+            if *peer == me {
+                v.push((*src, *n));
+            }
+            v
+        }
+        RStep::Reduce { dst, srcs, n } => {
+            let mut v: Vec<_> = srcs.iter().map(|s| (*s, *n)).collect();
+            v.push((*dst, *n));
+            v
+        }
+        RStep::Copy { src, dst, n } => vec![(*src, *n), (*dst, *n)],
+        RStep::Matmul { c, a, b, m, k, n } => vec![(*c, m * n), (*a, m * k), (*b, k * n)],
+        RStep::HostColl { reg, n, .. } => vec![(*reg, *n)],
+        RStep::Signal(_) | RStep::Wait { .. } => Vec::new(),
+    }
+}
+
+/// Decide, for this rank's resolved steps of `plan`, which gets run inside a later reduce;
+/// `chain` is [`super::fuse::reduce_chains`] of the same steps.
+pub(super) fn get_folds(plan: &Plan, steps: &[RStep], me: Rank, chain: &[u32]) -> GetFolds {
+    let mut out = GetFolds::default();
+    if !super::fuse::enabled() {
+        return out;
+    }
+    let remote = remote_buffers(plan);
+    let class = |b: u32| plan.buffers.get(b as usize).map(|d| d.elem);
+    let dead_scratch = |b: u32| {
+        plan.buffers
+            .get(b as usize)
+            .is_some_and(|d| d.role == BufferRole::Scratch)
+            && !remote.get(b as usize).copied().unwrap_or(true)
+    };
+    for (j, step) in steps.iter().enumerate() {
+        let RStep::Reduce { dst, srcs, n } = step else {
+            continue;
+        };
+        if *n == 0 {
+            continue;
+        }
+        // The run of gets and waits right before the reduce.
+        let start = steps[..j]
+            .iter()
+            .rposition(|s| !matches!(s, RStep::Get { .. } | RStep::Wait { .. }))
+            .map_or(0, |i| i + 1);
+        let run = &steps[start..j];
+        let later = &steps[j + 1..];
+        let fused = &later[..(chain.get(j).copied().unwrap_or(0) as usize).min(later.len())];
+        let mut pulls = Vec::new();
+        for (gi, g) in run.iter().enumerate() {
+            let RStep::Get {
+                src,
+                dst: land,
+                peer,
+                n: m,
+            } = g
+            else {
+                continue;
+            };
+            let operand = srcs.iter().position(|s| s == land);
+            let Some(operand) = operand else { continue };
+            let ok = *m == *n
+                && *peer != me
+                && class(src.buf) == class(land.buf)
+                && dead_scratch(land.buf)
+                && !overlaps(land, *m, dst, *n)
+                && srcs
+                    .iter()
+                    .enumerate()
+                    .all(|(k, s)| k == operand || !overlaps(land, *m, s, *n))
+                && run.iter().enumerate().all(|(k, o)| match o {
+                    RStep::Get { dst: od, n: on, .. } if k != gi => !overlaps(land, *m, od, *on),
+                    _ => true,
+                })
+                && later.iter().all(|s| {
+                    local_regions(s, me)
+                        .iter()
+                        .all(|(r, rn)| !overlaps(land, *m, r, *rn))
+                })
+                && fused.iter().all(|s| match s {
+                    RStep::Put {
+                        dst: pd,
+                        peer: pp,
+                        n: pn,
+                        ..
+                    } if pp == peer => (pd == src && pn == m) || !overlaps(src, *m, pd, *pn),
+                    _ => true,
+                });
+            if ok {
+                out.folded.resize(steps.len(), false);
+                out.folded[start + gi] = true;
+                pulls.push(Pull {
+                    operand,
+                    peer: *peer,
+                    src: *src,
+                });
+            }
+        }
+        if !pulls.is_empty() {
+            out.pulls.resize(steps.len(), Vec::new());
+            out.pulls[j] = pulls;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fuse;
+    use super::*;
+    use symsched_plan::{Cmp, WaitTarget};
+
+    fn reg(buf: u32, elem: u64) -> RReg {
+        RReg { buf, elem }
+    }
+
+    fn get(src: RReg, dst: RReg, peer: Rank, n: u64) -> RStep {
+        RStep::Get { src, dst, peer, n }
+    }
+
+    fn wait() -> RStep {
+        RStep::Wait {
+            slot: 0,
+            cmp: Cmp::Ge,
+            target: WaitTarget {
+                stride: 1,
+                offset: 0,
+            },
+            id: 0,
+        }
+    }
+
+    /// Rank 1 of `allreduce_two_shot_pull` at P = 3: buffer 0 is `x`, buffer 1 is `land`.
+    fn pull_plan() -> Plan {
+        use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+        let lib = standard_library();
+        compile(
+            &lib,
+            "allreduce_two_shot_pull",
+            3,
+            &Default::default(),
+            &CompileOptions::default(),
+        )
+        .expect("the pull two-shot verifies at P = 3")
+        .plan
+    }
+
+    #[test]
+    fn pull_gets_fold_into_their_reduce() {
+        let plan = pull_plan();
+        let (x1, l0, l2) = (reg(0, 4), reg(1, 0), reg(1, 8));
+        let steps = vec![
+            wait(),
+            get(x1, l2, 2, 4),
+            wait(),
+            get(x1, l0, 0, 4),
+            RStep::Reduce {
+                dst: x1,
+                srcs: vec![l0, x1, l2],
+                n: 4,
+            },
+            get(reg(0, 0), reg(0, 0), 0, 4),
+        ];
+        let f = get_folds(&plan, &steps, 1, &fuse::reduce_chains(&steps, 1));
+        let folded: Vec<bool> = (0..steps.len()).map(|i| f.folded(i)).collect();
+        assert_eq!(folded, [false, true, false, true, false, false]);
+        assert_eq!(
+            f.pulls(4),
+            [
+                Pull {
+                    operand: 2,
+                    peer: 2,
+                    src: x1
+                },
+                Pull {
+                    operand: 0,
+                    peer: 0,
+                    src: x1
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fused_push_may_overwrite_the_pulled_region_only_exactly() {
+        // The pull two-shot at P = 2 on rank 1: get x[1] @ 0, reduce, put x[1] -> x[1] @ 0.
+        let plan = pull_plan();
+        let (x1, l0) = (reg(0, 4), reg(1, 0));
+        let steps = |put_dst: RReg| {
+            vec![
+                get(x1, l0, 0, 4),
+                RStep::Reduce {
+                    dst: x1,
+                    srcs: vec![l0, x1],
+                    n: 4,
+                },
+                RStep::Put {
+                    src: x1,
+                    dst: put_dst,
+                    peer: 0,
+                    n: 4,
+                    signal: None,
+                },
+            ]
+        };
+        let exact = steps(x1);
+        let f = get_folds(&plan, &exact, 1, &fuse::reduce_chains(&exact, 1));
+        assert_eq!(fuse::reduce_chains(&exact, 1), [0, 1, 0]);
+        assert!(f.folded(0));
+        // Shifted by two elements: block 0 of the put would overwrite elements not yet read.
+        let shifted = steps(reg(0, 2));
+        let f = get_folds(&plan, &shifted, 1, &fuse::reduce_chains(&shifted, 1));
+        assert_eq!(fuse::reduce_chains(&shifted, 1), [0, 1, 0]);
+        assert!(!f.folded(0) && f.pulls(1).is_empty());
+    }
+
+    #[test]
+    fn live_or_visible_landings_are_not_folded() {
+        let plan = pull_plan();
+        let (x1, l0) = (reg(0, 4), reg(1, 0));
+        let reduce = RStep::Reduce {
+            dst: x1,
+            srcs: vec![l0, x1],
+            n: 4,
+        };
+        let cases = [
+            // Read again later.
+            vec![
+                get(x1, l0, 0, 4),
+                reduce.clone(),
+                RStep::Copy {
+                    src: reg(1, 2),
+                    dst: reg(0, 0),
+                    n: 4,
+                },
+            ],
+            // A signal in between.
+            vec![
+                get(x1, l0, 0, 4),
+                RStep::Signal(symsched_plan::SignalUpdate {
+                    peer: 0,
+                    slot: 0,
+                    mode: symsched_plan::SignalMode::Add,
+                    value: 1,
+                    stride: 0,
+                }),
+                reduce.clone(),
+            ],
+            // A shorter get.
+            vec![get(x1, l0, 0, 3), reduce.clone()],
+            // A second get into the same slot.
+            vec![
+                get(x1, l0, 0, 4),
+                get(reg(0, 0), reg(1, 2), 2, 4),
+                reduce.clone(),
+            ],
+            // Landing in a role the caller sees.
+            vec![
+                get(x1, reg(0, 0), 0, 4),
+                RStep::Reduce {
+                    dst: x1,
+                    srcs: vec![reg(0, 0), x1],
+                    n: 4,
+                },
+            ],
+        ];
+        for steps in cases {
+            let f = get_folds(&plan, &steps, 1, &fuse::reduce_chains(&steps, 1));
+            assert!(
+                (0..steps.len()).all(|i| !f.folded(i) && f.pulls(i).is_empty()),
+                "{steps:?}"
+            );
+        }
+    }
+}

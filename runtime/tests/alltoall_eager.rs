@@ -1,0 +1,403 @@
+//! The one-round (eager) alltoallv on the real multi-process runtime: ranks are processes
+//! started by the launcher (this test binary re-executed with `SYMSCHED_A2A_TEST_ROLE` set,
+//! running only `rank_entry`). Every launch is bounded by the launcher's timeout and every wait
+//! by the signal timeout; the launcher kills the other ranks when one fails and removes the
+//! rendezvous directory.
+//!
+//! - `eager_correct_*`: zero-size chunks, chunks exactly at and just over the eager capacity
+//!   (the latter through the plan), at and just over the pull threshold, send data private and
+//!   symmetric (pulled), and 300 back-to-back calls with changing counts (slot reuse,
+//!   switching between inline, pull and rendezvous), bit-exact;
+//! - `eager_mismatch`: counts that disagree between a sender and its receiver (both eager,
+//!   and eager against over-capacity) and element types that disagree are the same typed
+//!   error on every rank, leave the outputs untouched, and the channel works afterwards;
+//! - `eager_dead_peer`: a peer that exits makes the waiting rank fail within the signal
+//!   timeout, naming the peer.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+use symsched_plan::LaunchSizes;
+use symsched_runtime::exec::eager::{eager_capacity, PULL_MIN_BYTES};
+use symsched_runtime::exec::{
+    AlltoallvOutcome, Binding, DType, ElemTypes, ExecError, Executor, Fabric, GroupFabric,
+    LaunchArgs, LoadedPlan, ReduceOp,
+};
+use symsched_runtime::launcher::{launch, LaunchSpec};
+
+const ROLE: &str = "SYMSCHED_A2A_TEST_ROLE";
+const SENTINEL: u8 = 0xAB;
+
+/// Start `n` ranks of this test binary in `role` with the given signal timeout; panics with
+/// their output if any fails, else returns the captured lines.
+fn run_ranks(n: usize, role: &str, timeout: Duration, signal_ms: u64) -> Vec<String> {
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut spec = LaunchSpec::new(
+        n,
+        exe,
+        ["rank_entry", "--exact", "--nocapture", "--test-threads=1"],
+    );
+    spec.env.push((ROLE.into(), role.into()));
+    spec.env.push((
+        "SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(),
+        signal_ms.to_string().into(),
+    ));
+    spec.env.push((
+        "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
+        (64u64 << 20).to_string().into(),
+    ));
+    spec.timeout = Some(timeout);
+    spec.capture = true;
+    let out = launch(&spec).expect("launcher starts the ranks");
+    let lines: Vec<String> = out
+        .output
+        .iter()
+        .map(|(r, _, l)| format!("[rank {r}] {l}"))
+        .collect();
+    if !out.success() {
+        panic!("{role}: {:?}\n{}", out.failure, lines.join("\n"));
+    }
+    assert!(
+        !out.rendezvous_dir.exists(),
+        "rendezvous directory left behind"
+    );
+    lines
+}
+
+/// The rank program. Outside a launch (no role set) it has nothing to do.
+#[test]
+fn rank_entry() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let rt = symsched_runtime::Runtime::init_from_env().expect("joins the job");
+    let exec = Executor::new(GroupFabric::new(rt.world().expect("world")));
+    match role.as_str() {
+        "correct" => correct(&exec),
+        "mismatch" => mismatch(&exec),
+        "dead" => dead(&exec),
+        r => panic!("unknown role {r}"),
+    }
+    drop(exec);
+    rt.finalize().expect("finalize");
+}
+
+fn plan(p: u32) -> symsched_plan::Plan {
+    compile(
+        &standard_library(),
+        "alltoallv_push",
+        p,
+        &BTreeMap::new(),
+        &CompileOptions::default(),
+    )
+    .expect("alltoallv_push verifies")
+    .plan
+}
+
+/// One alltoallv: eager, or the plan with the matrix the header round agreed. Returns whether
+/// it went eagerly.
+#[allow(clippy::too_many_arguments)] // one argument per part of the call
+fn a2a(
+    exec: &Executor<GroupFabric>,
+    lp: &LoadedPlan,
+    dt: DType,
+    sc: &[u64],
+    rc: &[u64],
+    send: &[u8],
+    send_heap: Option<u64>,
+    recv: &mut [u8],
+) -> Result<bool, ExecError> {
+    match exec.alltoallv_eager(dt, sc, rc, send, send_heap, recv)? {
+        AlltoallvOutcome::Done => Ok(true),
+        AlltoallvOutcome::Rendezvous(m) => {
+            let sizes = LaunchSizes {
+                vars: Default::default(),
+                counts: Some(m),
+            };
+            let first = match send_heap {
+                Some(offset) => Binding::Heap {
+                    offset,
+                    bytes: send.len() as u64,
+                },
+                None => Binding::HostRead(send),
+            };
+            let mut b = [first, Binding::Host(recv)];
+            exec.launch(
+                lp,
+                LaunchArgs {
+                    types: ElemTypes::new(dt, None)?,
+                    op: ReduceOp::Sum,
+                    sizes: &sizes,
+                    buffers: &mut b,
+                },
+            )?;
+            Ok(false)
+        }
+    }
+}
+
+/// The i32 value element `k` of the chunk `src` sends `dst` in call `it`.
+fn val(it: u64, src: usize, dst: usize, k: u64) -> i32 {
+    (it.wrapping_mul(7919) ^ (src as u64) << 40 ^ (dst as u64) << 32 ^ k) as i32
+}
+
+/// Bytes of the symmetric send buffer the `heap` calls use.
+const HEAP_SEND: u64 = 4 << 20;
+
+/// Run one call with the matrix `m[src][dst]` (i32 elements) on this rank and check the
+/// output bit-exactly; the send data lives in the symmetric heap when `heap` (large chunks are
+/// then pulled), else in private memory. Returns whether it went eagerly.
+fn call_and_check(
+    exec: &Executor<GroupFabric>,
+    lp: &LoadedPlan,
+    it: u64,
+    m: &[Vec<u64>],
+    heap: bool,
+) -> bool {
+    let me = exec.fabric().rank() as usize;
+    let p = m.len();
+    let sc: Vec<u64> = m[me].clone();
+    let rc: Vec<u64> = (0..p).map(|s| m[s][me]).collect();
+    let send: Vec<u8> = (0..p)
+        .flat_map(|d| (0..sc[d]).map(move |k| val(it, me, d, k)))
+        .flat_map(i32::to_le_bytes)
+        .collect();
+    let mut recv = vec![SENTINEL; (rc.iter().sum::<u64>() * 4) as usize];
+    let r = if heap {
+        let f = exec.fabric();
+        let off = f.scratch("alltoall-test/send", HEAP_SEND).expect("scratch");
+        assert!(send.len() as u64 <= HEAP_SEND);
+        let ptr = f
+            .heap_ptr(f.rank(), off, send.len() as u64)
+            .expect("heap range");
+        // SAFETY: a checked range of our own heap segment, which only this call's receivers
+        // read (and only until their credits, which the call waits for).
+        let hs = unsafe { std::slice::from_raw_parts_mut(ptr, send.len()) };
+        hs.copy_from_slice(&send);
+        a2a(exec, lp, DType::I32, &sc, &rc, hs, Some(off), &mut recv)
+    } else {
+        a2a(exec, lp, DType::I32, &sc, &rc, &send, None, &mut recv)
+    };
+    let eager = r.unwrap_or_else(|e| panic!("call {it} matrix {m:?} heap={heap}: {e}"));
+    let want: Vec<u8> = (0..p)
+        .flat_map(|s| (0..rc[s]).map(move |k| val(it, s, me, k)))
+        .flat_map(i32::to_le_bytes)
+        .collect();
+    assert!(
+        recv == want,
+        "call {it} matrix {m:?}: wrong output on rank {me}"
+    );
+    eager
+}
+
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn correct(exec: &Executor<GroupFabric>) {
+    let p = exec.fabric().size() as usize;
+    let lp = exec.load(&plan(p as u32)).expect("loads");
+    let cap_elems = eager_capacity(p as u32) / 4;
+    let full = |f: &dyn Fn(usize, usize) -> u64| -> Vec<Vec<u64>> {
+        (0..p).map(|s| (0..p).map(|d| f(s, d)).collect()).collect()
+    };
+    // (matrix, expected to go eagerly)
+    let cases: Vec<(Vec<Vec<u64>>, bool)> = vec![
+        (full(&|_, _| 0), true),
+        (full(&|s, d| (s + d + 1) as u64), true),
+        (full(&|s, d| if s == d { 0 } else { 1 }), true),
+        (full(&|s, _| if s == 0 { 0 } else { 5 }), true),
+        (full(&|_, _| cap_elems), true),
+        (full(&|_, _| PULL_MIN_BYTES / 4), true),
+        (full(&|s, d| PULL_MIN_BYTES / 4 + (s + d) as u64), true),
+        (full(&|s, d| if s == d { 3 * cap_elems } else { 2 }), true),
+        (full(&|_, _| cap_elems + 1), false),
+        (
+            full(&|s, d| {
+                if s == 0 && d == p - 1 {
+                    cap_elems + 1
+                } else {
+                    7
+                }
+            }),
+            false,
+        ),
+        (full(&|s, _| if s == 1 { 0 } else { cap_elems + 1 }), false),
+    ];
+    for (i, (m, eager)) in cases.iter().enumerate() {
+        // twice: the second call reuses the cached plan resolution and the other slot set
+        for rep in 0..4 {
+            let got = call_and_check(exec, &lp, (i * 4 + rep) as u64, m, rep >= 2);
+            assert_eq!(got, *eager, "case {i} {m:?}: eager path taken = {got}");
+        }
+    }
+    // Back to back, counts changing every call (every rank derives the same matrix), with an
+    // over-capacity pair every 37th call: slots alternate and credits gate reuse.
+    let mut seed = 7u64;
+    let mut eager_calls = 0;
+    for it in 0..300u64 {
+        let m: Vec<Vec<u64>> = (0..p)
+            .map(|_| {
+                (0..p)
+                    .map(|_| {
+                        seed = mix(seed);
+                        // mostly small, sometimes past the pull threshold
+                        if seed.is_multiple_of(5) {
+                            PULL_MIN_BYTES / 4 + seed % 3000
+                        } else {
+                            seed % 41
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut m = m;
+        if it % 37 == 36 {
+            m[p - 1][0] = cap_elems + 1 + it;
+        }
+        if call_and_check(exec, &lp, 1000 + it, &m, it % 3 != 0) {
+            eager_calls += 1;
+        }
+    }
+    assert_eq!(eager_calls, 300 - 300 / 37);
+    println!("EAGER-CORRECT-OK rank {}", exec.fabric().rank());
+}
+
+fn expect_mismatch(r: Result<bool, ExecError>, sender: u32, receiver: u32, sent: u64, exp: u64) {
+    match r {
+        Err(ExecError::CountsMismatch {
+            sender: s,
+            receiver: d,
+            sent: n,
+            expected: e,
+        }) => assert_eq!(
+            (s, d, n, e),
+            (sender, receiver, sent, exp),
+            "wrong pair reported"
+        ),
+        other => panic!("expected CountsMismatch({sender}->{receiver}), got {other:?}"),
+    }
+}
+
+fn mismatch(exec: &Executor<GroupFabric>) {
+    let p = exec.fabric().size() as usize;
+    let me = exec.fabric().rank() as usize;
+    let lp = exec.load(&plan(p as u32)).expect("loads");
+    let cap_elems = eager_capacity(p as u32) / 4;
+    let run = |sc: Vec<u64>, rc: Vec<u64>, dt: DType| {
+        let es = dt.size() as u64;
+        let send = vec![1u8; (sc.iter().sum::<u64>() * es) as usize];
+        let mut recv = vec![SENTINEL; (rc.iter().sum::<u64>() * es) as usize];
+        let r = a2a(exec, &lp, dt, &sc, &rc, &send, None, &mut recv);
+        assert!(
+            recv.iter().all(|b| *b == SENTINEL),
+            "rank {me}: output written by a refused call"
+        );
+        r
+    };
+    // Both eager: rank 0 sends 3 elements to rank 1, which expects 4.
+    let sc: Vec<u64> = (0..p)
+        .map(|d| if me == 0 && d == 1 { 3 } else { 4 })
+        .collect();
+    expect_mismatch(run(sc, vec![4; p], DType::I32), 0, 1, 3, 4);
+    // Over capacity on the sender's side only: it alone would choose the rendezvous.
+    let big = cap_elems + 1;
+    let sc: Vec<u64> = (0..p)
+        .map(|d| if me == 0 && d == 1 { big } else { 5 })
+        .collect();
+    expect_mismatch(run(sc, vec![5; p], DType::I32), 0, 1, big, 5);
+    // ...and on the receiver's side only.
+    let rc: Vec<u64> = (0..p)
+        .map(|s| if me == 1 && s == 0 { big } else { 5 })
+        .collect();
+    expect_mismatch(run(vec![5; p], rc, DType::I32), 0, 1, 5, big);
+    // Element types that differ: the same counts, 4-byte against 8-byte elements.
+    let dt = if me == 0 { DType::F32 } else { DType::I64 };
+    match run(vec![2; p], vec![2; p], dt) {
+        Err(ExecError::DtypeMismatch(msg)) => assert!(msg.contains("element type"), "{msg}"),
+        other => panic!("expected DtypeMismatch, got {other:?}"),
+    }
+    // The channel (and the group) stay usable.
+    let m: Vec<Vec<u64>> = (0..p)
+        .map(|s| (0..p).map(|d| (s * p + d) as u64).collect())
+        .collect();
+    for it in 0..4 {
+        assert!(call_and_check(exec, &lp, it, &m, it % 2 == 0));
+    }
+    println!("EAGER-MISMATCH-OK rank {me}");
+}
+
+fn dead(exec: &Executor<GroupFabric>) {
+    let me = exec.fabric().rank();
+    let p = exec.fabric().size() as usize;
+    exec.barrier().expect("barrier");
+    if me == 1 {
+        // Leave without a word (no finalize): the peer must not hang.
+        std::process::exit(0);
+    }
+    let send = vec![0u8; p * 4];
+    let mut recv = vec![0u8; p * 4];
+    let t0 = Instant::now();
+    let r = exec.alltoallv_eager(DType::I32, &vec![1; p], &vec![1; p], &send, None, &mut recv);
+    let took = t0.elapsed();
+    let msg = match r {
+        Err(e) => e.to_string(),
+        Ok(o) => panic!("alltoallv with a dead peer returned {o:?}"),
+    };
+    assert!(
+        msg.contains("peer rank 1") || msg.contains("never signalled: [1]") || msg.contains("[1]"),
+        "error does not name the dead peer: {msg}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    println!("EAGER-DEAD-OK {:.2}s {msg}", took.as_secs_f64());
+    // The world barrier of finalize cannot complete without rank 1.
+    std::process::exit(0);
+}
+
+#[test]
+fn eager_correct_two_ranks() {
+    let out = run_ranks(2, "correct", Duration::from_secs(120), 20_000);
+    assert_eq!(
+        out.iter()
+            .filter(|l| l.contains("EAGER-CORRECT-OK"))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn eager_correct_three_ranks() {
+    let out = run_ranks(3, "correct", Duration::from_secs(180), 20_000);
+    assert_eq!(
+        out.iter()
+            .filter(|l| l.contains("EAGER-CORRECT-OK"))
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn eager_mismatch() {
+    for n in [2, 3] {
+        let out = run_ranks(n, "mismatch", Duration::from_secs(120), 20_000);
+        assert_eq!(
+            out.iter()
+                .filter(|l| l.contains("EAGER-MISMATCH-OK"))
+                .count(),
+            n
+        );
+    }
+}
+
+#[test]
+fn eager_dead_peer() {
+    let out = run_ranks(2, "dead", Duration::from_secs(60), 2_000);
+    assert!(
+        out.iter().any(|l| l.contains("EAGER-DEAD-OK")),
+        "{}",
+        out.join("\n")
+    );
+}
