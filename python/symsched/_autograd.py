@@ -12,7 +12,7 @@ from torch.autograd import Function
 
 from . import _coll, _launch, _state
 from ._enums import ReduceOp
-from ._errors import SymschedArgumentError, SymschedError, SymschedRuntimeError
+from ._errors import SymschedArgumentError
 
 #: Backward launches already made once, per (group info id, forward schedule, its params, dual
 #: collective, dtype, op, wire, sizes, the choice's extra key): the group's info (held so its id
@@ -31,23 +31,6 @@ def _cached(info: _state.GroupInfo, key: Tuple[Any, ...]) -> Any:
     if hit is None or hit[0] is not info or _coll._observed():
         return None
     return hit[1]
-
-
-def _fire(prepared: Any, op_name: str, info: _state.GroupInfo, buffers: List[Tuple[int, int]],
-          counts: Optional[Tuple[List[int], List[int]]] = None) -> None:
-    """Run a cached dual launch, mapping native errors as ``_launch.run`` does."""
-    try:
-        if counts is None:
-            prepared.run(buffers)
-        else:
-            prepared.run_counts(buffers, counts[0], counts[1])
-    except (SymschedError, TypeError):
-        raise
-    except ValueError as exc:
-        raise SymschedArgumentError(f"symsched {op_name} ({prepared.schedule}): {exc}") from exc
-    except Exception as exc:
-        raise SymschedRuntimeError(
-            f"symsched {op_name} ({prepared.schedule}) on group {list(info.ranks)}: {exc}") from exc
 
 
 def _check_grad(gy: Any, dtype: torch.dtype, numel: int, op_name: str) -> None:
@@ -89,7 +72,7 @@ def _run_dual(info: _state.GroupInfo, fwd: str, fwd_params: dict, expect: str, o
                tuple(sizes.items()), choose_key)
         hit = _cached(info, key)
         if hit is not None:
-            _fire(hit, op_name, info, [(b.data_ptr(), b.numel() * b.element_size()) for b in buffers], counts)
+            _coll._fire(op_name, info, hit, [(b.data_ptr(), b.numel() * b.element_size()) for b in buffers], counts)
             return
     if choose is None:
         name, params = _launch.dual_schedule(info, fwd, fwd_params, expect)
@@ -138,7 +121,7 @@ class AllGather(Function):
         hit = _cached(info, key)
         nbytes = info.size * n * g.element_size()
         if hit is not None:
-            _fire(hit, "allgather.backward", info, [(g.data_ptr(), nbytes), (gx.data_ptr(), nbytes // info.size)])
+            _coll._fire("allgather.backward", info, hit, [(g.data_ptr(), nbytes), (gx.data_ptr(), nbytes // info.size)])
         else:
             _run_dual(info, "allgather_push", {}, "reduce_scatter", "allgather.backward", [g, gx], dtype, {"n": n},
                       key=key, reduce=ReduceOp.SUM, nbytes=nbytes)
@@ -175,7 +158,7 @@ class ReduceScatter(Function):
         key = (id(info), ctx.schedule, (), "allgather", dtype, None, None, (("n", n),), env)
         hit = _cached(info, key)
         if hit is not None:
-            _fire(hit, "reduce_scatter.backward", info, [(g.data_ptr(), nbytes // p), (gx.data_ptr(), nbytes)])
+            _coll._fire("reduce_scatter.backward", info, hit, [(g.data_ptr(), nbytes // p), (gx.data_ptr(), nbytes)])
         else:
             # gx is private: of the declared all-gather duals the pull one writes it in place
             _run_dual(info, ctx.schedule, {}, "allgather", "reduce_scatter.backward", [g, gx], dtype, {"n": n},
@@ -197,7 +180,7 @@ def _adjoint(info: _state.GroupInfo, schedule: str, gy: torch.Tensor, dtype: tor
     hit = _cached(info, key)
     nbytes = n * g.element_size()
     if hit is not None:
-        _fire(hit, op_name, info, [(g.data_ptr(), nbytes)])
+        _coll._fire(op_name, info, hit, [(g.data_ptr(), nbytes)])
     else:
         _run_dual(info, schedule, {}, "allreduce", op_name, [g], dtype, {"n": n}, key=key, reduce=ReduceOp.SUM,
                   nbytes=nbytes)
@@ -296,7 +279,8 @@ class AllToAll(Function):
         hit = _cached(info, key)
         es = g.element_size()
         if hit is not None:
-            _fire(hit, "alltoall.backward", info, [(g.data_ptr(), ns * es), (gx.data_ptr(), nr * es)], (send, recv))
+            _coll._fire("alltoall.backward", info, hit, [(g.data_ptr(), ns * es), (gx.data_ptr(), nr * es)],
+                        (send, recv))
         else:
             _run_dual(info, "alltoallv_push", {}, "alltoallv", "alltoall.backward", [g, gx], dtype, {}, key=key,
                       send_counts=send, recv_counts=recv, nbytes=ns * es)

@@ -100,7 +100,10 @@ def _remember(key: Optional[Tuple[Any, ...]], group: Any, prepared: Any, nbytes:
 
 def _fire(op_name: str, group: Any, prepared: Any, buffers: List[Tuple[int, int]],
           counts: Optional[Tuple[List[int], List[int]]] = None) -> None:
-    """Run a cached launch, mapping native errors like ``_launch.run`` does."""
+    """Run a cached launch, mapping native errors like ``_launch.run`` does.
+
+    ``group`` is the caller's group argument, or an already resolved ``GroupInfo`` (backward
+    passes); it is only resolved to name the ranks in an error."""
     try:
         if counts is None:
             prepared.run(buffers)
@@ -111,7 +114,7 @@ def _fire(op_name: str, group: Any, prepared: Any, buffers: List[Tuple[int, int]
     except ValueError as exc:
         raise SymschedArgumentError(f"symsched {op_name} ({prepared.schedule}): {exc}") from exc
     except Exception as exc:
-        info = _state.resolve_group(group)
+        info = group if isinstance(group, _state.GroupInfo) else _state.resolve_group(group)
         raise SymschedRuntimeError(
             f"symsched {op_name} ({prepared.schedule}) on group {list(info.ranks)}: {exc}") from exc
 

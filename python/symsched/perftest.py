@@ -44,7 +44,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 OPS = ("allreduce", "allgather", "reduce_scatter", "alltoall", "mc2")
 
@@ -341,16 +341,21 @@ def _worker(a: argparse.Namespace) -> None:
             def b_only() -> None:
                 torch.autograd.grad(graphs.pop(), x, gy)
 
-            # forward and backward batches alternate, and the ratio is the median of the per-round
-            # ratios: load on a shared host drifts, and it then hits both sides of a ratio alike
-            tfs, tbs = [], []
-            for _ in range(max(1, a.batches)):
-                tfs.append(timed(f_only, graphs.clear, k, batches=1))
-                graphs.clear()
-                tbs.append(timed(b_only, build, k, batches=1))
-                graphs.clear()
-            tf, tb = statistics.median(tfs), statistics.median(tbs)
-            ratio = statistics.median(b / f for f, b in zip(tfs, tbs))
+            def fwd_vs(bwd: Callable[[], None]) -> Tuple[float, float, float]:
+                """Median forward and backward batch times and the median per-round ratio.
+
+                Forward and backward batches alternate: load on a shared host drifts, and it then
+                hits both sides of a ratio alike."""
+                tfs, tbs = [], []
+                for _ in range(max(1, a.batches)):
+                    tfs.append(timed(f_only, graphs.clear, k, batches=1))
+                    graphs.clear()
+                    tbs.append(timed(bwd, build, k, batches=1))
+                    graphs.clear()
+                return (statistics.median(tfs), statistics.median(tbs),
+                        statistics.median(b / f for f, b in zip(tfs, tbs)))
+
+            tf, tb, ratio = fwd_vs(b_only)
             extras.append(f"backward/forward {name:20s} 1 MiB: fwd {tf * 1e6:8.1f} us, bwd {tb * 1e6:8.1f} us, "
                           f"ratio {ratio:5.2f}")
 
@@ -360,16 +365,9 @@ def _worker(a: argparse.Namespace) -> None:
             def b_alone() -> None:
                 graphs.pop().grad_fn.apply(gy)
 
-            tfs, tas = [], []
-            for _ in range(max(1, a.batches)):
-                tfs.append(timed(f_only, graphs.clear, k, batches=1))
-                graphs.clear()
-                tas.append(timed(b_alone, build, k, batches=1))
-                graphs.clear()
-            ta = statistics.median(tas)
-            ratio = statistics.median(b / f for f, b in zip(tfs, tas))
+            tf, ta, ratio = fwd_vs(b_alone)
             extras.append(f"  {name} backward alone (Function.backward via grad_fn, no torch engine): "
-                          f"fwd {statistics.median(tfs) * 1e6:8.1f} us, bwd {ta * 1e6:8.1f} us, ratio {ratio:5.2f}")
+                          f"fwd {tf * 1e6:8.1f} us, bwd {ta * 1e6:8.1f} us, ratio {ratio:5.2f}")
         # what torch.autograd.grad costs by itself: an identity autograd.Function at the same size
         x = torch.randn(n, requires_grad=True)
         graphs = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import torch
 import torch.distributed as dist
@@ -55,3 +55,26 @@ def reference_reduce(parts: List[torch.Tensor], op: str) -> torch.Tensor:
     if op == "avg":
         acc = acc / len(parts)
     return acc.to(dtype)
+
+
+def spy_schedules(seen: List[str]) -> Callable[[], None]:
+    """Record the schedule of every launch into ``seen``: the full path (``_launch.run``) and the
+    cached launches of forwards and backwards (``_coll._fire``). Returns the function that
+    removes the spies."""
+    from symsched import _coll, _launch
+
+    run, fire = _launch.run, _coll._fire
+
+    def spy_run(op_name, info, schedule, *a, **kw):  # type: ignore[no-untyped-def]
+        seen.append(schedule)
+        return run(op_name, info, schedule, *a, **kw)
+
+    def spy_fire(op_name, group, prepared, *a, **kw):  # type: ignore[no-untyped-def]
+        seen.append(prepared.schedule)
+        return fire(op_name, group, prepared, *a, **kw)
+
+    def restore() -> None:
+        _launch.run, _coll._fire = run, fire
+
+    _launch.run, _coll._fire = spy_run, spy_fire
+    return restore

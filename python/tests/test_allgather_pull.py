@@ -23,20 +23,11 @@ import _harness
 
 def _spy() -> List[str]:
     """Record the schedule of every launch, on the full path and on both cached paths."""
-    from symsched import _autograd, _coll, _launch
+    from symsched import _autograd
+    from _common import spy_schedules
 
     seen: List[str] = []
-    run, fire = _launch.run, _coll._fire
-
-    def spy_run(op_name, info, schedule, *a, **kw):  # type: ignore[no-untyped-def]
-        seen.append(schedule)
-        return run(op_name, info, schedule, *a, **kw)
-
-    def spy_fire(op_name, group, prepared, *a, **kw):  # type: ignore[no-untyped-def]
-        seen.append(prepared.schedule)
-        return fire(op_name, group, prepared, *a, **kw)
-
-    _launch.run, _coll._fire = spy_run, spy_fire
+    spy_schedules(seen)
     # cached backward launches skip `_launch.run`: start every case on the full path
     _autograd._duals.clear()
     return seen

@@ -31,23 +31,12 @@ def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
     import torch.distributed as dist
 
     import symsched as symm
-    from symsched import _coll, _launch
-    from _common import data, reference_reduce
+    from _common import data, reference_reduce, spy_schedules
 
     symm.init()
     fails: List[str] = []
     seen: List[str] = []
-    run, fire = _launch.run, _coll._fire
-
-    def spy_run(op_name, info, schedule, *a, **kw):  # type: ignore[no-untyped-def]
-        seen.append(schedule)
-        return run(op_name, info, schedule, *a, **kw)
-
-    def spy_fire(op_name, group, prepared, *a, **kw):  # type: ignore[no-untyped-def]
-        seen.append(prepared.schedule)
-        return fire(op_name, group, prepared, *a, **kw)
-
-    _launch.run, _coll._fire = spy_run, spy_fire
+    restore = spy_schedules(seen)
 
     def expect(what: str, want: List[str]) -> None:
         if seen != want:
@@ -112,7 +101,7 @@ def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
             fails.append(f"bad {ENV} error does not name it: {e}")
     finally:
         del os.environ[ENV]
-    _launch.run, _coll._fire = run, fire
+    restore()
     return {"failures": fails}
 
 

@@ -5,7 +5,7 @@ incoming gradient the forward's validation cannot vouch for.
 - all_gather, reduce_scatter (sum, avg), all_reduce (adjoint sum/avg/max, identity sum/avg),
   copy_to_group and all_to_all (uneven splits that change between calls, so the cached launch
   must take each call's transposed counts) in float32, float64 and bfloat16: the first backward
-  takes the full path (``_launch.run``), the next ones the cached launch (``_autograd._fire``),
+  takes the full path (``_launch.run``), the next ones the cached launch (``_coll._fire``),
   and every gradient equals the exact analytic one (integer-valued data, so sums are exact).
 - A non-contiguous incoming gradient (``y.sum()``'s expanded one, a strided view) is copied and
   gives the same gradient on the cached path.
@@ -39,24 +39,25 @@ def cached(rank: int, world: int, args: Any) -> Dict[str, Any]:
 
     import symsched as symm
     import symsched.functional as F
-    from symsched import _autograd, _launch
+    from symsched import _autograd, _coll, _launch
 
     symm.init()
     fails: List[str] = []
     P = world
     calls = {"full": 0, "cached": 0}
-    run, fire = _launch.run, _autograd._fire
+    run, fire = _launch.run, _coll._fire
 
     def spy_run(op_name, *a, **kw):  # type: ignore[no-untyped-def]
         if op_name.endswith(".backward"):
             calls["full"] += 1
         return run(op_name, *a, **kw)
 
-    def spy_fire(*a, **kw):  # type: ignore[no-untyped-def]
-        calls["cached"] += 1
-        return fire(*a, **kw)
+    def spy_fire(op_name, *a, **kw):  # type: ignore[no-untyped-def]
+        if op_name.endswith(".backward"):
+            calls["cached"] += 1
+        return fire(op_name, *a, **kw)
 
-    _launch.run, _autograd._fire = spy_run, spy_fire
+    _launch.run, _coll._fire = spy_run, spy_fire
 
     def grads(what: str, make: Callable[[], Any], x: Any, gy: Callable[[Any], Any], want: Any) -> None:
         """Three backwards of fresh graphs: the first on the full path, the others cached; each
@@ -174,7 +175,7 @@ def cached(rank: int, world: int, args: Any) -> Dict[str, Any]:
     (gx,) = torch.autograd.grad(F.all_gather(x), x, torch.ones(P * 6))
     if not torch.equal(gx, torch.full((6,), float(P))):
         fails.append(f"all_gather after refusals: {gx}")
-    _launch.run, _autograd._fire = run, fire
+    _launch.run, _coll._fire = run, fire
     dist.barrier()
     return {"failures": fails}
 
