@@ -159,6 +159,8 @@ struct Resolved {
     chain: Vec<u32>,
     /// Gets run inside the reduce that consumes them (see [`super::fuse_get`]).
     get_folds: super::fuse_get::GetFolds,
+    /// Per step: a plain move whose destination nobody reads (see [`super::stream_copy`]).
+    nt: Vec<bool>,
 }
 
 /// A plan loaded on a group: its slots, epoch and caches.
@@ -521,6 +523,7 @@ impl<F: Fabric> Executor<F> {
         }
         let chain = super::fuse::reduce_chains(&steps, me);
         let get_folds = super::fuse_get::get_folds(plan, &steps, me, &chain);
+        let nt = super::stream_copy::nt_steps(plan, &steps, &chain);
         Ok(Resolved {
             key,
             steps,
@@ -528,6 +531,7 @@ impl<F: Fabric> Executor<F> {
             max_len,
             chain,
             get_folds,
+            nt,
         })
     }
 
@@ -726,6 +730,23 @@ impl<F: Fabric> Executor<F> {
             self.fabric
                 .signal(u.peer, lp.slot_base + u.slot, u.mode, u.value_at(epoch))
         };
+        // A plain move of `n` elements: streamed past the cache when step `si` qualifies.
+        let mv = |si: usize, sd: DType, s: *mut u8, dd: DType, d: *mut u8, n: u64| {
+            let bytes = n as usize * sd.size();
+            if sd == dd
+                && bytes >= super::stream_copy::NT_MIN_BYTES
+                && !std::ptr::eq(s, d)
+                && res.nt.get(si).copied().unwrap_or(false)
+            {
+                // SAFETY: both ranges were bounds-checked for `n` elements of this type, and
+                // distinct regions of moves never overlap (as `convert` assumes).
+                unsafe { super::stream_copy::copy(d, s, bytes) };
+            } else {
+                // SAFETY: both ranges are bounds-checked heap ranges; distinct buffers or
+                // ranks, or the identical range (a self-put), which `convert` allows.
+                unsafe { convert(sd, s, dd, d, n as usize) };
+            }
+        };
         let tr = super::trace::Launch::begin(plan, me, self.fabric.label(), epoch);
         let my_steps = &plan.ranks[me as usize].steps;
         // Steps still to pass over because they ran fused into the reduce before them.
@@ -745,9 +766,7 @@ impl<F: Fabric> Executor<F> {
                     } => {
                         let (s, sd) = ptr(me, src, *n)?;
                         let (d, dd) = ptr(*peer, dst, *n)?;
-                        // SAFETY: both ranges are bounds-checked heap ranges; distinct buffers or
-                        // ranks, or the identical range (a self-put), which `convert` allows.
-                        unsafe { convert(sd, s, dd, d, *n as usize) };
+                        mv(si, sd, s, dd, d, *n);
                         if let Some(u) = signal {
                             sig(u)?;
                         }
@@ -757,8 +776,7 @@ impl<F: Fabric> Executor<F> {
                     RStep::Get { src, dst, peer, n } => {
                         let (s, sd) = ptr(*peer, src, *n)?;
                         let (d, dd) = ptr(me, dst, *n)?;
-                        // SAFETY: as for put.
-                        unsafe { convert(sd, s, dd, d, *n as usize) };
+                        mv(si, sd, s, dd, d, *n);
                     }
                     RStep::Signal(u) => sig(u)?,
                     RStep::Wait {
@@ -857,8 +875,7 @@ impl<F: Fabric> Executor<F> {
                     RStep::Copy { src, dst, n } => {
                         let (s, sd) = ptr(me, src, *n)?;
                         let (d, dd) = ptr(me, dst, *n)?;
-                        // SAFETY: as for put (local regions of distinct chunks, or identical).
-                        unsafe { convert(sd, s, dd, d, *n as usize) };
+                        mv(si, sd, s, dd, d, *n);
                     }
                     RStep::Matmul { c, a, b, m, k, n } => {
                         let (cp, cd) = ptr(me, c, m * n)?;

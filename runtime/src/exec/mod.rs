@@ -24,6 +24,7 @@ pub mod local;
 pub mod matmul;
 pub mod reduce;
 pub mod reference;
+mod stream_copy;
 pub mod trace;
 
 pub use dtype::{DType, ElemTypes};

@@ -1,0 +1,342 @@
+//! Non-temporal ("streaming") copies for large plain moves whose destination nobody reads.
+//!
+//! A large put of an alltoall writes up to tens of MiB that no step of the launch reads again.
+//! An ordinary `memcpy` first reads every destination line into the cache (read-for-ownership)
+//! and later evicts it dirty; streaming stores skip the read and the cache pollution. They only
+//! pay off when the destination is not re-read soon, which is why a reduce's landing buffer must
+//! keep ordinary stores (the reduce would re-read it from DRAM).
+//!
+//! A step is streamed when all of these hold (decided once per resolved plan, see [`nt_steps`]):
+//! - it is a plain put, get or copy (not fused into a reduce, not folded into one); whether the
+//!   element types match (no conversion) is checked when it runs;
+//! - it moves at least [`NT_MIN_BYTES`];
+//! - no step of any rank reads its destination buffer (as a source of a move, a reduce or
+//!   matmul operand, or a host collective's region).
+//!
+//! Streaming stores are weakly ordered, so [`copy`] ends with an `sfence`: a signal released
+//! after it (a put's own signal or a later signal step) is still seen only after the data.
+//! `SYMSCHED_NT_COPY=0` turns it off (read once).
+
+use super::interp::RStep;
+use symsched_plan::{Op, Plan};
+
+/// Smallest move, in bytes, that is streamed; below it the destination likely stays in cache
+/// and the ordinary copy wins.
+pub(super) const NT_MIN_BYTES: usize = 1 << 20;
+
+/// Whether streaming copies are on (`SYMSCHED_NT_COPY`, read once; on unless `0`).
+pub(super) fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("SYMSCHED_NT_COPY").map_or(true, |v| v != "0"))
+}
+
+/// Buffers some step of some rank reads.
+fn read_buffers(plan: &Plan) -> Vec<bool> {
+    let mut read = vec![false; plan.buffers.len()];
+    let mut mark = |b: u32| {
+        if let Some(r) = read.get_mut(b as usize) {
+            *r = true;
+        }
+    };
+    for prog in &plan.ranks {
+        for s in &prog.steps {
+            match &s.op {
+                Op::Put { src, .. }
+                | Op::Get { src, .. }
+                | Op::Copy { src, .. }
+                | Op::Cast { src, .. } => mark(src.buffer),
+                Op::Reduce { srcs, .. } => srcs.iter().for_each(|r| mark(r.buffer)),
+                Op::Matmul { a, b, .. } => {
+                    mark(a.buffer);
+                    mark(b.buffer);
+                }
+                Op::HostColl { region, .. } => mark(region.buffer),
+                Op::Signal { .. } | Op::Wait { .. } => {}
+            }
+        }
+    }
+    read
+}
+
+/// Per step of this rank's resolved list: whether it may be streamed. `chain` is
+/// [`super::fuse::reduce_chains`] of the same steps (moves fused into a reduce never stream).
+/// The byte threshold and the element types are checked at run time, where sizes are known.
+pub(super) fn nt_steps(plan: &Plan, steps: &[RStep], chain: &[u32]) -> Vec<bool> {
+    let mut out = vec![false; steps.len()];
+    if !enabled() {
+        return out;
+    }
+    let read = read_buffers(plan);
+    let mut fused_until = 0usize;
+    for (i, step) in steps.iter().enumerate() {
+        if i < fused_until {
+            continue;
+        }
+        fused_until = i + 1 + chain.get(i).copied().unwrap_or(0) as usize;
+        let dst = match step {
+            RStep::Put { dst, .. } | RStep::Get { dst, .. } | RStep::Copy { dst, .. } => dst,
+            _ => continue,
+        };
+        out[i] = !read.get(dst.buf as usize).copied().unwrap_or(true);
+    }
+    out
+}
+
+/// Copy `len` bytes from `src` to `dst`, streaming the aligned middle past the cache when the
+/// CPU can, and fence so that later stores (a signal) become visible after these.
+///
+/// # Safety
+/// `src` is valid for `len` bytes of reads, `dst` for `len` bytes of writes, and the ranges do
+/// not overlap.
+pub(super) unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 present (checked); the caller's contract covers the ranges.
+            unsafe { x86::copy_avx2(dst, src, len) };
+            return;
+        }
+        // SSE2 is part of the x86_64 baseline.
+        // SAFETY: the caller's contract covers the ranges.
+        unsafe { x86::copy_sse2(dst, src, len) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm256_loadu_si256, _mm256_stream_si256, _mm_loadu_si128, _mm_sfence,
+        _mm_stream_si128,
+    };
+
+    /// Bytes to copy ordinarily before `dst` reaches `align` (at most `len`).
+    fn head(dst: *mut u8, align: usize, len: usize) -> usize {
+        (dst.align_offset(align)).min(len)
+    }
+
+    /// # Safety
+    /// AVX2 is available; the ranges are as for [`super::copy`].
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn copy_avx2(dst: *mut u8, src: *const u8, len: usize) {
+        let h = head(dst, 32, len);
+        // SAFETY (whole body): every access stays within `len` bytes of `src`/`dst`; the
+        // streamed stores target 32-byte aligned addresses (`dst + h`).
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, dst, h);
+            let (mut d, mut s) = (dst.add(h), src.add(h));
+            let mut left = len - h;
+            while left >= 128 {
+                let a = _mm256_loadu_si256(s as *const __m256i);
+                let b = _mm256_loadu_si256(s.add(32) as *const __m256i);
+                let c = _mm256_loadu_si256(s.add(64) as *const __m256i);
+                let e = _mm256_loadu_si256(s.add(96) as *const __m256i);
+                _mm256_stream_si256(d as *mut __m256i, a);
+                _mm256_stream_si256(d.add(32) as *mut __m256i, b);
+                _mm256_stream_si256(d.add(64) as *mut __m256i, c);
+                _mm256_stream_si256(d.add(96) as *mut __m256i, e);
+                (d, s, left) = (d.add(128), s.add(128), left - 128);
+            }
+            while left >= 32 {
+                let a = _mm256_loadu_si256(s as *const __m256i);
+                _mm256_stream_si256(d as *mut __m256i, a);
+                (d, s, left) = (d.add(32), s.add(32), left - 32);
+            }
+            std::ptr::copy_nonoverlapping(s, d, left);
+            _mm_sfence();
+        }
+    }
+
+    /// # Safety
+    /// The ranges are as for [`super::copy`].
+    pub(super) unsafe fn copy_sse2(dst: *mut u8, src: *const u8, len: usize) {
+        let h = head(dst, 16, len);
+        // SAFETY (whole body): as for `copy_avx2`, with 16-byte aligned streamed stores.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, dst, h);
+            let (mut d, mut s) = (dst.add(h), src.add(h));
+            let mut left = len - h;
+            while left >= 64 {
+                let a = _mm_loadu_si128(s as *const __m128i);
+                let b = _mm_loadu_si128(s.add(16) as *const __m128i);
+                let c = _mm_loadu_si128(s.add(32) as *const __m128i);
+                let e = _mm_loadu_si128(s.add(48) as *const __m128i);
+                _mm_stream_si128(d as *mut __m128i, a);
+                _mm_stream_si128(d.add(16) as *mut __m128i, b);
+                _mm_stream_si128(d.add(32) as *mut __m128i, c);
+                _mm_stream_si128(d.add(48) as *mut __m128i, e);
+                (d, s, left) = (d.add(64), s.add(64), left - 64);
+            }
+            while left >= 16 {
+                let a = _mm_loadu_si128(s as *const __m128i);
+                _mm_stream_si128(d as *mut __m128i, a);
+                (d, s, left) = (d.add(16), s.add(16), left - 16);
+            }
+            std::ptr::copy_nonoverlapping(s, d, left);
+            _mm_sfence();
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        /// The SSE2 path runs on every x86_64 machine, so test it directly as well.
+        #[test]
+        fn sse2_matches_copy_from_slice() {
+            super::super::tests::check_all(|d, s, n| unsafe { super::copy_sse2(d, s, n) });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::interp::{RReg, RStep};
+    use symsched_plan::{Op, Plan};
+
+    fn plan(name: &str) -> Plan {
+        use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+        compile(
+            &standard_library(),
+            name,
+            2,
+            &Default::default(),
+            &CompileOptions::default(),
+        )
+        .expect("standard schedules verify at P = 2")
+        .plan
+    }
+
+    fn reg(buf: u32) -> RReg {
+        RReg { buf, elem: 0 }
+    }
+
+    /// Rank 0's moves as resolved steps (offsets do not matter to the decision).
+    fn moves(plan: &Plan) -> Vec<RStep> {
+        plan.ranks[0]
+            .steps
+            .iter()
+            .map(|s| match &s.op {
+                Op::Put { src, dst, peer, .. } => RStep::Put {
+                    src: reg(src.buffer),
+                    dst: reg(dst.buffer),
+                    peer: *peer,
+                    n: 1,
+                    signal: None,
+                },
+                Op::Get { src, dst, peer } => RStep::Get {
+                    src: reg(src.buffer),
+                    dst: reg(dst.buffer),
+                    peer: *peer,
+                    n: 1,
+                },
+                Op::Copy { src, dst } | Op::Cast { src, dst } => RStep::Copy {
+                    src: reg(src.buffer),
+                    dst: reg(dst.buffer),
+                    n: 1,
+                },
+                _ => RStep::Signal(symsched_plan::SignalUpdate {
+                    peer: 0,
+                    slot: 0,
+                    mode: symsched_plan::SignalMode::Add,
+                    value: 1,
+                    stride: 0,
+                }),
+            })
+            .collect()
+    }
+
+    fn streamed(name: &str) -> Vec<bool> {
+        let p = plan(name);
+        let steps = moves(&p);
+        let nt = super::nt_steps(&p, &steps, &vec![0; steps.len()]);
+        // Only the moves' answers, in step order.
+        steps
+            .iter()
+            .zip(nt)
+            .filter(|(s, _)| !matches!(s, RStep::Signal(_)))
+            .map(|(_, b)| b)
+            .collect()
+    }
+
+    #[test]
+    fn alltoall_moves_stream_and_allreduce_moves_do_not() {
+        // Own-block copy and the put into the peer's `out`.
+        assert_eq!(streamed("alltoall_push"), [true, true]);
+        // Every allreduce move lands where a reduce or a later move reads.
+        for name in [
+            "allreduce_two_shot",
+            "allreduce_two_shot_pull",
+            "allreduce_one_shot",
+        ] {
+            let s = streamed(name);
+            assert!(!s.is_empty() && !s.contains(&true), "{name}: {s:?}");
+        }
+    }
+
+    #[test]
+    fn moves_fused_into_a_reduce_do_not_stream() {
+        let p = plan("alltoall_push");
+        // Buffer 1 is `out`, which no step reads.
+        let steps = vec![
+            RStep::Reduce {
+                dst: reg(1),
+                srcs: vec![reg(0)],
+                n: 1,
+            },
+            RStep::Copy {
+                src: reg(1),
+                dst: reg(1),
+                n: 1,
+            },
+        ];
+        assert_eq!(super::nt_steps(&p, &steps, &[1, 0]), [false, false]);
+        assert_eq!(super::nt_steps(&p, &steps, &[0, 0]), [false, true]);
+    }
+
+    /// Lengths around every vector and unroll boundary, plus a large odd one.
+    const LENS: &[usize] = &[
+        0,
+        1,
+        15,
+        16,
+        17,
+        31,
+        32,
+        33,
+        63,
+        64,
+        65,
+        127,
+        128,
+        129,
+        4095,
+        (1 << 20) + 7,
+    ];
+
+    /// Check `f` against `copy_from_slice` for every length and src/dst misalignment, and that
+    /// bytes around the destination stay untouched.
+    pub(super) fn check_all(f: impl Fn(*mut u8, *const u8, usize)) {
+        let max = LENS.iter().max().copied().unwrap_or(0) + 64;
+        let src: Vec<u8> = (0..max).map(|i| (i * 131 + 7) as u8).collect();
+        for &n in LENS {
+            for so in [0usize, 1, 3, 16, 31] {
+                for dof in [0usize, 1, 5, 16, 32, 33] {
+                    let mut got = vec![0xAAu8; n + 80];
+                    let mut want = got.clone();
+                    want[dof..dof + n].copy_from_slice(&src[so..so + n]);
+                    f(got[dof..].as_mut_ptr(), src[so..].as_ptr(), n);
+                    assert!(got == want, "len {n}, src offset {so}, dst offset {dof}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn copy_matches_copy_from_slice() {
+        // SAFETY: `check_all` passes in-bounds, disjoint ranges.
+        check_all(|d, s, n| unsafe { super::copy(d, s, n) });
+    }
+}
