@@ -155,6 +155,25 @@ fn first_mismatch(rows: &[Vec<u64>], p: usize) -> Option<ExecError> {
     None
 }
 
+/// Wait until `slot` (fed by peer `q` alone) reaches `target`, naming the slot and the peer
+/// in a timeout or dead-peer error.
+fn wait_on<F: Fabric>(
+    fab: &F,
+    q: usize,
+    slot: u32,
+    slot_name: &str,
+    target: u64,
+) -> Result<u64, ExecError> {
+    let who = [q as u32];
+    let c = WaitContext {
+        schedule: "<alltoallv eager>",
+        step: u32::MAX,
+        slot_name,
+        signallers: &who,
+    };
+    fab.wait(slot, Cmp::Ge, target, &c)
+}
+
 impl<F: Fabric> Executor<F> {
     /// All-to-all-v of `dtype` elements in one round when every chunk is small (see the module
     /// docs): `send` holds this rank's chunks for ranks 0..P in order (`send_counts[j]` elements
@@ -257,14 +276,7 @@ impl<F: Fabric> Executor<F> {
         for i in 1..p {
             let q = (me + i) % p;
             if e >= 2 {
-                let who = [q as u32];
-                let c = WaitContext {
-                    schedule: "<alltoallv eager>",
-                    step: u32::MAX,
-                    slot_name: "consumed",
-                    signallers: &who,
-                };
-                fab.wait(ch.slots + (p + q) as u32, Cmp::Ge, e - 1, &c)?;
+                wait_on(fab, q, ch.slots + (p + q) as u32, "consumed", e - 1)?;
             }
             let bytes = send_counts[q] * es;
             let pull = match send_heap {
@@ -317,14 +329,7 @@ impl<F: Fabric> Executor<F> {
         let nwords = FIXED_WORDS + 2 * p;
         for i in 1..p {
             let q = (me + p - i) % p;
-            let who = [q as u32];
-            let c = WaitContext {
-                schedule: "<alltoallv eager>",
-                step: u32::MAX,
-                slot_name: "arrive",
-                signallers: &who,
-            };
-            fab.wait(ch.slots + q as u32, Cmp::Ge, e + 1, &c)?;
+            wait_on(fab, q, ch.slots + q as u32, "arrive", e + 1)?;
             let src = fab.heap_ptr(me as u32, slot_off(q), ch.hdr)?;
             let row = &mut ch.words[q];
             // SAFETY: checked local range of `hdr >= nwords * 8` bytes, complete after the
@@ -412,14 +417,7 @@ impl<F: Fabric> Executor<F> {
             // call (each peer gives it in every outcome).
             for i in 1..p {
                 let q = (me + i) % p;
-                let who = [q as u32];
-                let c = WaitContext {
-                    schedule: "<alltoallv eager>",
-                    step: u32::MAX,
-                    slot_name: "consumed",
-                    signallers: &who,
-                };
-                fab.wait(ch.slots + (p + q) as u32, Cmp::Ge, e + 1, &c)?;
+                wait_on(fab, q, ch.slots + (p + q) as u32, "consumed", e + 1)?;
             }
         }
         copied?;
