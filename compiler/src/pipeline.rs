@@ -162,6 +162,14 @@ pub const STANDARD_LIBRARY: &[(&str, &str)] = &[
         include_str!("../../examples/matmul_reduce_scatter.sched"),
     ),
     (
+        "examples/allgather_matmul_pull.sched",
+        include_str!("../../examples/allgather_matmul_pull.sched"),
+    ),
+    (
+        "examples/matmul_reduce_scatter_pull.sched",
+        include_str!("../../examples/matmul_reduce_scatter_pull.sched"),
+    ),
+    (
         "examples/allreduce_hier.sched",
         include_str!("../../examples/allreduce_hier.sched"),
     ),

@@ -46,7 +46,7 @@ impl PyGroup {
                 "signal width must be 4 or 8 bytes, got {width}"
             )));
         }
-        if offset % width != 0 {
+        if !offset.is_multiple_of(width) {
             return Err(errors::value(format!(
                 "signal offset {offset} is not {width}-byte aligned"
             )));

@@ -5,6 +5,7 @@
 //! validation, autograd and profiling; this crate does memory, synchronisation and execution,
 //! and releases the GIL for everything that can block.
 
+mod a2a_hit;
 mod block;
 mod errors;
 mod group;
@@ -43,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(availability, m)?)?;
     m.add_function(wrap_pyfunction!(schedules, m)?)?;
     m.add_function(wrap_pyfunction!(flush_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(a2a_hit::alltoall_hit, m)?)?;
     m.add_class::<runtime::PyRuntime>()?;
     m.add_class::<block::HeapBlock>()?;
     m.add_class::<group::PyGroup>()?;

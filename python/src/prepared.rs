@@ -232,7 +232,7 @@ impl PyPrepared {
     /// Whether this launch is a plain alltoallv (`in`, `out`, no wire conversion), which
     /// `run_counts` runs with the runtime's eager protocol. Decided by the plan and types
     /// alone, never by the buffers, so every rank of a consistent call takes the same protocol.
-    fn eager_plan(&self) -> bool {
+    pub(crate) fn eager_plan(&self) -> bool {
         let plan = self.plan.plan();
         plan.collective == CollectiveKind::Alltoallv
             && plan.buffers.len() == 2
@@ -248,7 +248,7 @@ impl PyPrepared {
     /// # Safety
     /// As for [`bind`]: `buffers` = [(send address, bytes), (receive address, bytes)] of live
     /// tensors the caller keeps alive for the duration of the call.
-    unsafe fn run_eager(
+    pub(crate) unsafe fn run_eager(
         &self,
         buffers: &[(usize, usize)],
         send_counts: &[u64],

@@ -8,7 +8,8 @@ until the signal timeout; the error on the faulty rank names the argument).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+import os
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -33,7 +34,7 @@ _profiler_enabled = torch._C._autograd._profiler_enabled
 
 def _observed() -> bool:
     """Whether the profiler or the trace watches ops (they take the instrumented path)."""
-    return bool(_profiler_enabled()) or bool(_trace_env())
+    return bool(_profiler_enabled() or _trace_env())
 
 DTYPES = tuple(DATA_DTYPES)
 
@@ -83,7 +84,7 @@ def _live(t: torch.Tensor) -> bool:
 
 def _plain(t: torch.Tensor) -> bool:
     """The per-tensor properties validation checks that a cache key cannot vouch for."""
-    return t.is_cpu and t.layout is _STRIDED and t.is_contiguous() and _live(t)
+    return t.is_cpu and t.layout is _STRIDED and t.is_contiguous() and (not _memory._dead or _live(t))
 
 
 def _remember(key: Optional[Tuple[Any, ...]], group: Any, prepared: Any, nbytes: Tuple[int, ...]) -> None:
@@ -111,12 +112,18 @@ def _fire(op_name: str, group: Any, prepared: Any, buffers: List[Tuple[int, int]
             prepared.run_counts(buffers, counts[0], counts[1])
     except (SymschedError, TypeError):
         raise
-    except ValueError as exc:
-        raise SymschedArgumentError(f"symsched {op_name} ({prepared.schedule}): {exc}") from exc
     except Exception as exc:
-        info = group if isinstance(group, _state.GroupInfo) else _state.resolve_group(group)
-        raise SymschedRuntimeError(
-            f"symsched {op_name} ({prepared.schedule}) on group {list(info.ranks)}: {exc}") from exc
+        _native_error(op_name, group, prepared, exc)
+
+
+def _native_error(op_name: str, group: Any, prepared: Any, exc: Exception) -> NoReturn:
+    """Raise a cached launch's native error as ``_launch.run`` does: a ``ValueError`` (the
+    binding and size checks) is the caller's argument error, anything else a runtime error."""
+    if isinstance(exc, ValueError):
+        raise SymschedArgumentError(f"symsched {op_name} ({prepared.schedule}): {exc}") from exc
+    info = group if isinstance(group, _state.GroupInfo) else _state.resolve_group(group)
+    raise SymschedRuntimeError(
+        f"symsched {op_name} ({prepared.schedule}) on group {list(info.ranks)}: {exc}") from exc
 
 
 def _tkey(t: Any) -> Any:
@@ -306,16 +313,58 @@ def _a2a_scan(tensors: Sequence[torch.Tensor], dtype: torch.dtype, esize: int) -
     return counts, ((start, end - start) if packed else None)
 
 
+#: The native cached alltoall per ``(id(group), dtype)``: the group object (held so its id
+#: cannot be reused while cached) and the prepared ``alltoallv_push`` launch, which does not
+#: depend on the counts. ``_native.alltoall_hit`` checks a call's tensors and counts against it
+#: and launches in one native call (see ``alltoall_hit``).
+_a2a_native: Dict[Tuple[int, torch.dtype], Tuple[Any, Any]] = {}
+_native_a2a = getattr(_state._native, "alltoall_hit", None)
+
+
+def alltoall_hit(send_tensor_list: Any, receive_tensor: Any, receive_list: Any, group: Any, grad: bool) -> bool:
+    """Run an alltoall whose group and dtype were launched before, in one native call that
+    makes the cached path's checks (``_native.alltoall_hit``), and return True; return False,
+    having sent nothing, when the call is not such a hit or a check declines (the full path
+    then validates and reports). ``grad``: autograd is recording, so a send tensor that
+    requires grad declines (it takes the differentiable form)."""
+    if not isinstance(receive_tensor, torch.Tensor):
+        return False
+    dtype = receive_tensor.dtype
+    hit = _a2a_native.get((id(group), dtype))
+    # _observed() inlined: every call pays it
+    if hit is None or hit[0] is not group or _profiler_enabled() or _trace_env():
+        return False
+    note_symsched(receive_tensor, "alltoall")  # inside interop.step(), a mix raises here
+    try:
+        # with released records kept, the native call looks heap buffers up in them
+        return _native_a2a(hit[1], send_tensor_list, receive_tensor, dtype, receive_list, grad,
+                           (_memory._starts, _memory._allocs) if _memory._dead else None)
+    except (SymschedError, TypeError):
+        raise
+    except Exception as exc:
+        _native_error("alltoall", group, hit[1], exc)
+
+
 def alltoall(send_tensor_list: Sequence[torch.Tensor], receive_tensor: torch.Tensor,
-             receive_list: Any, group: Any = None) -> None:
+             receive_list: Any, group: Any = None, *,
+             tried: bool = False) -> None:
     """All-to-all-v: ``send_tensor_list[j]`` goes to rank j; ``receive_tensor`` holds, in rank
     order, ``receive_list[j]`` elements from each rank j.
 
-    One round per call when every chunk is at most 64 KiB: the runtime's eager protocol sends
-    each chunk with a header carrying the sender's send and receive counts into a landing slot
-    of the receiver, which checks the whole count matrix (a mismatch is an argument error on
-    every rank) and copies the chunks out. Larger chunks run the ``alltoallv_push`` plan after
-    that round, with the matrix the headers carried."""
+    One round per call: the runtime's eager protocol sends each rank a header carrying the
+    sender's send and receive counts (with chunks up to 4 KiB inline) into a landing slot of
+    the receiver, which checks the whole count matrix (a mismatch is an argument error on every
+    rank, with no output written) and then copies the chunks out; larger chunks it copies
+    straight from the sender's memory. Chunks of a symmetric send list (views of one
+    ``symm.empty`` tensor) go this way at any size; chunks over 64 KiB of an ordinary send list
+    run the ``alltoallv_push`` plan after that round, with the matrix the headers carried.
+    Under ``SYMSCHED_TRACE`` each call's steps appear as ``alltoallv_eager`` events.
+
+    A call whose group and dtype ran before is checked and launched natively
+    (``alltoall_hit``), unless the caller already tried that (``tried``); a send list that is
+    not one buffer in order takes the cached Python path below, which concatenates it."""
+    if not tried and alltoall_hit(send_tensor_list, receive_tensor, receive_list, group, False):
+        return
     key: Optional[Tuple[Any, ...]] = None
     if (isinstance(send_tensor_list, (list, tuple)) and isinstance(receive_list, (list, tuple))
             and isinstance(receive_tensor, torch.Tensor) and send_tensor_list):
@@ -358,8 +407,14 @@ def alltoall(send_tensor_list: Sequence[torch.Tensor], receive_tensor: torch.Ten
     note_symsched(receive_tensor, "alltoall")
     _launch.run("alltoall", info, "alltoallv_push", [flat, receive_tensor], receive_tensor.dtype, {},
                 send_counts=send, recv_counts=recv, nbytes=flat.numel() * flat.element_size())
-    _remember(key, group, _launch.prepared(info, "alltoallv_push", None, receive_tensor.dtype, None, None, {}),
+    prepared = _launch.prepared(info, "alltoallv_push", None, receive_tensor.dtype, None, None, {})
+    _remember(key, group, prepared,
               (flat.numel() * flat.element_size(), receive_tensor.numel() * receive_tensor.element_size()))
+    # a rank list can change behind an unchanged id; an older native module lacks the call
+    if _native_a2a is not None and not isinstance(group, list):
+        if len(_a2a_native) >= _FAST_MAX:
+            _a2a_native.clear()
+        _a2a_native[(id(group), receive_tensor.dtype)] = (group, prepared)
 
 
 def broadcast(tensor: torch.Tensor, src: int, group: Any = None) -> None:
@@ -445,10 +500,57 @@ def _matrix(t: Any, arg: str, dtypes: Sequence[torch.dtype]) -> torch.Tensor:
     return t
 
 
+#: Which MC2 ops run their pull schedules: ``SYMSCHED_MC2_AG_PULL`` (default 1: a private
+#: ``gather_out`` runs ``allgather_matmul_pull``) and ``SYMSCHED_MC2_RS_PULL`` (default 0:
+#: ``matmul_reduce_scatter_pull`` saves a landing copy of each partial product but adds a
+#: ``done`` round, which measured slower in wall time on the loaded 2-core host; see
+#: ``docs/performance.md``, "MC2 on the host"). 0 / 1 turn either off / on.
+MC2_AG_PULL_ENV = "SYMSCHED_MC2_AG_PULL"
+MC2_RS_PULL_ENV = "SYMSCHED_MC2_RS_PULL"
+_mc2_ag_pull_env = raw_getter(MC2_AG_PULL_ENV)
+_mc2_rs_pull_env = raw_getter(MC2_RS_PULL_ENV)
+
+
+def _mc2_schedule(push: str, pull: str, env: str, default: str, private_output: bool, group_size: int) -> str:
+    """The MC2 schedule of a call: ``pull`` (peers read this rank's staged block or partial
+    products where they are; a private output is written in place with no staging barrier or
+    copy-out) when ``env`` (``default`` when unset) is not 0, the output is private (a
+    symmetric one is better served by peers putting into it in place), there is a peer and the
+    build has it; else ``push``. As for the all-gather, every rank of a group must pass the same
+    kind of output (symmetric or not)."""
+    if (private_output and group_size > 1 and os.environ.get(env, default).strip() != "0"
+            and _has_schedule(pull)):
+        return pull
+    return push
+
+
+def _mc2_key(name: str, group: Any, ts: Sequence[Any], *extra: Any) -> Optional[Tuple[Any, ...]]:
+    """The cache key of an MC2 call: every operand's dtype and shape (validation relates the
+    shapes, not just the element counts), plus what the schedule choice reads."""
+    key: List[Any] = [name, id(group)]
+    for t in ts:
+        if not isinstance(t, torch.Tensor):
+            return None
+        key += (t.dtype, t.shape)
+    return tuple(key) + extra
+
+
+def _bufs(ts: Sequence[torch.Tensor], nbytes: Sequence[int]) -> List[Tuple[int, int]]:
+    return [(t.data_ptr(), n) for t, n in zip(ts, nbytes)]
+
+
 def allgather_matmul(a: torch.Tensor, b: torch.Tensor, gather_out: torch.Tensor, c: torch.Tensor,
                      group: Any = None) -> None:
     """MC2: ``gather_out`` ← allgather(a) (P·m×k) and ``c`` ← gather_out @ b (P·m×n), each block
-    multiplied as soon as it arrives."""
+    multiplied as soon as it arrives. A private ``gather_out`` runs the pull schedule, a
+    symmetric one the push schedule (see ``_mc2_schedule``)."""
+    ts = (a, b, gather_out, c)
+    sym = _symmetric_out(gather_out)
+    key = _mc2_key("allgather_matmul", group, ts, sym, _mc2_ag_pull_env())
+    hit = _hit(key, group)
+    if hit is not None and _plain(a) and _plain(b) and _plain(gather_out) and _plain(c):
+        _fire("fused_all_gather_matmul", group, hit[1], _bufs(ts, hit[2]))
+        return
     fl = FLOAT_DATA
     _matrix(a, "a", fl), _matrix(b, "b", fl), _matrix(gather_out, "gather_out", fl), _matrix(c, "c", fl)
     for name, t in (("b", b), ("gather_out", gather_out), ("c", c)):
@@ -462,17 +564,31 @@ def allgather_matmul(a: torch.Tensor, b: torch.Tensor, gather_out: torch.Tensor,
         raise SymschedArgumentError(f"`gather_out` must be {info.size * m}×{k}, got {tuple(gather_out.shape)}")
     if tuple(c.shape) != (info.size * m, n):
         raise SymschedArgumentError(f"`c` must be {info.size * m}×{n}, got {tuple(c.shape)}")
-    _launch.run("fused_all_gather_matmul", info, "allgather_matmul", [a, b, gather_out, c], a.dtype,
-                {"m": m, "k": k, "n": n}, nbytes=gather_out.numel() * gather_out.element_size())
+    schedule = _mc2_schedule("allgather_matmul", "allgather_matmul_pull", MC2_AG_PULL_ENV, "1", not sym, info.size)
+    sizes = {"m": m, "k": k, "n": n}
+    _launch.run("fused_all_gather_matmul", info, schedule, list(ts), a.dtype, sizes,
+                nbytes=gather_out.numel() * gather_out.element_size())
+    _remember(key, group, _launch.prepared(info, schedule, None, a.dtype, None, None, sizes),
+              tuple(t.numel() * t.element_size() for t in ts))
 
 
-def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, op: ReduceOpLike = "sum",
-                          group: Any = None) -> None:
-    """MC2: ``out`` (m×n) ← block ``rank`` of reduce_scatter(a @ b) with a P·m×k, b k×n."""
+def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor], op: ReduceOpLike = "sum",
+                          group: Any = None) -> torch.Tensor:
+    """MC2: ``out`` (m×n) ← block ``rank`` of reduce_scatter(a @ b) with a P·m×k, b k×n; a new
+    tensor when ``out`` is None. Returns ``out``. Runs the push schedule unless
+    ``SYMSCHED_MC2_RS_PULL=1`` (see ``MC2_RS_PULL_ENV``)."""
+    key = _mc2_key("matmul_reduce_scatter", group, (a, b), op, _mc2_rs_pull_env(),
+                   None if out is None else (out.dtype, out.shape) if isinstance(out, torch.Tensor) else out)
+    hit = _hit(key, group)
+    if hit is not None and _plain(a) and _plain(b) and (out is None or _plain(out)):
+        nbytes, shape = hit[2][:3], hit[2][3:]
+        if out is None:
+            out = torch.empty(shape, dtype=a.dtype)
+        _fire("fused_matmul_reduce_scatter", group, hit[1], _bufs((a, b, out), nbytes))
+        return out
     fl = FLOAT_DATA
-    _matrix(a, "x1", fl), _matrix(b, "x2", fl), _matrix(out, "output", fl)
+    _matrix(a, "x1", fl), _matrix(b, "x2", fl)
     v.same_dtype(b, "x2", a, "x1")
-    v.same_dtype(out, "output", a, "x1")
     r = _reduce_op(op, a.dtype)
     if r not in (ReduceOp.SUM, ReduceOp.AVG):
         raise SymschedArgumentError(f"`reduce_op` must be 'sum' or 'avg' for matmul_reduce_scatter, got '{r.value}'")
@@ -484,7 +600,18 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, o
     if mp % info.size:
         raise SymschedArgumentError(f"`x1` rows ({mp}) must be a multiple of the group size {info.size}")
     m = mp // info.size
+    if out is None:
+        out = torch.empty((m, n), dtype=a.dtype)
+    _matrix(out, "output", fl)
+    v.same_dtype(out, "output", a, "x1")
     if tuple(out.shape) != (m, n):
         raise SymschedArgumentError(f"`output` must be {m}×{n}, got {tuple(out.shape)}")
-    _launch.run("fused_matmul_reduce_scatter", info, "matmul_reduce_scatter", [a, b, out], a.dtype,
-                {"m": m, "k": k, "n": n}, reduce=r, nbytes=out.numel() * out.element_size() * info.size)
+    schedule = _mc2_schedule("matmul_reduce_scatter", "matmul_reduce_scatter_pull", MC2_RS_PULL_ENV, "0", True,
+                             info.size)
+    sizes = {"m": m, "k": k, "n": n}
+    _launch.run("fused_matmul_reduce_scatter", info, schedule, [a, b, out], a.dtype, sizes,
+                reduce=r, nbytes=out.numel() * out.element_size() * info.size)
+    # the cached sizes: the three role buffers' bytes, then the output's shape (for a new output)
+    _remember(key, group, _launch.prepared(info, schedule, None, a.dtype, r, None, sizes),
+              (a.numel() * a.element_size(), b.numel() * b.element_size(), out.numel() * out.element_size(), m, n))
+    return out

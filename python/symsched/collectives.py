@@ -69,13 +69,17 @@ def shmem_alltoall(send_tensor_list: Sequence[torch.Tensor], receive_tensor: tor
                    group: Any = None) -> None:
     """All-to-all-v (hyper-parallel's signature): ``send_tensor_list[j]`` goes to group rank j;
     ``receive_tensor`` gets ``receive_list[j]`` elements from each rank j, in rank order."""
-    if _grad(*send_tensor_list):
+    # the cached call first: it declines, sending nothing, when a send tensor requires grad
+    grad = _grad_enabled()
+    if _coll.alltoall_hit(send_tensor_list, receive_tensor, receive_list, group, grad):
+        return
+    if grad and _grad(*send_tensor_list):
         flat = torch.cat([t.reshape(-1) for t in send_tensor_list])
         counts = receive_list.tolist() if isinstance(receive_list, torch.Tensor) else list(receive_list)
         y = F.all_to_all(flat, counts, [t.numel() for t in send_tensor_list], group)
         receive_tensor.view(-1).copy_(y)
         return
-    _coll.alltoall(send_tensor_list, receive_tensor, receive_list, group)
+    _coll.alltoall(send_tensor_list, receive_tensor, receive_list, group, tried=True)
 
 
 def shmem_broadcast(tensor: torch.Tensor, src: int, group: Any = None) -> None:

@@ -17,10 +17,25 @@ no fused multiply-add) and portable loops make it several times slower than torc
 ``SYMSCHED_MATMUL_ENGINE=builtin|torch`` (read at import) or :func:`set_matmul_engine` chooses;
 the choice is per process, like torch's own kernel settings.
 
-GIL: launches run with the GIL released; each matmul step re-acquires it for the view lookup and
-the ``torch.mm`` call, which drops it again while it computes. With P ranks a launch takes the
-GIL P times. A Python exception in the engine aborts the launch on this rank (the peers then
-time out as for any failed step), so the engine validates everything it can before computing.
+GIL: launches run with the GIL released. float32/float64 steps whose operands are aligned call
+the ``sgemm_``/``dgemm_`` of the MKL that this torch links (the GEMM ``torch.mm`` itself runs for
+those types on the CPU) straight from the executor, without the GIL: a Python round trip costs
+several µs per step and a launch makes P of them. ``SYMSCHED_MATMUL_BLAS=0`` (read by
+:func:`set_matmul_engine`) or a torch without MKL sends them through :class:`TorchMatmul` like
+every other step (16-bit floats, fp8, mixed types): the step re-acquires the GIL for the view
+lookup and the ``torch.mm`` call, which drops it again while it computes. A Python exception in
+the engine aborts the launch on this rank (the peers then time out as for any failed step), so
+the engine validates everything it can before computing.
+
+Schedules: a private ``gather_out`` runs ``allgather_matmul_pull`` (peers' blocks are read
+straight into it, no staging barrier or copy-out), a symmetric one ``allgather_matmul`` (peers
+put into it in place); ``SYMSCHED_MC2_AG_PULL=0`` runs the push form for both. Every rank of a
+group must pass the same kind of ``gather_out`` (symmetric or not).
+``fused_matmul_reduce_scatter`` runs ``matmul_reduce_scatter`` (push);
+``SYMSCHED_MC2_RS_PULL=1`` runs ``matmul_reduce_scatter_pull``, whose reduce reads peers'
+partial products where they were computed (one copy fewer, one more signal round: slower in
+wall time on the loaded 2-core host, ``docs/performance.md``). Repeated calls with the same
+shapes take a cached launch.
 """
 
 from __future__ import annotations
@@ -130,6 +145,25 @@ class TorchMatmul:
 _FLOAT_MM = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _engine_name = "builtin"
 
+#: ``SYMSCHED_MATMUL_BLAS=0`` sends float32/float64 steps through :class:`TorchMatmul` too
+#: instead of calling torch's BLAS directly (read by :func:`set_matmul_engine`).
+BLAS_ENV = "SYMSCHED_MATMUL_BLAS"
+
+
+def _torch_blas() -> Optional[str]:
+    """The loaded torch library holding the MKL ``sgemm_`` / ``dgemm_`` that ``torch.mm`` calls
+    for float32 / float64 CPU matrices (None when torch has no MKL or ``SYMSCHED_MATMUL_BLAS=0``):
+    the executor then runs those steps on the same GEMM without taking the GIL (see
+    ``python/src/mc2.rs``)."""
+    if os.environ.get(BLAS_ENV, "").strip() == "0" or not torch.backends.mkl.is_available():
+        return None
+    lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+    for name in ("libtorch_cpu.so", "libtorch.so"):
+        path = os.path.join(lib_dir, name)
+        if os.path.exists(path):
+            return path
+    return None
+
 
 def set_matmul_engine(engine: str) -> None:
     """Choose the kernel of MC2 matmul steps for this process: ``'torch'`` (:class:`TorchMatmul`,
@@ -139,7 +173,14 @@ def set_matmul_engine(engine: str) -> None:
     global _engine_name
     if engine not in ENGINES:
         raise SymschedArgumentError(f"`engine` must be one of {list(ENGINES)}, got {engine!r}")
-    _state.native().set_matmul_engine(TorchMatmul() if engine == "torch" else None)
+    if engine == "torch":
+        native, lib = _state.native(), _torch_blas()
+        try:
+            native.set_matmul_engine(TorchMatmul(), lib)
+        except ValueError:  # the library is not loaded under that name: every step via Python
+            native.set_matmul_engine(TorchMatmul())
+    else:
+        _state.native().set_matmul_engine(None)
     _engine_name = engine
 
 
@@ -192,13 +233,4 @@ def fused_matmul_reduce_scatter(x1: torch.Tensor, x2: torch.Tensor, symm_tensor:
         v.tensor(signal, "signal", contiguous=False)
     if _grad(x1, x2):
         return F.matmul_reduce_scatter(x1, x2, reduce_op, group)
-    from . import _state
-
-    info = _state.resolve_group(group)
-    v.tensor(x1, "x1")
-    v.tensor(x2, "x2")
-    if x1.dim() != 2 or x2.dim() != 2:
-        raise SymschedArgumentError(f"`x1` and `x2` must be matrices, got {tuple(x1.shape)} and {tuple(x2.shape)}")
-    out = x1.new_empty((x1.shape[0] // info.size, x2.shape[1]))
-    _coll.matmul_reduce_scatter(x1, x2, out, reduce_op, group)
-    return out
+    return _coll.matmul_reduce_scatter(x1, x2, None, reduce_op, group)

@@ -259,12 +259,17 @@ def _worker(a: argparse.Namespace) -> None:
     if "mc2" in a.ops:
         # MC2 fused vs separate (the symsched / gloo collective, then torch.matmul on the same
         # torch threads) per shape: the first shape is compute-bound, the smaller n give
-        # communication a larger share. "ordinary" tensors are staged through heap scratch by
-        # every symsched call; "symmetric" ones (symm.empty, as hyper-parallel's workspaces) are
-        # used in place. The fused matmul steps run on the engine named in the line. The variants
-        # are timed in turns, one batch each per round, so load drifting on a shared machine hits
+        # communication a larger share. "ordinary" tensors are private: the fused calls then run
+        # the pull schedules, which use them in place; "symmetric" ones (symm.empty, as
+        # hyper-parallel's workspaces) are used in place by every schedule. The fused matmul
+        # steps run on the engine named in the line. "push" is the fused call as session 3 ran
+        # it (push schedules, every matmul step through the Python engine; only its Python front
+        # is today's cached one), for a before/after ratio in the same run. The variants are
+        # timed in turns, one batch each per round, so load drifting on a shared machine hits
         # them alike; times are medians over rounds and each ratio is the median of the rounds'
         # ratios.
+        from . import _coll as _c
+        from . import _state as _st
         from . import mc2 as _mc2
 
         def mc2_buf(kind: str, *shape: int) -> torch.Tensor:
@@ -280,10 +285,30 @@ def _worker(a: argparse.Namespace) -> None:
 
         def mc2_line(op: str, shape: str, t: Dict[str, List[float]]) -> str:
             med = {name: statistics.median(v) for name, v in t.items()}
-            ratio = {name: statistics.median(x / f for x, f in zip(t[name], t["fused"])) for name in ("sep", "gloo")}
+            ratio = {name: statistics.median(x / f for x, f in zip(t[name], t["fused"]))
+                     for name in ("sep", "gloo", "push")}
             return (f"mc2 {op:25s} {shape}: fused {med['fused'] * 1e6:9.1f} us | separate symsched "
                     f"{med['sep'] * 1e6:9.1f} us ({ratio['sep']:5.2f}x) | separate gloo {med['gloo'] * 1e6:9.1f} us "
-                    f"({ratio['gloo']:5.2f}x)")
+                    f"({ratio['gloo']:5.2f}x) | fused push {med['push'] * 1e6:9.1f} us ({ratio['push']:5.2f}x)")
+
+        engine_name = _mc2.matmul_engine()
+        # one engine object per variant, made once: a new one would start with no cached views
+        torch_engine = _mc2.TorchMatmul() if engine_name == "torch" else None
+        blas = _mc2._torch_blas() if engine_name == "torch" else None
+        native = _st.native()
+
+        def as_push(fn: Callable[[], object]) -> Callable[[], None]:
+            def run() -> None:
+                os.environ[_c.MC2_AG_PULL_ENV] = "0"
+                native.set_matmul_engine(torch_engine)
+                try:
+                    fn()
+                finally:
+                    os.environ.pop(_c.MC2_AG_PULL_ENV, None)
+                    native.set_matmul_engine(torch_engine, blas)
+            return run
+
+        native.set_matmul_engine(torch_engine, blas)
 
         for m, k, nn in ((256, 512, 512), (256, 512, 128), (256, 512, 32)):
             it = a.iters or 10
@@ -291,20 +316,30 @@ def _worker(a: argparse.Namespace) -> None:
                 A, B = mc2_buf(kind, m, k), mc2_buf(kind, k, nn)
                 g, c = mc2_buf(kind, P * m, k), mc2_buf(kind, P * m, nn)
                 X1, prod, outb = mc2_buf(kind, P * m, k), mc2_buf(kind, P * m, nn), mc2_buf(kind, m, nn)
-                shape = f"m={m} k={k} n={nn} {kind:9s} engine={_mc2.matmul_engine()}"
+                shape = f"m={m} k={k} n={nn} {kind:9s} engine={engine_name}"
+
+                def ag() -> None:
+                    symm.fused_all_gather_matmul(A, B, c, g)
+
+                def rs() -> None:
+                    symm.fused_matmul_reduce_scatter(X1, B)
+
                 extras.append(mc2_line("all_gather_matmul", shape, in_turns({
-                    "fused": lambda: symm.fused_all_gather_matmul(A, B, c, g),
+                    "fused": ag,
                     "sep": lambda: (symm.shmem_allgather(g, A), torch.matmul(g, B, out=c)),
                     "gloo": lambda: (dist.all_gather_into_tensor(g, A), torch.matmul(g, B, out=c)),
+                    "push": as_push(ag),
                 }, it)))
                 extras.append(mc2_line("matmul_reduce_scatter", shape, in_turns({
-                    "fused": lambda: symm.fused_matmul_reduce_scatter(X1, B),
+                    "fused": rs,
                     "sep": lambda: symm.shmem_reduce_scatter(outb, torch.matmul(X1, B, out=prod)),
                     "gloo": lambda: dist.reduce_scatter_tensor(outb, torch.matmul(X1, B, out=prod)),
+                    "push": as_push(rs),
                 }, it)))
                 if kind == "symmetric":
                     for t in (outb, prod, X1, c, g, B, A):
                         symm.free(t)
+        _mc2.set_matmul_engine(engine_name)
         extras.append(f"mc2 load average: {os.getloadavg()[0]:.2f}")
     if not a.no_extras:
 

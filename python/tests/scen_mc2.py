@@ -40,7 +40,7 @@ def engine_forward(rank: int, world: int, args) -> dict:
     symmetric buffers; torch vs builtin; the torch engine's call order follows the schedule."""
     symm.init()
     fails: List[str] = []
-    if mc2.matmul_engine() != "torch" or _state.native().matmul_engine() != "python":
+    if mc2.matmul_engine() != "torch" or _state.native().matmul_engine() not in ("python", "python+blas"):
         fails.append(f"default engine {mc2.matmul_engine()} / {_state.native().matmul_engine()}")
     m, k, n = 5, 33, 7
     results = {}
@@ -84,24 +84,38 @@ def engine_forward(rank: int, world: int, args) -> dict:
                        f"torch vs builtin {dtype} {kind} {what}", fails)
 
     # The engine sees P steps per launch, in the schedule's order: own block first, then the
-    # block of rank-1, rank-2, ... (each as soon as its wait completed).
+    # peers' blocks, each as soon as it is there. The pull form (private `g`) reads peers
+    # rank+1, rank+2, ... straight into the caller's `g` and multiplies there, writing the
+    # caller's `c` in place; the push form (symmetric `g`) multiplies blocks rank-1, rank-2, ...
+    # in arrival order.
     rec = _Recorder()
     _state.native().set_matmul_engine(rec)
     a = data(40 + rank, m * k, torch.float32).view(m, k)
     b = data(41, k * n, torch.float32).view(k, n)
-    g, c = torch.empty(world * m, k), torch.empty(world * m, n)
-    symm.fused_all_gather_matmul(a, b, c, g)
-    if len(rec.calls) != world:
-        fails.append(f"all_gather_matmul made {len(rec.calls)} engine calls, expected {world}")
-    else:
-        blocks = [rank] + [(rank + world - i) % world for i in range(1, world)]
-        g_base = rec.calls[1][1] - blocks[1] * m * k * 4 if world > 1 else None
-        c_base = rec.calls[0][0] - rank * m * n * 4
+    for kind in ("ordinary", "symmetric"):
+        if kind == "symmetric":
+            g, c = symm.empty((world * m, k), torch.float32), torch.empty(world * m, n)
+            symm.barrier()
+        else:
+            g, c = torch.empty(world * m, k), torch.empty(world * m, n)
+        rec.calls.clear()
+        symm.fused_all_gather_matmul(a, b, c, g)
+        if len(rec.calls) != world:
+            fails.append(f"{kind} all_gather_matmul made {len(rec.calls)} engine calls, expected {world}")
+            continue
+        sign = 1 if kind == "ordinary" else -1
+        blocks = [rank] + [(rank + world + sign * i) % world for i in range(1, world)]
+        g_base = g.data_ptr() if kind == "ordinary" else rec.calls[1][1] - blocks[1] * m * k * 4 if world > 1 else 0
+        c_base = c.data_ptr() if kind == "ordinary" else rec.calls[0][0] - rank * m * n * 4
         for (cc, aa, _bb, mm, kk, nn), s in zip(rec.calls, blocks):
             if (mm, kk, nn) != (m, k, n) or cc != c_base + s * m * n * 4:
-                fails.append(f"engine call {(cc, aa, mm, kk, nn)} is not block {s} of c")
+                fails.append(f"{kind}: engine call {(cc, aa, mm, kk, nn)} is not block {s} of c")
             if s != rank and aa != g_base + s * m * k * 4:
-                fails.append(f"engine call reads {aa}, not block {s} of gather_out")
+                fails.append(f"{kind}: engine call reads {aa}, not block {s} of gather_out")
+        if not torch.equal(g, torch.cat([data(40 + r, m * k, torch.float32).view(m, k) for r in range(world)])):
+            fails.append(f"{kind}: gather_out differs")
+        if kind == "symmetric":
+            symm.free(g)
     rec.calls.clear()
     symm.fused_matmul_reduce_scatter(torch.cat([a] * world), b)
     if len(rec.calls) != world:
@@ -179,4 +193,122 @@ def engine_env_and_errors(rank: int, world: int, args) -> dict:
         if "kaboom" not in str(e) or "matmul engine" not in str(e):
             fails.append(f"engine error not reported clearly: {e}")
     mc2.set_matmul_engine("builtin")
+    return {"failures": fails}
+
+
+def schedule_choice_and_cache(rank: int, world: int, args) -> dict:
+    """A private ``gather_out`` runs ``allgather_matmul_pull``, a symmetric one the push form,
+    and matmul_reduce_scatter its push form; ``SYMSCHED_MC2_AG_PULL=0`` / ``SYMSCHED_MC2_RS_PULL=1``
+    flip the all-gather's private case to push and the reduce-scatter to pull, with the same
+    values. Repeated calls take the cached launch; a changed shape with the same
+    element count does not. The torch engine calls torch's BLAS directly for float32/float64
+    unless ``SYMSCHED_MATMUL_BLAS=0``, with torch.mm's values."""
+    import os
+
+    from symsched import _coll, _launch
+    from _common import spy_schedules
+
+    symm.init()
+    fails: List[str] = []
+    m, k, n = 6, 40, 9
+    seen: List[str] = []
+    restore = spy_schedules(seen)
+    runs: List[str] = []
+    full = _launch.run
+
+    def counting_run(op_name, info, schedule, *a, **kw):  # type: ignore[no-untyped-def]
+        runs.append(schedule)
+        return full(op_name, info, schedule, *a, **kw)
+
+    _launch.run = counting_run
+    try:
+        for dtype, tol in ((torch.float32, 1e-5), (torch.float64, 1e-12), (torch.bfloat16, 8e-3)):
+            a = data(200 + rank, m * k, dtype).view(m, k)
+            b = data(201, k * n, dtype).view(k, n)
+            x1 = data(202 + rank, world * m * k, dtype).view(world * m, k)
+            results = {}
+            for pull in ("1", "0"):  # "0": both knobs flipped
+                if pull == "0":
+                    os.environ[_coll.MC2_AG_PULL_ENV], os.environ[_coll.MC2_RS_PULL_ENV] = "0", "1"
+                for kind in ("ordinary", "symmetric"):
+                    if kind == "symmetric":
+                        g = symm.empty((world * m, k), dtype)
+                        symm.barrier()
+                    else:
+                        g = torch.empty(world * m, k, dtype=dtype)
+                    c = torch.empty(world * m, n, dtype=dtype)
+                    seen.clear()
+                    runs.clear()
+                    for _ in range(3):
+                        symm.fused_all_gather_matmul(a, b, c, g)
+                    want = "allgather_matmul_pull" if pull == "1" and kind == "ordinary" else "allgather_matmul"
+                    if seen != [want] * 3 or len(runs) != 1:
+                        fails.append(f"{dtype} pull={pull} {kind}: schedules {seen}, full-path runs {runs}")
+                    results[(pull, kind)] = (g.clone(), c.clone())
+                    if kind == "symmetric":
+                        symm.free(g)
+                seen.clear()
+                runs.clear()
+                outs = [symm.fused_matmul_reduce_scatter(x1, b) for _ in range(3)]
+                want = "matmul_reduce_scatter" if pull == "1" else "matmul_reduce_scatter_pull"
+                if seen != [want] * 3 or len(runs) != 1:
+                    fails.append(f"{dtype} pull={pull} matmul_reduce_scatter: schedules {seen}, full-path runs {runs}")
+                if outs[0].data_ptr() == outs[1].data_ptr() or not all(torch.equal(o, outs[0]) for o in outs):
+                    fails.append(f"{dtype} pull={pull}: cached calls must return new, equal outputs")
+                results[(pull, "rs")] = outs[0]
+            os.environ.pop(_coll.MC2_AG_PULL_ENV)
+            os.environ.pop(_coll.MC2_RS_PULL_ENV)
+            g0, c0 = results[("1", "ordinary")]
+            for key, (g1, c1) in ((k_, v_) for k_, v_ in results.items() if k_[1] != "rs"):
+                if not torch.equal(g1, g0) or not torch.equal(c1, c0):
+                    fails.append(f"{dtype} {key}: all_gather_matmul differs from the pull form's")
+            sep_g = torch.empty(world * m, k, dtype=dtype)
+            symm.shmem_allgather(sep_g, a.clone())
+            _close(c0, sep_g @ b, tol, f"{dtype} all_gather_matmul vs separate", fails)
+            if not torch.equal(results[("1", "rs")], results[("0", "rs")]):
+                fails.append(f"{dtype}: matmul_reduce_scatter pull and push differ")
+            sep = torch.empty(m, n, dtype=dtype)
+            symm.shmem_reduce_scatter(sep, (x1 @ b).contiguous())
+            _close(results[("1", "rs")], sep, tol, f"{dtype} matmul_reduce_scatter vs separate", fails)
+
+        # a cached key is per shape: the same element count in another shape is still refused
+        a = data(210 + rank, m * k, torch.float32).view(m, k)
+        b = data(211, k * n, torch.float32).view(k, n)
+        g, c = torch.empty(world * m, k), torch.empty(world * m, n)
+        symm.fused_all_gather_matmul(a, b, c, g)
+        try:
+            symm.fused_all_gather_matmul(a, b, torch.empty(n, world * m), g)
+            fails.append("a `c` of the wrong shape (same element count) was accepted after a cached call")
+        except symm.SymschedArgumentError as e:
+            if "`c`" not in str(e):
+                fails.append(f"unclear error {e}")
+    finally:
+        restore()
+        _launch.run = full
+        os.environ.pop(_coll.MC2_AG_PULL_ENV, None)
+        os.environ.pop(_coll.MC2_RS_PULL_ENV, None)
+
+    # the direct BLAS path and the Python engine agree with torch.mm
+    for blas in ("0", "1"):
+        os.environ[mc2.BLAS_ENV] = blas
+        mc2.set_matmul_engine("torch")
+        name = _state.native().matmul_engine()
+        if blas == "0" and name != "python":
+            fails.append(f"{mc2.BLAS_ENV}=0 left engine {name}")
+        if blas == "1" and torch.backends.mkl.is_available() and name != "python+blas":
+            fails.append(f"torch's MKL GEMM was not found: engine {name}")
+        for dtype in (torch.float32, torch.float64):
+            a = data(220 + rank, m * k, dtype).view(m, k)
+            b = data(221, k * n, dtype).view(k, n)
+            g, c = torch.empty(world * m, k, dtype=dtype), torch.empty(world * m, n, dtype=dtype)
+            symm.fused_all_gather_matmul(a, b, c, g)
+            _close(c, g @ b, 1e-5 if dtype == torch.float32 else 1e-12, f"blas={blas} {dtype}", fails)
+    os.environ.pop(mc2.BLAS_ENV, None)
+    try:
+        _state.native().set_matmul_engine(mc2.TorchMatmul(), "/nonexistent/libnotloaded.so")
+        fails.append("a BLAS library that is not loaded was accepted")
+    except ValueError as e:
+        if "not a library this process has loaded" not in str(e):
+            fails.append(f"unclear error {e}")
+    mc2.set_matmul_engine("torch")
     return {"failures": fails}

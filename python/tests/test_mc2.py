@@ -19,3 +19,9 @@ def test_torch_engine_autograd():
 def test_engine_env_and_errors():
     _harness.ok(_harness.run("scen_mc2", "engine_env_and_errors", 2, timeout=100,
                              env={"SYMSCHED_MATMUL_ENGINE": "builtin"}))
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("world", [2, 3])
+def test_schedule_choice_cache_and_blas(world):
+    _harness.ok(_harness.run("scen_mc2", "schedule_choice_and_cache", world, timeout=160))

@@ -18,29 +18,42 @@
 //!   rank reaches the same verdict and a mismatch is the same typed error
 //!   ([`ExecError::CountsMismatch`], naming sender and receiver) on every rank, with nothing
 //!   written to any output;
-//! - when every off-diagonal chunk fits the capacity, the receiver copies the payloads into its
-//!   output ([`AlltoallvOutcome::Done`]); otherwise nothing is copied and the caller runs the
-//!   plan with the matrix the headers carried ([`AlltoallvOutcome::Rendezvous`]): large
-//!   messages keep the plan's data movement and pay one header round, as they paid one counts
-//!   round before. The decision is a function of the (checked) matrix, so every rank makes it
-//!   alike;
+//! - when every off-diagonal chunk fits the capacity or is pulled (below), the receiver copies
+//!   the payloads into its output ([`AlltoallvOutcome::Done`]); otherwise nothing is copied and
+//!   the caller runs the plan with the matrix the headers carried
+//!   ([`AlltoallvOutcome::Rendezvous`]): a chunk above the capacity of an ordinary (private)
+//!   send buffer keeps the plan's data movement and pays one header round, as it paid one
+//!   counts round before. The decision is a function of the (checked) headers — each carries
+//!   a flag saying whether its sender pulls at any size — so every rank makes it alike;
 //! - a chunk of more than [`PULL_MIN_BYTES`] is not copied into the slot: the header publishes
-//!   its heap offset instead — in the send buffer itself when that lies in the symmetric heap,
-//!   else in the sender's outbox (a local copy) — and the receiver copies it straight into its
-//!   output (one cross-core pass over the data instead of two); such a sender returns only
-//!   after the receiver's `consumed` credit (below) for that call, so the caller may reuse its
-//!   send buffer (and the outbox is free) at once;
+//!   its heap offset instead — in the send buffer itself when that lies in the symmetric heap
+//!   (at any size: a multi-MiB alltoall of a symmetric tensor is one round too), else, up to
+//!   the capacity, in the sender's outbox (a local copy) — and the receiver copies it straight
+//!   into its output (one cross-core pass over the data instead of two); such a sender returns
+//!   only after the receiver's `consumed` credit (below) for that call, so the caller may reuse
+//!   its send buffer (and the outbox is free) at once. Large pulled chunks and the own
+//!   (diagonal) block are copied with non-temporal stores (`stream_copy`), since nothing of the
+//!   call re-reads the output;
 //! - after reading (in every outcome, errors included) the receiver sets the sender's
-//!   `consumed[me]` counter to `e + 1`. A sender waits for `consumed[q] >= e - 1` before writing
-//!   slot `(e % 2, me)` of `q` again, i.e. until `q` has copied out what it wrote there at
-//!   `e - 2`: with two slot sets alternating by parity a fast rank runs at most one call ahead
-//!   and never overwrites a slot the receiver has not read.
+//!   `consumed[me]` counter to `e + 1` — right after copying that sender's chunk, before the
+//!   own block, so a pulled-from sender's final wait overlaps the receiver's remaining copies.
+//!   A sender waits for `consumed[q] >= e - 1` before writing slot `(e % 2, me)` of `q` again,
+//!   i.e. until `q` has copied out what it wrote there at `e - 2`: with two slot sets
+//!   alternating by parity a fast rank runs at most one call ahead and never overwrites a slot
+//!   the receiver has not read.
 //!
 //! Safety of a mismatched call: a receiver copies only after the whole matrix checked out, and
-//! then exactly its own receive count from each slot, which is at most `capacity` (the slot's
-//! size) and lands inside its output (whose length was checked against its receive counts). A
-//! peer that never arrives (dead, or calling something else) leaves the receiver in a bounded
-//! wait that fails with the fabric's timeout naming that peer.
+//! then exactly its own receive count from each slot (at most `capacity`, the slot's size) or
+//! from the checked heap range the sender published, and it lands inside its output (whose
+//! length was checked against its receive counts). A peer that never arrives (dead, or calling
+//! something else) leaves the receiver in a bounded wait that fails with the fabric's timeout
+//! naming that peer.
+//!
+//! With `SYMSCHED_TRACE` set, every call records its steps on the launch timeline
+//! ([`super::trace::Protocol`]): the header write to each peer (`put_signal`, with the inline
+//! bytes), each outbox copy, the `arrive` and `consumed` waits per peer, each pull (`get`) or
+//! slot copy-out, the own block's copy and each credit given (`signal`), and one enclosing
+//! `launch alltoallv_eager` event with the outcome.
 //!
 //! Every rank of a group must call this in the same order (like any collective); one channel
 //! serves every dtype and size on a group, so it allocates once.
@@ -49,6 +62,8 @@ use super::dtype::DType;
 use super::error::ExecError;
 use super::fabric::{Fabric, WaitContext};
 use super::interp::Executor;
+use super::trace::Protocol;
+use std::time::Instant;
 use symsched_plan::{Cmp, SignalMode};
 
 /// Largest chunk (bytes, per ordered pair of ranks) moved eagerly.
@@ -66,10 +81,23 @@ const AREA_BUDGET: u64 = 16 << 20;
 const ALIGN: u64 = 64;
 const MAGIC: u64 = 0x5359_4d41_3241_5631; // "SYMA2AV1"
 /// Header words before the two rows: magic, epoch, element size, dtype code, then (for this
-/// pair) the heap offset of the chunk to pull, or [`INLINE`] when the payload follows the header.
-const FIXED_WORDS: usize = 5;
+/// pair) the heap offset of the chunk to pull, or [`INLINE`] when the payload follows the
+/// header, then the sender's flags.
+const FIXED_WORDS: usize = 6;
 const PULL_AT: usize = 4;
 const INLINE: u64 = u64::MAX;
+/// Flags word: 1 when the sender offers every chunk above [`PULL_MIN_BYTES`] for pulling from
+/// its symmetric send buffer, whatever its size (so none of its chunks needs the rendezvous).
+const FLAGS_AT: usize = 5;
+
+/// Whether a symmetric send buffer's chunks above the slot capacity are pulled in the one
+/// round (`SYMSCHED_A2A_LARGE_PULL`, read once; on unless `0`). Off restores the earlier
+/// header round + plan for them, for comparison. Ranks may disagree: each announces its
+/// choice in its header, and the rendezvous decision reads the headers.
+fn large_pull_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("SYMSCHED_A2A_LARGE_PULL").map_or(true, |v| v != "0"))
+}
 
 /// What a call of [`Executor::alltoallv_eager`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +136,21 @@ struct Channel {
     /// Symmetric offset of the outbox: `P` chunks of `cap` bytes where chunks of a private
     /// send buffer wait to be pulled.
     outbox: u64,
+    /// Byte offset of each chunk in the send and in the receive buffer this call (kept to
+    /// spare two allocations per call).
+    send_at: Vec<u64>,
+    recv_at: Vec<u64>,
+}
+
+/// Fill `at` with the byte offset of each of `counts`' chunks (already checked not to overflow:
+/// they sum to a buffer's length).
+fn offsets(at: &mut Vec<u64>, counts: &[u64], es: u64) {
+    at.clear();
+    let mut acc = 0u64;
+    for &c in counts {
+        at.push(acc);
+        acc += c * es;
+    }
 }
 
 fn dtype_code(dt: DType) -> u64 {
@@ -175,17 +218,20 @@ fn wait_on<F: Fabric>(
 }
 
 impl<F: Fabric> Executor<F> {
-    /// All-to-all-v of `dtype` elements in one round when every chunk is small (see the module
-    /// docs): `send` holds this rank's chunks for ranks 0..P in order (`send_counts[j]` elements
-    /// for rank j), `recv` receives `recv_counts[j]` elements from each rank j in order.
+    /// All-to-all-v of `dtype` elements in one round when every chunk is small or pulled (see
+    /// the module docs): `send` holds this rank's chunks for ranks 0..P in order
+    /// (`send_counts[j]` elements for rank j), `recv` receives `recv_counts[j]` elements from
+    /// each rank j in order.
     ///
     /// Collective over the group. Returns [`AlltoallvOutcome::Rendezvous`] with the agreed
-    /// counts matrix when a chunk is too large to go eagerly; the caller then runs the plan.
-    /// Counts that disagree between a sender and its receiver fail on every rank with
-    /// [`ExecError::CountsMismatch`] and leave every output untouched.
+    /// counts matrix when a chunk of an ordinary (non-heap) send buffer is too large to go
+    /// eagerly; the caller then runs the plan. Counts that disagree between a sender and its
+    /// receiver fail on every rank with [`ExecError::CountsMismatch`] and leave every output
+    /// untouched.
     ///
     /// `send_heap` is the symmetric heap offset of `send` when it lies in this rank's heap
-    /// segment (its large chunks are then pulled by the receivers), else `None`.
+    /// segment (its chunks above [`PULL_MIN_BYTES`] are then pulled by the receivers, at any
+    /// size), else `None`.
     pub fn alltoallv_eager(
         &self,
         dtype: DType,
@@ -250,25 +296,41 @@ impl<F: Fabric> Executor<F> {
                 stride,
                 words: vec![vec![0; FIXED_WORDS + 2 * p]; p],
                 outbox,
+                send_at: Vec::with_capacity(p),
+                recv_at: Vec::with_capacity(p),
             });
         }
         let ch = guard.chan.as_mut().expect("created above");
         let e = ch.epoch;
         let par = e % 2;
         let slot_off = |src: usize| ch.area + (par * p as u64 + src as u64) * ch.stride;
-        // Offsets of each chunk in the send buffer.
-        let mut send_at = Vec::with_capacity(p);
-        let mut acc = 0u64;
-        for &c in send_counts {
-            send_at.push(acc);
-            acc += c * es;
-        }
+        // Tracing off costs this one branch per call, and a test of `tr` per step.
+        let tr = Protocol::begin("alltoallv_eager", me as u32, fab.label(), e);
+        let now = || tr.as_ref().map(|_| Instant::now());
+        let step = |t0: Option<Instant>, kind: &str, what: &str, peer: usize, bytes: u64| {
+            if let (Some(tr), Some(t0)) = (&tr, t0) {
+                tr.step(kind, what, Some(peer as u32), bytes, t0);
+            }
+        };
+        let wait = |q: usize, slot: u32, name: &str, target: u64| {
+            let t0 = now();
+            let r = wait_on(fab, q, slot, name, target);
+            if let (Some(tr), Some(t0)) = (&tr, t0) {
+                tr.wait(name, q as u32, target, t0);
+            }
+            r
+        };
+        // Offsets of each chunk in the send buffer (the vector is the channel's, reused).
+        let mut send_at = std::mem::take(&mut ch.send_at);
+        offsets(&mut send_at, send_counts, es);
+        let pull_any = send_heap.is_some() && large_pull_enabled();
         {
             let mine = &mut ch.words[me];
             mine[0] = MAGIC;
             mine[1] = e;
             mine[2] = es;
             mine[3] = dtype_code(dtype);
+            mine[FLAGS_AT] = u64::from(pull_any);
             mine[FIXED_WORDS..FIXED_WORDS + p].copy_from_slice(send_counts);
             mine[FIXED_WORDS + p..].copy_from_slice(recv_counts);
         }
@@ -276,15 +338,16 @@ impl<F: Fabric> Executor<F> {
         for i in 1..p {
             let q = (me + i) % p;
             if e >= 2 {
-                wait_on(fab, q, ch.slots + (p + q) as u32, "consumed", e - 1)?;
+                wait(q, ch.slots + (p + q) as u32, "consumed", e - 1)?;
             }
             let bytes = send_counts[q] * es;
             let pull = match send_heap {
-                _ if bytes <= PULL_MIN_BYTES || bytes > ch.cap => None,
-                Some(off) => Some(off + send_at[q]),
-                None => {
+                _ if bytes <= PULL_MIN_BYTES => None,
+                Some(off) if bytes <= ch.cap || pull_any => Some(off + send_at[q]),
+                None if bytes <= ch.cap => {
                     // A private chunk waits in our outbox: a local copy, then one cross-core
                     // pass by the receiver, instead of two cross-core passes through the slot.
+                    let t0 = now();
                     let at = ch.outbox + q as u64 * ch.cap;
                     let dst = fab.heap_ptr(me as u32, at, bytes)?;
                     // SAFETY: a checked range of our outbox slot for q, which q last read in a
@@ -297,8 +360,12 @@ impl<F: Fabric> Executor<F> {
                             bytes as usize,
                         )
                     };
+                    step(t0, "copy", "outbox", q, bytes);
                     Some(at)
                 }
+                // Too large for the slot and not pullable: the rendezvous (decided below from
+                // the headers alone) moves it.
+                _ => None,
             };
             pulled |= pull.is_some();
             let inline = if pull.is_none() && bytes <= ch.cap {
@@ -306,6 +373,7 @@ impl<F: Fabric> Executor<F> {
             } else {
                 0
             };
+            let t0 = now();
             ch.words[me][PULL_AT] = pull.unwrap_or(INLINE);
             let dst = fab.heap_ptr(q as u32, slot_off(me), ch.hdr + inline)?;
             let words = &ch.words[me];
@@ -325,11 +393,12 @@ impl<F: Fabric> Executor<F> {
                 }
             }
             fab.signal(q as u32, ch.slots + me as u32, SignalMode::Set, e + 1)?;
+            step(t0, "put_signal", "header", q, ch.hdr + inline);
         }
         let nwords = FIXED_WORDS + 2 * p;
         for i in 1..p {
             let q = (me + p - i) % p;
-            wait_on(fab, q, ch.slots + q as u32, "arrive", e + 1)?;
+            wait(q, ch.slots + q as u32, "arrive", e + 1)?;
             let src = fab.heap_ptr(me as u32, slot_off(q), ch.hdr)?;
             let row = &mut ch.words[q];
             // SAFETY: checked local range of `hdr >= nwords * 8` bytes, complete after the
@@ -338,100 +407,154 @@ impl<F: Fabric> Executor<F> {
                 *w = unsafe { std::ptr::read_unaligned((src as *const u64).add(k)) };
             }
         }
-        // Verdict: a function of all ranks' header words, identical on every rank.
-        let mut verdict: Result<bool, ExecError> = Ok(false);
-        for (q, row) in ch.words.iter().enumerate() {
-            if row[0] != MAGIC || row[1] != e {
-                verdict = Err(ExecError::Runtime(format!(
-                    "alltoallv eager: rank {q} wrote a header for call {} (magic {:#x}) while \
-                     rank {me} is at call {e}; every rank must make the same collective calls \
-                     in the same order",
-                    row[1], row[0]
-                )));
-                break;
-            }
-            if row[2] != es || row[3] != dtype_code(dtype) {
-                verdict = Err(ExecError::DtypeMismatch(format!(
-                    "alltoallv: rank {q} sends a different element type (code {}, {} bytes) than \
-                     rank {me} ({dtype}, {es} bytes)",
-                    row[3], row[2]
-                )));
-                break;
-            }
-        }
-        if verdict.is_ok() {
-            if let Some(err) = first_mismatch(&ch.words, p) {
-                verdict = Err(err);
-            }
-        }
-        if let Ok(big) = &mut verdict {
-            *big = ch.words.iter().enumerate().any(|(a, row)| {
-                row[FIXED_WORDS..FIXED_WORDS + p]
-                    .iter()
-                    .enumerate()
-                    .any(|(b, &c)| a != b && c.saturating_mul(es) > ch.cap)
-            });
-        }
+        let verdict = verdict(&ch.words, p, me, e, dtype, ch.cap);
+        // Offsets of each chunk in `recv`.
+        let mut recv_at = std::mem::take(&mut ch.recv_at);
+        offsets(&mut recv_at, recv_counts, es);
+        let nt = super::stream_copy::enabled();
         let mut copied: Result<(), ExecError> = Ok(());
+        // Peers `(me + i) % p` for `i < credited` got their credit already (right after we read
+        // their chunk, so a sender waiting on it returns while we copy the rest).
+        let mut credited = 1;
+        let credit = |q: usize| {
+            let t0 = now();
+            let r = fab.signal(q as u32, ch.slots + (p + me) as u32, SignalMode::Set, e + 1);
+            step(t0, "signal", "credit", q, 0);
+            r
+        };
         if let Ok(false) = verdict {
-            let mut at = 0u64;
-            for (q, &c) in recv_counts.iter().enumerate() {
-                let n = c * es;
+            for i in 1..p {
+                let q = (me + i) % p;
+                let n = recv_counts[q] * es;
                 if n > 0 {
-                    let dst = &mut recv[at as usize..(at + n) as usize];
-                    if q == me {
-                        let s = send_at[me] as usize;
-                        dst.copy_from_slice(&send[s..s + n as usize]);
-                    } else {
-                        let from = match ch.words[q][PULL_AT] {
-                            INLINE => fab.heap_ptr(me as u32, slot_off(q) + ch.hdr, n),
-                            off => fab.heap_ptr(q as u32, off, n),
-                        };
-                        match from {
-                            // SAFETY: a checked range of n <= cap bytes: q's payload in our
-                            // slot, or q's send chunk in its heap, which q leaves alone until
-                            // our credit; complete after the arrive wait; disjoint from `recv`
-                            // (a pulled chunk is q's memory, never ours; the slot is the
-                            // landing area, never a user tensor).
-                            Ok(src) => unsafe {
-                                std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), n as usize)
-                            },
-                            Err(err) => {
-                                copied = Err(err);
-                                break;
-                            }
+                    let t0 = now();
+                    let at = recv_at[q] as usize;
+                    let dst = &mut recv[at..at + n as usize];
+                    let (from, what) = match ch.words[q][PULL_AT] {
+                        INLINE => (fab.heap_ptr(me as u32, slot_off(q) + ch.hdr, n), "slot"),
+                        off => (fab.heap_ptr(q as u32, off, n), "pull"),
+                    };
+                    match from {
+                        // SAFETY: a checked range of n bytes: q's payload in our slot (n <=
+                        // cap), or q's send chunk in its heap, which q leaves alone until our
+                        // credit; complete after the arrive wait; disjoint from `recv` (a
+                        // pulled chunk is q's memory, never ours; the slot is the landing
+                        // area, never a user tensor).
+                        Ok(src) => unsafe { copy_out(dst, src, nt) },
+                        Err(err) => {
+                            copied = Err(err);
+                            break;
                         }
                     }
+                    step(t0, if what == "pull" { "get" } else { "copy" }, what, q, n);
                 }
-                at += n;
+                credit(q)?;
+                credited = i + 1;
+            }
+            let n = recv_counts[me] * es;
+            if copied.is_ok() && n > 0 {
+                let t0 = now();
+                let (s, at) = (send_at[me] as usize, recv_at[me] as usize);
+                let src = &send[s..s + n as usize];
+                // SAFETY: `src` and the destination are the checked slices of `send` and
+                // `recv`, which the caller hands over as separate (non-aliasing) slices.
+                unsafe { copy_out(&mut recv[at..at + n as usize], src.as_ptr(), nt) };
+                step(t0, "copy", "own", me, n);
             }
         }
         // Hand the slots back in every outcome so the channel stays usable after an error.
-        for i in 1..p {
-            let q = (me + i) % p;
-            fab.signal(q as u32, ch.slots + (p + me) as u32, SignalMode::Set, e + 1)?;
+        for i in credited..p {
+            credit((me + i) % p)?;
         }
+        ch.send_at = send_at;
+        ch.recv_at = recv_at;
         ch.epoch += 1;
         if pulled {
             // Receivers may still be reading our send buffer: wait for every credit of this
             // call (each peer gives it in every outcome).
             for i in 1..p {
                 let q = (me + i) % p;
-                wait_on(fab, q, ch.slots + (p + q) as u32, "consumed", e + 1)?;
+                wait(q, ch.slots + (p + q) as u32, "consumed", e + 1)?;
             }
         }
-        copied?;
-        if verdict? {
-            Ok(AlltoallvOutcome::Rendezvous(
-                ch.words
-                    .iter()
-                    .map(|r| r[FIXED_WORDS..FIXED_WORDS + p].to_vec())
-                    .collect(),
-            ))
-        } else {
-            Ok(AlltoallvOutcome::Done)
+        let outcome = copied.and(verdict).map(|big| {
+            if big {
+                AlltoallvOutcome::Rendezvous(
+                    ch.words
+                        .iter()
+                        .map(|r| r[FIXED_WORDS..FIXED_WORDS + p].to_vec())
+                        .collect(),
+                )
+            } else {
+                AlltoallvOutcome::Done
+            }
+        });
+        if let Some(tr) = tr {
+            tr.end(match &outcome {
+                Ok(AlltoallvOutcome::Done) => "done",
+                Ok(AlltoallvOutcome::Rendezvous(_)) => "rendezvous",
+                Err(_) => "error",
+            });
+        }
+        outcome
+    }
+}
+
+/// Copy `dst.len()` bytes from `src` into `dst`, streaming past the cache when the chunk is
+/// large (nothing of the call re-reads the output) and `nt` (streaming copies enabled).
+///
+/// # Safety
+/// `src` is valid for `dst.len()` bytes of reads and does not overlap `dst`.
+unsafe fn copy_out(dst: &mut [u8], src: *const u8, nt: bool) {
+    if nt && dst.len() >= super::stream_copy::min_bytes() {
+        // SAFETY: the caller's contract; `dst` is a live exclusive slice.
+        unsafe { super::stream_copy::copy(dst.as_mut_ptr(), src, dst.len()) };
+    } else {
+        // SAFETY: as above.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+    }
+}
+
+/// The call's verdict from every rank's header words (`rows[r]` is rank r's), identical on
+/// every rank: an error when a header is from another call, an element type differs or the
+/// counts disagree; else whether the call must take the rendezvous (some off-diagonal chunk
+/// exceeds the slot capacity and its sender did not offer it for pulling).
+fn verdict(
+    rows: &[Vec<u64>],
+    p: usize,
+    me: usize,
+    e: u64,
+    dtype: DType,
+    cap: u64,
+) -> Result<bool, ExecError> {
+    let es = dtype.size() as u64;
+    for (q, row) in rows.iter().enumerate() {
+        if row[0] != MAGIC || row[1] != e {
+            return Err(ExecError::Runtime(format!(
+                "alltoallv eager: rank {q} wrote a header for call {} (magic {:#x}) while \
+                 rank {me} is at call {e}; every rank must make the same collective calls \
+                 in the same order",
+                row[1], row[0]
+            )));
+        }
+        if row[2] != es || row[3] != dtype_code(dtype) {
+            return Err(ExecError::DtypeMismatch(format!(
+                "alltoallv: rank {q} sends a different element type (code {}, {} bytes) than \
+                 rank {me} ({dtype}, {es} bytes)",
+                row[3], row[2]
+            )));
         }
     }
+    if let Some(err) = first_mismatch(rows, p) {
+        return Err(err);
+    }
+    Ok(rows.iter().enumerate().any(|(a, row)| {
+        row[FLAGS_AT] == 0
+            && row[FIXED_WORDS..FIXED_WORDS + p]
+                .iter()
+                .enumerate()
+                .any(|(b, &c)| a != b && c.saturating_mul(es) > cap)
+    }))
 }
 
 /// The counts part of a counts plan's resolution-cache key: the matrix flattened row by row,
@@ -511,7 +634,7 @@ mod tests {
     }
 
     #[test]
-    fn inline_pull_and_rendezvous_on_three_ranks() {
+    fn inline_pull_large_pull_and_rendezvous_on_three_ranks() {
         let cap = eager_capacity(3);
         let cases = [
             (vec![vec![0, 1, 2], vec![3, 0, 5], vec![7, 8, 9]], true),
@@ -525,7 +648,8 @@ mod tests {
                 for heap in [false, true] {
                     let (r, recv) = exchange(ex, m, heap);
                     let r = r.expect("call");
-                    assert_eq!(r == AlltoallvOutcome::Done, *eager, "{m:?}");
+                    // A symmetric send buffer is pulled at any size.
+                    assert_eq!(r == AlltoallvOutcome::Done, *eager || heap, "{m:?}");
                     if let AlltoallvOutcome::Rendezvous(got) = &r {
                         assert_eq!(got, m);
                         assert!(recv.iter().all(|b| *b == 0xEE), "rendezvous wrote");

@@ -10,7 +10,14 @@
 //! already produced in full (the reduce's destination or a fused copy's destination):
 //! - a put to another rank (its signal is sent after the whole chain, still after its data);
 //! - a local copy/cast whose destination overlaps neither an operand of the reduce, nor the
-//!   reduce's destination, nor any region the chain reads or writes.
+//!   reduce's destination, nor any region the chain reads or writes;
+//! - a one-operand reduce (a conversion through the accumulator, as the wire schedules use to
+//!   decode) whose destination either overlaps nothing the chain touches or is *exactly* a region
+//!   the chain has produced: the owner's decode of its own reduced chunk back into `x` in
+//!   `allreduce_two_shot_wire`. Every fused step maps element `i` of its source to element `i`
+//!   of its destination, and identical regions keep that mapping, so running the steps block
+//!   by block in step order gives every element the same sequence of writes as running them
+//!   one after the other; a partial overlap would not, and stays unfused.
 //!
 //! Why this preserves the plan's meaning: the consumers would have started after the reduce with
 //! no synchronisation in between, so every peer constraint that held for them (established by
@@ -23,13 +30,16 @@ use super::interp::{RReg, RStep};
 use symsched_plan::Rank;
 
 /// One fused consumer, resolved to addresses for a launch: convert each finished block from
-/// `src` into `dst` (a peer's memory for a put, local for a copy).
+/// `src` into `dst` (a peer's memory for a put, local for a copy or a one-operand reduce).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Link {
     pub(super) src: *const u8,
     pub(super) src_dtype: DType,
     pub(super) dst: *mut u8,
     pub(super) dst_dtype: DType,
+    /// A one-operand reduce: convert through the accumulator as the reduce does (which, unlike
+    /// a same-type copy, quiets NaNs), not with a plain conversion.
+    pub(super) via_acc: bool,
 }
 
 // SAFETY: addresses into symmetric memory, only dereferenced by the launch that resolved them
@@ -37,7 +47,7 @@ pub(super) struct Link {
 unsafe impl Send for Link {}
 
 /// Half-open element range of a region in one buffer on this rank.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Span {
     buf: u32,
     lo: u64,
@@ -93,6 +103,21 @@ pub(super) fn reduce_chains(steps: &[RStep], me: Rank) -> Vec<u32> {
                     let ok = *m == *n
                         && ready.contains(src)
                         && !touched.iter().any(|t| t.overlaps(&out));
+                    if ok {
+                        ready.push(*d);
+                        touched.push(out);
+                    }
+                    ok
+                }
+                RStep::Reduce {
+                    srcs: one,
+                    dst: d,
+                    n: m,
+                } if one.len() == 1 => {
+                    let out = Span::of(d, *m);
+                    let ok = *m == *n
+                        && ready.contains(&one[0])
+                        && touched.iter().all(|t| !t.overlaps(&out) || *t == out);
                     if ok {
                         ready.push(*d);
                         touched.push(out);
@@ -166,6 +191,36 @@ mod tests {
             put(g1, 0, 4),
         ];
         assert_eq!(reduce_chains(&steps, 1), vec![2, 0, 0]);
+    }
+
+    #[test]
+    fn wire_reduce_takes_the_decode_of_its_own_chunk_back_into_x() {
+        // x[1] = reduce(land[0], land[1]); gath[1] = cast(x[1]); put gath[1]; x[1] = reduce(gath[1]).
+        let (x1, g1) = (reg(0, 4), reg(2, 4));
+        let decode = |dst: RReg, src: RReg| reduce(dst, vec![src], 4);
+        let steps = vec![
+            reduce(x1, vec![reg(1, 0), reg(1, 4)], 4),
+            RStep::Copy {
+                src: x1,
+                dst: g1,
+                n: 4,
+            },
+            put(g1, 0, 4),
+            decode(x1, g1),
+        ];
+        assert_eq!(reduce_chains(&steps, 1), vec![3, 0, 0, 0]);
+        // Partly overlapping the reduce's destination, decoding a region not produced yet, two
+        // operands, or onto an operand region shifted by one: not fused.
+        for next in [
+            decode(reg(0, 5), g1),
+            decode(x1, reg(2, 0)),
+            reduce(x1, vec![g1, g1], 4),
+            decode(reg(1, 1), g1),
+        ] {
+            let mut steps = steps[..3].to_vec();
+            steps.push(next);
+            assert_eq!(reduce_chains(&steps, 1), vec![2, 0, 0, 0]);
+        }
     }
 
     #[test]

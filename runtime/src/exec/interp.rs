@@ -734,7 +734,7 @@ impl<F: Fabric> Executor<F> {
         let mv = |si: usize, sd: DType, s: *mut u8, dd: DType, d: *mut u8, n: u64| {
             let bytes = n as usize * sd.size();
             if sd == dd
-                && bytes >= super::stream_copy::NT_MIN_BYTES
+                && bytes >= super::stream_copy::min_bytes()
                 && !std::ptr::eq(s, d)
                 && res.nt.get(si).copied().unwrap_or(false)
             {
@@ -815,11 +815,12 @@ impl<F: Fabric> Executor<F> {
                         } else {
                             st.links.clear();
                             for next in &res.steps[si + 1..=si + fused] {
-                                let (src, dst, peer) = match next {
-                                    RStep::Put { src, dst, peer, .. } => (src, dst, *peer),
-                                    RStep::Copy { src, dst, .. } => (src, dst, me),
+                                let (src, dst, peer, via_acc) = match next {
+                                    RStep::Put { src, dst, peer, .. } => (src, dst, *peer, false),
+                                    RStep::Copy { src, dst, .. } => (src, dst, me, false),
+                                    RStep::Reduce { srcs, dst, .. } => (&srcs[0], dst, me, true),
                                     _ => unreachable!(
-                                        "fuse::reduce_chains admits puts and copies only"
+                                        "fuse::reduce_chains admits puts, copies and one-operand reduces only"
                                     ),
                                 };
                                 let (sp, sd) = ptr(me, src, *n)?;
@@ -829,6 +830,7 @@ impl<F: Fabric> Executor<F> {
                                     src_dtype: sd,
                                     dst: dp,
                                     dst_dtype: ddt,
+                                    via_acc,
                                 });
                             }
                             let links = &st.links;
@@ -838,7 +840,9 @@ impl<F: Fabric> Executor<F> {
                             // disjoint local regions), reading blocks the reduce (or an earlier link)
                             // has just made final. A link may write a peer operand of a folded get
                             // only as the identical region (`fuse_get`): block by block, after the
-                            // reduce has read it.
+                            // reduce has read it. A fused one-operand reduce may also rewrite exactly
+                            // a region the chain produced (the destination included), only within
+                            // the block `reduce_raw_then` has finished.
                             unsafe {
                                 reduce_raw_then(
                                     types.acc,
@@ -849,13 +853,20 @@ impl<F: Fabric> Executor<F> {
                                     *n as usize,
                                     &mut |first, len| {
                                         for l in links {
-                                            convert(
-                                                l.src_dtype,
-                                                l.src.add(first * l.src_dtype.size()),
-                                                l.dst_dtype,
-                                                l.dst.add(first * l.dst_dtype.size()),
-                                                len,
-                                            );
+                                            let src = l.src.add(first * l.src_dtype.size());
+                                            let dst = l.dst.add(first * l.dst_dtype.size());
+                                            if l.via_acc {
+                                                super::reduce::convert_via_acc(
+                                                    types.acc,
+                                                    src,
+                                                    l.src_dtype,
+                                                    dst,
+                                                    l.dst_dtype,
+                                                    len,
+                                                );
+                                            } else {
+                                                convert(l.src_dtype, src, l.dst_dtype, dst, len);
+                                            }
                                         }
                                     },
                                 )?

@@ -483,3 +483,76 @@ mod matmul_tests {
         eprintln!("matmul {m}x{k}x{n} f32: old {t_old:?}, new {t_new:?}");
     }
 }
+
+/// The MC2 pull reduce-scatter relies on the executor reading peers' partial products where
+/// they were computed (`fuse_get`): its gets must fold into the reduce.
+#[cfg(test)]
+mod mc2_pull_tests {
+    use super::super::fuse;
+    use super::super::fuse_get::get_folds;
+    use super::super::interp::{RReg, RStep};
+    use symsched_plan::{Cmp, WaitTarget};
+
+    #[test]
+    fn matmul_reduce_scatter_pull_reads_peer_products_in_place() {
+        use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+        let plan = compile(
+            &standard_library(),
+            "matmul_reduce_scatter_pull",
+            3,
+            &Default::default(),
+            &CompileOptions::default(),
+        )
+        .expect("matmul_reduce_scatter_pull verifies at P = 3")
+        .plan;
+        let names: Vec<&str> = plan.buffers.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "part", "land"]);
+        // Rank 1, blocks of 4 elements (m = 2, k = 3, n = 2): after its products, it waits for
+        // `ready`, gets part[1] of ranks 2 and 0 into land[2] and land[0], and folds them with its
+        // own part[1] in rank order into `c`.
+        let reg = |buf, elem| RReg { buf, elem };
+        let wait = RStep::Wait {
+            slot: 0,
+            cmp: Cmp::Ge,
+            target: WaitTarget {
+                stride: 2,
+                offset: 2,
+            },
+            id: 0,
+        };
+        let mm = |p: u64| RStep::Matmul {
+            c: reg(3, 4 * p),
+            a: reg(0, 6 * p),
+            b: reg(1, 0),
+            m: 2,
+            k: 3,
+            n: 2,
+        };
+        let get = |peer| RStep::Get {
+            src: reg(3, 4),
+            dst: reg(4, 4 * u64::from(peer)),
+            peer,
+            n: 4,
+        };
+        let steps = vec![
+            mm(2),
+            mm(0),
+            mm(1),
+            wait,
+            get(2),
+            get(0),
+            RStep::Reduce {
+                dst: reg(2, 0),
+                srcs: vec![reg(4, 0), reg(3, 4), reg(4, 8)],
+                n: 4,
+            },
+        ];
+        let f = get_folds(&plan, &steps, 1, &fuse::reduce_chains(&steps, 1));
+        let folded: Vec<bool> = (0..steps.len()).map(|i| f.folded(i)).collect();
+        assert_eq!(folded, [false, false, false, false, true, true, false]);
+        let mut pulls: Vec<(usize, u32)> = f.pulls(6).iter().map(|p| (p.operand, p.peer)).collect();
+        pulls.sort();
+        assert_eq!(pulls, [(0, 0), (2, 2)]);
+        assert!(f.pulls(6).iter().all(|p| p.src == reg(3, 4)));
+    }
+}

@@ -8,7 +8,7 @@
 //! ([`scale_avg`]); integers divide truncating toward zero. Integer sums wrap. `max`/`min`
 //! propagate NaN.
 
-use super::dtype::{multiversion, Accum, DType, BLOCK};
+use super::dtype::{convert, multiversion, Accum, DType, BLOCK};
 use super::error::ExecError;
 use std::fmt;
 
@@ -275,6 +275,38 @@ pub unsafe fn reduce_raw_then(
     Ok(())
 }
 
+/// A one-operand reduce of `n` elements: `src` loaded into the accumulator `acc` and rounded
+/// into `dst`, exactly as [`reduce_raw`] with the single operand computes it (a fused decode
+/// runs it per block). An accumulator no reduce accepts does nothing: the reduce the link is
+/// fused into has already refused it.
+///
+/// # Safety
+/// `src` must be valid for `n` elements of `src_dtype`, `dst` for `n` of `dst_dtype`; they may
+/// be identical but must not partially overlap.
+pub unsafe fn convert_via_acc(
+    acc: DType,
+    src: *const u8,
+    src_dtype: DType,
+    dst: *mut u8,
+    dst_dtype: DType,
+    n: usize,
+) {
+    if dst_dtype == acc {
+        // Loading into the accumulator type is the whole computation, and `convert` does
+        // exactly that load straight into `dst`, without the reduce's block buffers (whose
+        // zeroing a per-block link would pay every time).
+        convert(src_dtype, src, dst_dtype, dst, n);
+        return;
+    }
+    let srcs = [Operand {
+        ptr: src,
+        dtype: src_dtype,
+    }];
+    // The op does not matter with one operand (nothing is folded), nor does `avg` (its scaling
+    // is a separate pass over the output).
+    let _ = reduce_raw(acc, ReduceOp::Sum, dst, dst_dtype, &srcs, n);
+}
+
 unsafe fn scale_typed<A: Combine>(ptr: *mut u8, dtype: DType, n: usize, p: u32) {
     let mut tmp = [A::default(); BLOCK];
     let mut i = 0;
@@ -390,6 +422,37 @@ mod tests {
             .unwrap();
         }
         assert_eq!(out.to_f32(), 1.0 + 2f32.powi(-7));
+    }
+
+    /// The fused decode link computes what a one-operand reduce computes, byte for byte, for
+    /// every wire → data pair (NaN payloads, subnormals and infinities among the inputs).
+    #[test]
+    fn convert_via_acc_is_a_one_operand_reduce() {
+        let codes: Vec<u8> = (0..=255u8).cycle().take(4099 * 2).collect();
+        for wire in [
+            DType::F16,
+            DType::Bf16,
+            DType::F8E4M3,
+            DType::F8E5M2,
+            DType::F32,
+        ] {
+            for data in [DType::F32, DType::F64, DType::F16, DType::Bf16] {
+                let n = codes.len() / wire.size();
+                let acc = data.accumulator();
+                let mut want = vec![0u8; n * data.size()];
+                let mut got = vec![0u8; n * data.size()];
+                let srcs = [Operand {
+                    ptr: codes.as_ptr(),
+                    dtype: wire,
+                }];
+                // SAFETY: `codes` holds `n` elements of `wire`, the outputs `n` of `data`.
+                unsafe {
+                    reduce_raw(acc, ReduceOp::Sum, want.as_mut_ptr(), data, &srcs, n).unwrap();
+                    convert_via_acc(acc, codes.as_ptr(), wire, got.as_mut_ptr(), data, n);
+                }
+                assert!(want == got, "{wire} -> {data}");
+            }
+        }
     }
 
     #[test]

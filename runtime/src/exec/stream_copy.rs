@@ -9,7 +9,7 @@
 //! A step is streamed when all of these hold (decided once per resolved plan, see [`nt_steps`]):
 //! - it is a plain put, get or copy (not fused into a reduce, not folded into one); whether the
 //!   element types match (no conversion) is checked when it runs;
-//! - it moves at least [`NT_MIN_BYTES`];
+//! - it moves at least [`NT_MIN_BYTES`] ([`min_bytes`]);
 //! - no step of any rank reads its destination buffer (as a source of a move, a reduce or
 //!   matmul operand, or a host collective's region).
 //!
@@ -22,7 +22,26 @@ use symsched_plan::{Op, Plan};
 
 /// Smallest move, in bytes, that is streamed; below it the destination likely stays in cache
 /// and the ordinary copy wins.
+///
+/// Measured (2-rank alltoall, executor bench `alltoall_eager`, every move ≥ 128 KiB streamed
+/// against none, time off ÷ on as min / median over rounds, two runs at load 6–8): 256 KiB
+/// moves 0.92 / 1.03 and 1.28 / 0.89 (no gain); 512 KiB 0.96 / 1.27 and 1.92 / 1.10 (mixed);
+/// 1 MiB 1.26 / 1.20 and 1.08 / 1.14; 2 MiB 1.09 / 1.13 and 0.91 / 1.19; 4 MiB 1.29 / 0.90
+/// and 1.27 / 1.09. Earlier whole-perftest runs: 1.24–2.26× at 16–64 MiB messages. So 1 MiB
+/// stays; 512 KiB is the candidate to re-measure on a quiet machine (`docs/performance.md`).
 pub(super) const NT_MIN_BYTES: usize = 1 << 20;
+
+/// The smallest move streamed: [`NT_MIN_BYTES`], or `SYMSCHED_NT_MIN_BYTES` (bytes, read once)
+/// for threshold measurements.
+pub(super) fn min_bytes() -> usize {
+    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        std::env::var("SYMSCHED_NT_MIN_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(NT_MIN_BYTES)
+    })
+}
 
 /// Whether streaming copies are on (`SYMSCHED_NT_COPY`, read once; on unless `0`).
 pub(super) fn enabled() -> bool {

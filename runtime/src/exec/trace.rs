@@ -241,12 +241,7 @@ impl<'p> Launch<'p> {
     }
 
     fn event(&self, name: &str, cat: &str, t0: Instant, end: Instant, args: Value) -> Value {
-        let dur = end.saturating_duration_since(t0).as_secs_f64() * 1e6;
-        json!({
-            "name": name, "cat": cat, "ph": "X",
-            "ts": ts_us(t0), "dur": dur.max(0.001),
-            "pid": self.pid, "tid": self.tid, "args": args,
-        })
+        complete(name, cat, self.pid, &self.tid, t0, end, args)
     }
 
     /// Record the enclosing launch event (call once, after the last step).
@@ -258,6 +253,103 @@ impl<'p> Launch<'p> {
         });
         let name = format!("launch {}", self.plan.schedule);
         push(self.event(&name, "launch", self.start, Instant::now(), args));
+    }
+}
+
+/// One complete (`ph: "X"`) event from `t0` to `end`.
+fn complete(
+    name: &str,
+    cat: &str,
+    pid: u32,
+    tid: &str,
+    t0: Instant,
+    end: Instant,
+    args: Value,
+) -> Value {
+    let dur = end.saturating_duration_since(t0).as_secs_f64() * 1e6;
+    json!({
+        "name": name, "cat": cat, "ph": "X",
+        "ts": ts_us(t0), "dur": dur.max(0.001),
+        "pid": pid, "tid": tid, "args": args,
+    })
+}
+
+/// One call of a collective the executor runs without a plan (the eager alltoall): its steps
+/// go on the same timeline and lane as plan launches, with the same kinds (`put_signal`,
+/// `wait`, `get`, `copy`, `signal`), `args.schedule` naming the protocol and `args.what` the
+/// protocol's part (`header`, `outbox`, `arrive`, `credit`, `pull`, `slot`, `own`).
+pub struct Protocol {
+    name: &'static str,
+    pid: u32,
+    tid: String,
+    epoch: u64,
+    start: Instant,
+}
+
+impl Protocol {
+    /// Start tracing call `epoch` of protocol `name` on `rank` of the group labelled `label`,
+    /// or `None` when tracing is off (then the caller's only cost is this branch).
+    #[inline]
+    pub fn begin(name: &'static str, rank: Rank, label: &str, epoch: u64) -> Option<Protocol> {
+        if !enabled() {
+            return None;
+        }
+        let pr = PROCESS_RANK.load(Ordering::Relaxed);
+        Some(Protocol {
+            name,
+            pid: if pr == NO_RANK { rank } else { pr },
+            tid: format!("group {label}"),
+            epoch,
+            start: Instant::now(),
+        })
+    }
+
+    /// Record a step of kind `kind` (part `what`), started at `t0` and finished now, that moved
+    /// `bytes` to or from `peer`.
+    pub fn step(&self, kind: &str, what: &str, peer: Option<Rank>, bytes: u64, t0: Instant) {
+        let mut args = json!({
+            "schedule": self.name,
+            "what": what,
+            "bytes": bytes,
+            "epoch": self.epoch,
+        });
+        if let Some(p) = peer {
+            args["peer"] = json!(p);
+        }
+        self.emit(kind, "step", t0, args);
+    }
+
+    /// Record a wait on the counter `slot` fed by `peer` for `target`, started at `t0`.
+    pub fn wait(&self, slot: &str, peer: Rank, target: u64, t0: Instant) {
+        let args = json!({
+            "schedule": self.name,
+            "what": slot,
+            "bytes": 0,
+            "epoch": self.epoch,
+            "peer": peer,
+            "slot": slot,
+            "target": target,
+        });
+        self.emit("wait", "step", t0, args);
+    }
+
+    /// Record the enclosing event of the call (`launch <name>`), with its `outcome`.
+    pub fn end(self, outcome: &str) {
+        let args = json!({"schedule": self.name, "epoch": self.epoch, "outcome": outcome});
+        let name = format!("launch {}", self.name);
+        self.emit(&name, "launch", self.start, args);
+    }
+
+    fn emit(&self, name: &str, cat: &str, t0: Instant, args: Value) {
+        push(complete(
+            name,
+            cat,
+            self.pid,
+            &self.tid,
+            t0,
+            Instant::now(),
+            args,
+        ));
     }
 }
 
