@@ -120,35 +120,34 @@ impl Blas {
     /// # Safety
     /// As for [`MatmulEngine::matmul`].
     unsafe fn try_run(&self, s: &MatmulStep) -> bool {
-        let aligned = |p: usize, align: usize| p.is_multiple_of(align);
-        let all = |dt: DType| s.a.1 == dt && s.b.1 == dt && s.c.1 == dt;
-        let ptrs = [s.c.0 as usize, s.a.0 as usize, s.b.0 as usize];
-        let dims = (s.m, s.k, s.n);
-        // SAFETY (both arms): the interpreter's contract for engine steps (ranges of m·n, m·k,
-        // k·n elements, `c` disjoint from the operands), alignment checked just before.
-        match (self.sgemm, self.dgemm) {
-            (Some(g), _) if all(DType::F32) && ptrs.iter().all(|&p| aligned(p, 4)) => unsafe {
-                gemm_row_major(
-                    g,
-                    s.c.0 as *mut f32,
-                    s.a.0 as *const f32,
-                    s.b.0 as *const f32,
-                    dims,
-                )
-                .is_some()
-            },
-            (_, Some(g)) if all(DType::F64) && ptrs.iter().all(|&p| aligned(p, 8)) => unsafe {
-                gemm_row_major(
-                    g,
-                    s.c.0 as *mut f64,
-                    s.a.0 as *const f64,
-                    s.b.0 as *const f64,
-                    dims,
-                )
-                .is_some()
-            },
-            _ => false,
-        }
+        // SAFETY: forwarded from the caller.
+        unsafe { run_on(self.sgemm, DType::F32, s) || run_on(self.dgemm, DType::F64, s) }
+    }
+}
+
+/// Run `s` on `gemm` when every operand is `dt` (element type `T`) and aligned for `T`.
+///
+/// # Safety
+/// As for [`MatmulEngine::matmul`]; `dt` is the runtime's name of `T`.
+unsafe fn run_on<T: From<u8>>(gemm: Option<Gemm<T>>, dt: DType, s: &MatmulStep) -> bool {
+    let Some(g) = gemm else { return false };
+    let aligned = [s.c.0 as usize, s.a.0 as usize, s.b.0 as usize]
+        .iter()
+        .all(|p| p.is_multiple_of(std::mem::align_of::<T>()));
+    if !(aligned && s.a.1 == dt && s.b.1 == dt && s.c.1 == dt) {
+        return false;
+    }
+    // SAFETY: the interpreter's contract for engine steps (ranges of m·n, m·k, k·n elements,
+    // `c` disjoint from the operands), types and alignment checked just above.
+    unsafe {
+        gemm_row_major(
+            g,
+            s.c.0 as *mut T,
+            s.a.0 as *const T,
+            s.b.0 as *const T,
+            (s.m, s.k, s.n),
+        )
+        .is_some()
     }
 }
 

@@ -9,7 +9,8 @@
 //! child process, since the executor reads its switches once per process. Variants alternate
 //! within each round so all of them see the same machine load; compare ratios of one run only.
 
-use std::process::Command;
+mod support;
+
 use std::time::{Duration, Instant};
 use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
 use symsched_plan::{LaunchSizes, Plan};
@@ -59,28 +60,11 @@ fn launches(name: &str, kib: usize, iters: u32) -> Vec<f64> {
         .collect()
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// `name` in a child process (this binary again) with `env` set, printing its per-launch times:
 /// the executor reads its switches once per process.
 fn child(name: &str, env: &[(&str, &str)], kib: usize, iters: u32) -> Vec<f64> {
-    let out = Command::new(std::env::current_exe().expect("bench binary"))
-        .args(["--child", name, &kib.to_string(), &iters.to_string()])
-        .envs(env.iter().copied())
-        .output()
-        .expect("spawn a child");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|t| t.parse().ok())
-        .collect()
+    let args = [name.to_string(), kib.to_string(), iters.to_string()];
+    support::child_numbers(&args, env)
 }
 
 /// Copy with SSE2 streaming stores (16-byte aligned destination assumed; tail by `memcpy`).
@@ -169,11 +153,7 @@ fn main() {
         }
         return;
     }
-    let opt = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-    };
+    let opt = |name: &str| support::opt(&args, name);
     let rounds: usize = opt("--rounds").map_or(3, |v| v.parse().expect("rounds"));
     // KiB; a plain number is MiB, `NK` is KiB.
     let sizes: Vec<usize> = opt("--sizes").map_or(vec![1024, 8192, 65536], |v| {
@@ -211,7 +191,7 @@ fn main() {
         let mut medians = Vec::new();
         for (k, (label, _, _)) in variants.iter().enumerate() {
             let mn = times[k].iter().copied().fold(f64::INFINITY, f64::min);
-            let md = median(&mut times[k]);
+            let md = support::median(&mut times[k]);
             medians.push(md);
             line += &format!("  {label} {:.0}/{:.0}", mn * 1e6, md * 1e6);
         }

@@ -8,7 +8,8 @@
 //! the same machine load: compare the ratios of one run only. `--child SCHEDULE WIRE MIB ITERS`
 //! runs one variant and prints its per-launch seconds (for `perf record`).
 
-use std::process::Command;
+mod support;
+
 use std::time::Duration;
 use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
 use symsched_plan::LaunchSizes;
@@ -49,30 +50,8 @@ fn launches(schedule: &str, wire: &str, mib: usize, iters: u32) -> Vec<f64> {
 }
 
 fn child(schedule: &str, wire: &str, mib: usize, iters: u32) -> Vec<f64> {
-    let out = Command::new(std::env::current_exe().expect("bench binary"))
-        .args([
-            "--child",
-            schedule,
-            wire,
-            &mib.to_string(),
-            &iters.to_string(),
-        ])
-        .output()
-        .expect("spawn a child");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|t| t.parse().ok())
-        .collect()
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let args = [schedule, wire, &mib.to_string(), &iters.to_string()].map(str::to_string);
+    support::child_numbers(&args, &[])
 }
 
 fn main() {
@@ -85,11 +64,7 @@ fn main() {
         }
         return;
     }
-    let opt = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-    };
+    let opt = |name: &str| support::opt(&args, name);
     let list = |name: &str, default: &str| -> Vec<String> {
         opt(name)
             .map_or(default, |v| v.as_str())
@@ -121,7 +96,7 @@ fn main() {
                 times[k].extend(child(s, w, mib, iters));
             }
         }
-        let medians: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
+        let medians: Vec<f64> = times.iter_mut().map(|t| support::median(t)).collect();
         for (((s, w), md), t) in variants.iter().zip(&medians).zip(&times) {
             println!(
                 "{mib:>4} MiB  {s:<28} {w:<5} {:>9.0} ({:>7.0}) µs {:>6.2} GB/s  {:.2}×",

@@ -13,7 +13,8 @@
 //! switches once per process; variants alternate within each round so all see the same load.
 //! Compare ratios within one run only.
 
-use std::process::Command;
+mod support;
+
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
@@ -122,37 +123,13 @@ fn calls(p: u32, bytes: usize, iters: u32, batches: usize) -> (f64, f64) {
         .map(|b| per_rank.iter().map(|r| r[b]).fold(0.0, f64::max))
         .collect();
     let least = slowest.iter().copied().fold(f64::INFINITY, f64::min);
-    (median(&mut slowest), least)
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    (support::median(&mut slowest), least)
 }
 
 /// One measurement in a child process with `env` set: median and minimum seconds per call.
 fn child(env: &[(&str, &str)], p: u32, bytes: usize, iters: u32, batches: usize) -> (f64, f64) {
-    let out = Command::new(std::env::current_exe().expect("bench binary"))
-        .args([
-            "--child",
-            &p.to_string(),
-            &bytes.to_string(),
-            &iters.to_string(),
-            &batches.to_string(),
-        ])
-        .envs(env.iter().copied())
-        .output()
-        .expect("spawn a child");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: Vec<f64> = text
-        .split_whitespace()
-        .map(|t| t.parse().expect("child prints seconds"))
-        .collect();
+    let args = [p as usize, bytes, iters as usize, batches].map(|n| n.to_string());
+    let v = support::child_numbers(&args, env);
     (v[0], v[1])
 }
 
@@ -164,11 +141,7 @@ fn main() {
         println!("{md} {mn}");
         return;
     }
-    let opt = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-    };
+    let opt = |name: &str| support::opt(&args, name);
     let rounds: usize = opt("--rounds").map_or(3, |v| v.parse().expect("rounds"));
     if let Some(iters) = opt("--small") {
         let iters: u32 = iters.parse().expect("iterations");
@@ -223,7 +196,7 @@ fn main() {
             .iter()
             .map(|t| t.iter().copied().fold(f64::INFINITY, f64::min))
             .collect();
-        let md: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
+        let md: Vec<f64> = times.iter_mut().map(|t| support::median(t)).collect();
         let mut line = format!("{:>6} KiB:", bytes >> 10);
         for (k, (label, _)) in variants.iter().enumerate() {
             line += &format!("  {label} {:.0}/{:.0}", mn[k] * 1e6, md[k] * 1e6);
