@@ -11,11 +11,8 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
-use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
-use symsched_plan::{LaunchSizes, Plan};
-use symsched_runtime::exec::harness::{run_local, RunSpec};
-use symsched_runtime::exec::{DType, ElemTypes, ReduceOp};
+use std::time::Instant;
+use symsched_runtime::exec::{DType, ElemTypes};
 
 const MIB: usize = 1 << 20;
 
@@ -26,38 +23,12 @@ type Variant = (
     &'static [(&'static str, &'static str)],
 );
 
-fn plan(name: &str) -> Plan {
-    compile(
-        &standard_library(),
-        name,
-        2,
-        &Default::default(),
-        &CompileOptions::default(),
-    )
-    .unwrap_or_else(|d| panic!("{name}: {d:?}"))
-    .plan
-}
-
 /// Per-launch seconds of `iters` launches of `name` on 2 ranks at `kib` KiB (slowest rank).
 fn launches(name: &str, kib: usize, iters: u32) -> Vec<f64> {
-    let plan = plan(name);
-    let n = (kib * 1024 / 4) as u64;
-    let mut sizes = LaunchSizes::default();
-    sizes.vars.insert("n".into(), n);
-    let spec = RunSpec {
-        types: ElemTypes::new(DType::F32, None).expect("f32"),
-        op: ReduceOp::Sum,
-        sizes,
-        warmup: 2,
-        iters,
-        check: false,
-        staged: false,
-    };
+    let types = ElemTypes::new(DType::F32, None).expect("f32");
     let heap = (3 * kib * 1024 + 4 * MIB) as u64;
-    let reps = run_local(&plan, &spec, heap, Duration::from_secs(300)).expect("run");
-    (0..iters as usize)
-        .map(|i| reps.iter().map(|r| r.times[i]).fold(0.0, f64::max))
-        .collect()
+    let plan = support::standard_plan(name, 2);
+    support::slowest_launches(&plan, types, (kib * 1024 / 4) as u64, heap, iters)
 }
 
 /// `name` in a child process (this binary again) with `env` set, printing its per-launch times:

@@ -10,43 +10,18 @@
 
 mod support;
 
-use std::time::Duration;
-use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
-use symsched_plan::LaunchSizes;
-use symsched_runtime::exec::harness::{run_local, RunSpec};
-use symsched_runtime::exec::{DType, ElemTypes, ReduceOp};
+use symsched_runtime::exec::{DType, ElemTypes};
 
 const MIB: usize = 1 << 20;
 
 /// Per-launch seconds (slowest rank) of `iters` launches of `schedule` with f32 data on `wire`
 /// (`f32`: no wire) on 2 ranks, `mib` MiB per rank.
 fn launches(schedule: &str, wire: &str, mib: usize, iters: u32) -> Vec<f64> {
-    let plan = compile(
-        &standard_library(),
-        schedule,
-        2,
-        &Default::default(),
-        &CompileOptions::default(),
-    )
-    .unwrap_or_else(|d| panic!("{schedule}: {d:?}"))
-    .plan;
     let wire = DType::parse(wire).expect("a dtype name");
-    let mut sizes = LaunchSizes::default();
-    sizes.vars.insert("n".into(), (mib * MIB / 4) as u64);
-    let spec = RunSpec {
-        types: ElemTypes::new(DType::F32, Some(wire)).expect("a float wire"),
-        op: ReduceOp::Sum,
-        sizes,
-        warmup: 2,
-        iters,
-        check: false,
-        staged: false,
-    };
+    let types = ElemTypes::new(DType::F32, Some(wire)).expect("a float wire");
     let heap = (4 * mib * MIB + 4 * MIB) as u64;
-    let reps = run_local(&plan, &spec, heap, Duration::from_secs(300)).expect("run");
-    (0..iters as usize)
-        .map(|i| reps.iter().map(|r| r.times[i]).fold(0.0, f64::max))
-        .collect()
+    let plan = support::standard_plan(schedule, 2);
+    support::slowest_launches(&plan, types, (mib * MIB / 4) as u64, heap, iters)
 }
 
 fn child(schedule: &str, wire: &str, mib: usize, iters: u32) -> Vec<f64> {

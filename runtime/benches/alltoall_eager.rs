@@ -17,7 +17,6 @@ mod support;
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
-use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
 use symsched_plan::LaunchSizes;
 use symsched_runtime::exec::{
     AlltoallvOutcome, Binding, DType, ElemTypes, Executor, Fabric, LaunchArgs, LocalWorld, ReduceOp,
@@ -31,15 +30,7 @@ type Variant = (&'static str, &'static [(&'static str, &'static str)]);
 /// batch counts. On an oversubscribed host the minimum is the batch where every rank ran
 /// throughout.
 fn calls(p: u32, bytes: usize, iters: u32, batches: usize) -> (f64, f64) {
-    let plan = compile(
-        &standard_library(),
-        "alltoallv_push",
-        p,
-        &Default::default(),
-        &CompileOptions::default(),
-    )
-    .expect("alltoallv_push verifies")
-    .plan;
+    let plan = support::standard_plan("alltoallv_push", p);
     let heap = (2 * bytes + (64 << 20)) as u64;
     let world = LocalWorld::new(p, heap)
         .expect("world")

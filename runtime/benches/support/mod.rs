@@ -4,6 +4,46 @@
 //! all of them see the same machine load.
 
 use std::process::Command;
+use std::time::Duration;
+use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+use symsched_plan::{LaunchSizes, Plan};
+use symsched_runtime::exec::harness::{run_local, RunSpec};
+use symsched_runtime::exec::{ElemTypes, ReduceOp};
+
+/// The standard-library schedule `name` compiled for `p` ranks.
+pub fn standard_plan(name: &str, p: u32) -> Plan {
+    compile(
+        &standard_library(),
+        name,
+        p,
+        &Default::default(),
+        &CompileOptions::default(),
+    )
+    .unwrap_or_else(|d| panic!("{name}: {d:?}"))
+    .plan
+}
+
+/// Per-launch seconds (the slowest rank's) of `iters` sum launches of `plan` with `n` elements
+/// per rank (`n` is the schedule's size variable), its ranks as threads over a `heap`-byte heap.
+// The alltoall bench drives the executor's eager protocol itself and does not use this.
+#[allow(dead_code)]
+pub fn slowest_launches(plan: &Plan, types: ElemTypes, n: u64, heap: u64, iters: u32) -> Vec<f64> {
+    let mut sizes = LaunchSizes::default();
+    sizes.vars.insert("n".into(), n);
+    let spec = RunSpec {
+        types,
+        op: ReduceOp::Sum,
+        sizes,
+        warmup: 2,
+        iters,
+        check: false,
+        staged: false,
+    };
+    let reps = run_local(plan, &spec, heap, Duration::from_secs(300)).expect("run");
+    (0..iters as usize)
+        .map(|i| reps.iter().map(|r| r.times[i]).fold(0.0, f64::max))
+        .collect()
+}
 
 /// Run this bench binary as `--child args…` with `env` set and return the numbers it printed
 /// (whitespace-separated). A child that fails aborts the bench with its stderr.
