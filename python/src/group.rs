@@ -9,34 +9,33 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use symsched_plan::LaunchSizes;
 use symsched_runtime::exec::{DType, ElemTypes, Executor, GroupFabric, LaunchArgs, ReduceOp};
-use symsched_runtime::Group;
+use symsched_runtime::{Group, Runtime};
 
 use crate::errors;
 use crate::plans::{self, Dual};
 use crate::prepared::{self, PyPrepared};
-use crate::runtime::Shared;
 use crate::signals::{self, cmp_from_code, SigOp};
 
 /// One runtime group (`symsched._native.Group`): ordered global ranks, group-local peers.
 #[pyclass(name = "Group", module = "symsched._native", frozen)]
 pub struct PyGroup {
-    shared: Arc<Shared>,
+    runtime: Arc<Runtime>,
     group: Arc<Group>,
     exec: Arc<Executor<GroupFabric>>,
 }
 
 impl PyGroup {
-    pub fn new(shared: Arc<Shared>, group: Arc<Group>) -> PyResult<Self> {
+    pub fn new(runtime: Arc<Runtime>, group: Arc<Group>) -> PyResult<Self> {
         let fabric = GroupFabric::new(group.clone());
         Ok(PyGroup {
-            shared,
+            runtime,
             group,
             exec: Arc::new(Executor::new(fabric)),
         })
     }
 
     fn heap_range(&self) -> (usize, usize) {
-        let h = self.shared.runtime.heap();
+        let h = self.runtime.heap();
         (h.base() as usize, h.size())
     }
 
@@ -171,7 +170,7 @@ impl PyGroup {
             errors::runtime(format!(
                 "rank {} (group {:?}): shmem_wait_for_signal timed out after {} ms waiting for signal at heap \
                  offset {offset} {c:?} {value} (observed {observed})",
-                self.shared.runtime.rank(),
+                self.runtime.rank(),
                 self.group.members(),
                 timeout.as_millis()
             ))
