@@ -276,8 +276,10 @@ impl PyGroup {
 
     /// Prepare launches of `schedule` with fixed `params`, element types, reduce op and `sizes`
     /// (compiles and loads the plan once); `Prepared.run(buffers)` then only binds buffers.
-    /// Plans whose extents use alltoallv counts run with `Prepared.run_counts`.
-    #[pyo3(signature = (schedule, params, dtype, op, wire, sizes))]
+    /// Plans whose extents use alltoallv counts run with `Prepared.run_counts`. `check_always`
+    /// exchanges the binding pattern on every launch instead of once per pattern (the Python
+    /// knob `SYMSCHED_CHECK_BINDINGS=always`).
+    #[pyo3(signature = (schedule, params, dtype, op, wire, sizes, check_always=false))]
     #[allow(clippy::too_many_arguments)] // mirrors the Python call: one argument per launch property
     fn prepare(
         &self,
@@ -288,6 +290,7 @@ impl PyGroup {
         op: Option<&str>,
         wire: Option<&str>,
         sizes: BTreeMap<String, u64>,
+        check_always: bool,
     ) -> PyResult<PyPrepared> {
         let size =
             u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
@@ -303,7 +306,6 @@ impl PyGroup {
         let types = ElemTypes::new(data, wire).map_err(errors::exec)?;
         let rop = ReduceOp::parse(op.unwrap_or("sum")).map_err(errors::exec)?;
         let lp = self.exec.load(&plan).map_err(errors::exec)?;
-        let check_always = std::env::var(prepared::CHECK_ENV).is_ok_and(|v| v == "always");
         Ok(PyPrepared {
             exec: self.exec.clone(),
             plan: lp,

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from . import functional, interop
 from ._enums import CmpOp, ReduceOp, SignalOp
-from ._errors import (ForbiddenMixError, NotSymmetricError, StaleTensorError, SymschedArgumentError, SymschedError,
-                      SymschedRuntimeError, SymschedTypeError, UnavailableError)
+from .core.errors import (ForbiddenMixError, NotSymmetricError, StaleTensorError, SymschedArgumentError,
+                          SymschedConfigError, SymschedError, SymschedRuntimeError, SymschedTypeError, UnavailableError)
 from ._state import availability, finalize, init, is_initialized, is_shmem_available
 from .collectives import (shmem_allgather, shmem_allreduce, shmem_alltoall, shmem_broadcast, shmem_recv,
                           shmem_reduce_scatter, shmem_send)
@@ -34,7 +34,8 @@ from .profiling import flush_trace
 
 __all__ = [
     "CmpOp", "ReduceOp", "SignalOp",
-    "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError", "SymschedError",
+    "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError", "SymschedConfigError",
+    "SymschedError",
     "SymschedRuntimeError", "SymschedTypeError", "UnavailableError",
     "availability", "finalize", "init", "is_initialized", "is_shmem_available",
     "empty", "free", "is_symmetric", "symm_memory_stats",

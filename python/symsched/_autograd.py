@@ -12,7 +12,7 @@ from torch.autograd import Function
 
 from . import _coll, _launch, _state
 from ._enums import ReduceOp
-from ._errors import SymschedArgumentError
+from .core.errors import SymschedArgumentError
 
 #: Backward launches already made once, per (group info id, forward schedule, its params, dual
 #: collective, dtype, op, wire, sizes, the choice's extra key): the group's info (held so its id

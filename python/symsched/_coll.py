@@ -8,7 +8,6 @@ until the signal timeout; the error on the faulty rank names the argument).
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple, Union
 
 import torch
@@ -16,19 +15,18 @@ import torch
 from . import _launch, _state
 from . import _validate as v
 from . import memory as _memory
-from ._dtypes import DATA_DTYPES, FLOAT_DATA, LOW_PRECISION_ENV, resolve_wire
-from ._env import raw_getter
+from ._dtypes import DATA_DTYPES, FLOAT_DATA, resolve_wire
+from .core import knobs
 from ._enums import ReduceOp, ReduceOpLike, parse_reduce_op
-from ._errors import SymschedArgumentError, SymschedError, SymschedRuntimeError, SymschedTypeError
+from .core.errors import SymschedArgumentError, SymschedError, SymschedRuntimeError, SymschedTypeError
 from .interop import note_symsched
-from .profiling import TRACE_ENV
 
 _STRIDED = torch.strided
-_wire_env = raw_getter(LOW_PRECISION_ENV)
-_one_shot_env = raw_getter(_launch.ONE_SHOT_ENV)
-_ar_pull_env = raw_getter(_launch.PULL_ENV)
-_pull_env = raw_getter(_launch.ALLGATHER_PULL_ENV)
-_trace_env = raw_getter(TRACE_ENV)
+_wire_env = knobs.LOW_PRECISION_DTYPE.raw
+_one_shot_env = knobs.ALLREDUCE_ONE_SHOT_MAX_BYTES.raw
+_ar_pull_env = knobs.ALLREDUCE_PULL_MIN_BYTES.raw
+_pull_env = knobs.ALLGATHER_PULL_MIN_BYTES.raw
+_trace_env = knobs.TRACE.raw
 _profiler_enabled = torch._C._autograd._profiler_enabled
 
 
@@ -505,21 +503,20 @@ def _matrix(t: Any, arg: str, dtypes: Sequence[torch.dtype]) -> torch.Tensor:
 #: ``matmul_reduce_scatter_pull`` saves a landing copy of each partial product but adds a
 #: ``done`` round, which measured slower in wall time on the loaded 2-core host; see
 #: ``docs/performance.md``, "MC2 on the host"). 0 / 1 turn either off / on.
-MC2_AG_PULL_ENV = "SYMSCHED_MC2_AG_PULL"
-MC2_RS_PULL_ENV = "SYMSCHED_MC2_RS_PULL"
-_mc2_ag_pull_env = raw_getter(MC2_AG_PULL_ENV)
-_mc2_rs_pull_env = raw_getter(MC2_RS_PULL_ENV)
+MC2_AG_PULL_ENV = knobs.MC2_AG_PULL.name
+MC2_RS_PULL_ENV = knobs.MC2_RS_PULL.name
+_mc2_ag_pull_env = knobs.MC2_AG_PULL.raw
+_mc2_rs_pull_env = knobs.MC2_RS_PULL.raw
 
 
-def _mc2_schedule(push: str, pull: str, env: str, default: str, private_output: bool, group_size: int) -> str:
+def _mc2_schedule(push: str, pull: str, knob: knobs.Knob, private_output: bool, group_size: int) -> str:
     """The MC2 schedule of a call: ``pull`` (peers read this rank's staged block or partial
     products where they are; a private output is written in place with no staging barrier or
-    copy-out) when ``env`` (``default`` when unset) is not 0, the output is private (a
+    copy-out) when ``knob`` is on, the output is private (a
     symmetric one is better served by peers putting into it in place), there is a peer and the
     build has it; else ``push``. As for the all-gather, every rank of a group must pass the same
     kind of output (symmetric or not)."""
-    if (private_output and group_size > 1 and os.environ.get(env, default).strip() != "0"
-            and _has_schedule(pull)):
+    if private_output and group_size > 1 and knob.get() and _has_schedule(pull):
         return pull
     return push
 
@@ -564,7 +561,7 @@ def allgather_matmul(a: torch.Tensor, b: torch.Tensor, gather_out: torch.Tensor,
         raise SymschedArgumentError(f"`gather_out` must be {info.size * m}×{k}, got {tuple(gather_out.shape)}")
     if tuple(c.shape) != (info.size * m, n):
         raise SymschedArgumentError(f"`c` must be {info.size * m}×{n}, got {tuple(c.shape)}")
-    schedule = _mc2_schedule("allgather_matmul", "allgather_matmul_pull", MC2_AG_PULL_ENV, "1", not sym, info.size)
+    schedule = _mc2_schedule("allgather_matmul", "allgather_matmul_pull", knobs.MC2_AG_PULL, not sym, info.size)
     sizes = {"m": m, "k": k, "n": n}
     _launch.run("fused_all_gather_matmul", info, schedule, list(ts), a.dtype, sizes,
                 nbytes=gather_out.numel() * gather_out.element_size())
@@ -606,7 +603,7 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.
     v.same_dtype(out, "output", a, "x1")
     if tuple(out.shape) != (m, n):
         raise SymschedArgumentError(f"`output` must be {m}×{n}, got {tuple(out.shape)}")
-    schedule = _mc2_schedule("matmul_reduce_scatter", "matmul_reduce_scatter_pull", MC2_RS_PULL_ENV, "0", True,
+    schedule = _mc2_schedule("matmul_reduce_scatter", "matmul_reduce_scatter_pull", knobs.MC2_RS_PULL, True,
                              info.size)
     sizes = {"m": m, "k": k, "n": n}
     _launch.run("fused_matmul_reduce_scatter", info, schedule, [a, b, out], a.dtype, sizes,

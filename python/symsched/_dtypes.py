@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Optional, Union
 
 import torch
 
-from ._errors import SymschedArgumentError, SymschedTypeError
+from .core import knobs
+from .core.errors import SymschedArgumentError, SymschedTypeError
 
 #: Data dtypes the collectives accept, with the runtime's names.
 DATA_DTYPES = {
@@ -37,8 +37,7 @@ _WIRE_NAMES = {
     "f8e5m2": torch.float8_e5m2,
 }
 
-#: Environment variable giving the default wire format of allreduce / reduce_scatter.
-LOW_PRECISION_ENV = "SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE"
+_WIRE_BY_NAME = {name: d for d, name in WIRE_DTYPES.items()}
 
 FLOAT_DATA = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
@@ -72,16 +71,10 @@ def parse_wire(value: Union[None, str, torch.dtype], arg: str = "low_precision_d
     raise SymschedTypeError(f"`{arg}` must be a torch dtype or a name, got {type(value).__name__}")
 
 
-_default_cache: tuple = (None, None)
-
-
 def default_wire() -> Optional[torch.dtype]:
     """The wire format from ``SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE`` (None when unset)."""
-    global _default_cache
-    raw = os.environ.get(LOW_PRECISION_ENV)
-    if raw != _default_cache[0]:
-        _default_cache = (raw, parse_wire(raw, arg=LOW_PRECISION_ENV))
-    return _default_cache[1]
+    name = knobs.LOW_PRECISION_DTYPE.get()
+    return None if name is None else _WIRE_BY_NAME[name]
 
 
 def resolve_wire(explicit: Union[None, str, torch.dtype], data: torch.dtype, arg: str = "low_precision_dtype"

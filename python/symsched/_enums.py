@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from typing import Union
 
-from ._errors import SymschedArgumentError, SymschedTypeError
+from .core.errors import SymschedArgumentError, SymschedTypeError
 
 
 class CmpOp(enum.IntEnum):

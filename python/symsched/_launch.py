@@ -6,62 +6,25 @@ tensors through heap scratch, evaluates extents, runs the plan and checks sizes 
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from . import _state
+from .core import knobs
 from ._dtypes import WIRE_DTYPES, data_name
 from ._enums import ReduceOp
-from ._errors import SymschedArgumentError, SymschedError, SymschedRuntimeError
+from .core.errors import SymschedArgumentError, SymschedError, SymschedRuntimeError
 from .profiling import _profiler_on, add_events, op_range, trace_path
 
-#: Below this many bytes allreduce uses the one-shot schedule, at or above it two-shot.
-ONE_SHOT_ENV = "SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES"
-DEFAULT_ONE_SHOT_MAX_BYTES = 256 * 1024
-
-
-_one_shot_cache: Tuple[Optional[str], int] = (None, DEFAULT_ONE_SHOT_MAX_BYTES)
-
-
 def one_shot_max_bytes() -> int:
-    """The one-shot / two-shot threshold from ``SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES``."""
-    global _one_shot_cache
-    raw = os.environ.get(ONE_SHOT_ENV)
-    if raw == _one_shot_cache[0]:
-        return _one_shot_cache[1]
-    try:
-        value = int(raw) if raw and raw.strip() else DEFAULT_ONE_SHOT_MAX_BYTES
-    except ValueError:
-        raise SymschedArgumentError(f"{ONE_SHOT_ENV}={raw!r} is not an integer byte count") from None
-    _one_shot_cache = (raw, value)
-    return value
-
-
-#: At or above this many bytes allreduce uses the pull two-shot schedule instead of the push one.
-PULL_ENV = "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES"
-#: The pull two-shot has the push two-shot's two rounds and moves about 16c bytes per rank
-#: against 24c (get→reduce fusion, docs/performance.md "allreduce pull"): 1.7-2.5x faster at
-#: 256 KiB to 64 MiB in the runtime bench `allreduce_pull` (load 2.8-3.1), so it takes every
-#: size two-shot is used for; the variable can send mid sizes back to push.
-DEFAULT_PULL_MIN_BYTES = 256 * 1024
-
-_pull_cache: Tuple[Optional[str], int] = (None, DEFAULT_PULL_MIN_BYTES)
+    """The one-shot / two-shot threshold (``SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES``)."""
+    return knobs.ALLREDUCE_ONE_SHOT_MAX_BYTES.get()
 
 
 def pull_min_bytes() -> int:
-    """The push / pull two-shot threshold from ``SYMSCHED_ALLREDUCE_PULL_MIN_BYTES``."""
-    global _pull_cache
-    raw = os.environ.get(PULL_ENV)
-    if raw == _pull_cache[0]:
-        return _pull_cache[1]
-    try:
-        value = int(raw) if raw and raw.strip() else DEFAULT_PULL_MIN_BYTES
-    except ValueError:
-        raise SymschedArgumentError(f"{PULL_ENV}={raw!r} is not an integer byte count") from None
-    _pull_cache = (raw, value)
-    return value
+    """The push / pull two-shot threshold (``SYMSCHED_ALLREDUCE_PULL_MIN_BYTES``)."""
+    return knobs.ALLREDUCE_PULL_MIN_BYTES.get()
 
 
 def allreduce_schedule(nbytes: int, wire: Optional[torch.dtype]) -> str:
@@ -74,28 +37,9 @@ def allreduce_schedule(nbytes: int, wire: Optional[torch.dtype]) -> str:
     return "allreduce_two_shot_pull" if nbytes >= pull_min_bytes() else "allreduce_two_shot"
 
 
-#: allgather into a private (non-symmetric) output uses the pull schedule at or above this many
-#: output bytes, the push schedule below; symmetric outputs always use push.
-ALLGATHER_PULL_ENV = "SYMSCHED_ALLGATHER_PULL_MIN_BYTES"
-#: Pull wins at every size measured with a private output (8 B to 8 MiB, docs/performance.md):
-#: push stages the output, which costs a barrier after the copy-in and a copy-out of all of it.
-DEFAULT_ALLGATHER_PULL_MIN_BYTES = 0
-
-_pull_min_cache: Tuple[Optional[str], int] = (None, DEFAULT_ALLGATHER_PULL_MIN_BYTES)
-
-
 def allgather_pull_min_bytes() -> int:
-    """The push / pull threshold for private outputs from ``SYMSCHED_ALLGATHER_PULL_MIN_BYTES``."""
-    global _pull_min_cache
-    raw = os.environ.get(ALLGATHER_PULL_ENV)
-    if raw == _pull_min_cache[0]:
-        return _pull_min_cache[1]
-    try:
-        value = int(raw) if raw and raw.strip() else DEFAULT_ALLGATHER_PULL_MIN_BYTES
-    except ValueError:
-        raise SymschedArgumentError(f"{ALLGATHER_PULL_ENV}={raw!r} is not an integer byte count") from None
-    _pull_min_cache = (raw, value)
-    return value
+    """The push / pull threshold for private outputs (``SYMSCHED_ALLGATHER_PULL_MIN_BYTES``)."""
+    return knobs.ALLGATHER_PULL_MIN_BYTES.get()
 
 
 def allgather_schedule(nbytes: int, symmetric_output: bool, group_size: int, candidates: Sequence[str] = (
@@ -136,7 +80,8 @@ def prepared(info: _state.GroupInfo, schedule: str, params: Optional[Dict[str, i
             info.prepared.clear()
         p = info.handle.prepare(schedule, dict(params or {}), data_name(dtype, "tensor"),
                                 None if reduce is None else reduce.value,
-                                None if wire is None else WIRE_DTYPES[wire], {k: int(x) for k, x in sizes.items()})
+                                None if wire is None else WIRE_DTYPES[wire], {k: int(x) for k, x in sizes.items()},
+                                knobs.CHECK_BINDINGS.get() == "always")
         info.prepared[key] = p
     return p
 

@@ -19,7 +19,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch.distributed as dist
 
-from ._errors import SymschedArgumentError, SymschedRuntimeError, SymschedTypeError, UnavailableError
+from .core import knobs
+from .core.errors import (SymschedArgumentError, SymschedConfigError, SymschedRuntimeError, SymschedTypeError,
+                          UnavailableError)
 
 try:  # the compiled module is absent when the package is imported from a source tree
     from . import _native  # type: ignore[attr-defined]
@@ -51,7 +53,7 @@ def availability() -> Optional[str]:
     reason = _native.availability()
     if reason:
         return reason
-    if _runtime is None and not dist.is_initialized() and "RANK" not in os.environ:
+    if _runtime is None and not dist.is_initialized() and not knobs.RANK.is_set():
         return ("no distributed job: call torch.distributed.init_process_group(...) (or run under "
                 "torchrun) before using symsched")
     return None
@@ -64,8 +66,9 @@ def is_shmem_available() -> bool:
 
 def _job_id_from_store() -> str:
     """Agree on a job id through the torch store (rank 0 writes, everyone reads)."""
-    if os.environ.get("SYMSCHED_JOB_ID"):
-        return os.environ["SYMSCHED_JOB_ID"]
+    given = knobs.JOB_ID.get()
+    if given is not None:
+        return given
     rank = dist.get_rank()
     try:
         store = dist.distributed_c10d._get_default_store()  # noqa: SLF001 - the job's own store
@@ -95,6 +98,12 @@ def init() -> None:
         reason = nat.availability()
         if reason:
             raise UnavailableError(reason)
+        knobs.check_all()
+        engine = knobs.MATMUL_ENGINE.get()
+        if engine not in (None, "builtin", "torch"):
+            raise SymschedConfigError(
+                f"{knobs.MATMUL_ENGINE.name}={engine!r} names another framework: this process runs symsched "
+                f"for torch (accepted here: builtin, torch)")
         if dist.is_initialized():
             os.environ["RANK"] = str(dist.get_rank())
             os.environ["WORLD_SIZE"] = str(dist.get_world_size())
@@ -104,7 +113,7 @@ def init() -> None:
                 from .profiling import reset_trace_file
 
                 reset_trace_file()
-        elif "RANK" not in os.environ:
+        elif not knobs.RANK.is_set():
             raise UnavailableError(
                 "no distributed job: call torch.distributed.init_process_group(...) (or run under "
                 "torchrun) before using symsched")
@@ -183,11 +192,11 @@ _by_object: Dict[int, Tuple[Any, "GroupInfo"]] = {}
 
 
 def _world() -> int:
-    return dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
+    return dist.get_world_size() if dist.is_initialized() else int(runtime().world_size)
 
 
 def _global_rank() -> int:
-    return dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+    return dist.get_rank() if dist.is_initialized() else int(runtime().rank)
 
 
 def group_ranks(group: Any, arg: str = "group") -> Tuple[int, ...]:

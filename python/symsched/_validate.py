@@ -6,7 +6,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from ._errors import SymschedArgumentError, SymschedTypeError
+from .core.errors import SymschedArgumentError, SymschedTypeError
 from .memory import check_not_stale
 
 

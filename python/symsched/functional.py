@@ -39,7 +39,7 @@ from . import _validate as v
 from ._coll import DTYPES
 from ._dtypes import FLOAT_DATA, resolve_wire
 from ._enums import ReduceOpLike, parse_reduce_op
-from ._errors import SymschedArgumentError, SymschedTypeError
+from .core.errors import SymschedArgumentError, SymschedTypeError
 
 WireLike = Union[None, str, torch.dtype]
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from ._errors import ForbiddenMixError
+from .core.errors import ForbiddenMixError
 
 _local = threading.local()
 

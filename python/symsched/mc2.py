@@ -51,11 +51,12 @@ from . import _state
 from . import _validate as v
 from . import functional as F
 from ._enums import ReduceOpLike
-from ._errors import SymschedArgumentError, UnavailableError
+from .core import knobs
+from .core.errors import SymschedArgumentError, SymschedConfigError, UnavailableError
 
 
 #: Environment variable choosing the matmul engine at import: ``torch`` (default) or ``builtin``.
-ENGINE_ENV = "SYMSCHED_MATMUL_ENGINE"
+ENGINE_ENV = knobs.MATMUL_ENGINE.name
 ENGINES = ("torch", "builtin")
 
 #: The runtime's dtype names (``DType::name``) as torch dtypes.
@@ -147,7 +148,7 @@ _engine_name = "builtin"
 
 #: ``SYMSCHED_MATMUL_BLAS=0`` sends float32/float64 steps through :class:`TorchMatmul` too
 #: instead of calling torch's BLAS directly (read by :func:`set_matmul_engine`).
-BLAS_ENV = "SYMSCHED_MATMUL_BLAS"
+BLAS_ENV = knobs.MATMUL_BLAS.name
 
 
 def _torch_blas() -> Optional[str]:
@@ -155,7 +156,7 @@ def _torch_blas() -> Optional[str]:
     for float32 / float64 CPU matrices (None when torch has no MKL or ``SYMSCHED_MATMUL_BLAS=0``):
     the executor then runs those steps on the same GEMM without taking the GIL (see
     ``python/src/mc2.rs``)."""
-    if os.environ.get(BLAS_ENV, "").strip() == "0" or not torch.backends.mkl.is_available():
+    if not knobs.MATMUL_BLAS.get() or not torch.backends.mkl.is_available():
         return None
     lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
     for name in ("libtorch_cpu.so", "libtorch.so"):
@@ -190,11 +191,16 @@ def matmul_engine() -> str:
 
 
 def _engine_from_env() -> None:
-    raw = os.environ.get(ENGINE_ENV, "").strip().lower() or "torch"
-    if raw not in ENGINES:
-        raise SymschedArgumentError(f"{ENGINE_ENV}={raw!r} must be one of {list(ENGINES)}")
+    """Apply ``SYMSCHED_MATMUL_ENGINE`` at import when it is valid; a bad value is left to
+    :func:`symsched.init`, which validates every knob and reports it."""
     try:
-        set_matmul_engine(raw)
+        engine = knobs.MATMUL_ENGINE.get() or "torch"
+    except SymschedConfigError:
+        engine = "torch"
+    if engine not in ENGINES:
+        engine = "torch"
+    try:
+        set_matmul_engine(engine)
     except UnavailableError:
         pass  # no native module: nothing runs plans, and every op reports the reason itself
 

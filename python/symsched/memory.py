@@ -23,7 +23,7 @@ import torch
 
 from . import _state
 from ._dtypes import DATA_DTYPES, WIRE_DTYPES
-from ._errors import NotSymmetricError, StaleTensorError, SymschedArgumentError, SymschedRuntimeError, SymschedTypeError
+from .core.errors import NotSymmetricError, StaleTensorError, SymschedArgumentError, SymschedRuntimeError, SymschedTypeError
 
 ShapeLike = Union[int, Sequence[int], torch.Size]
 

@@ -19,7 +19,7 @@ import torch
 from . import _state
 from . import _validate as v
 from ._enums import CmpLike, SignalOpLike, parse_cmp, parse_signal_op
-from ._errors import SymschedArgumentError, SymschedRuntimeError
+from .core.errors import SymschedArgumentError, SymschedRuntimeError
 from .memory import heap_offset
 from .profiling import op_range
 

@@ -30,7 +30,9 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import torch
 
-TRACE_ENV = "SYMSCHED_TRACE"
+from .core import knobs
+
+TRACE_ENV = knobs.TRACE.name
 
 _events: List[Dict[str, Any]] = []
 _events_lock = threading.Lock()
@@ -40,8 +42,7 @@ _registered = False
 
 def trace_path() -> Optional[str]:
     """The trace file from ``SYMSCHED_TRACE``, or None when tracing is off."""
-    p = os.environ.get(TRACE_ENV)
-    return p or None
+    return knobs.TRACE.get()
 
 
 def _now_us() -> float:
@@ -52,7 +53,7 @@ def _now_us() -> float:
 def _rank() -> int:
     import torch.distributed as dist
 
-    return dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+    return dist.get_rank() if dist.is_initialized() else (knobs.RANK.get() or 0)
 
 
 def add_events(events: List[Dict[str, Any]]) -> None:

@@ -1,0 +1,1 @@
+"""The framework-neutral core of symsched (no framework is imported here)."""
