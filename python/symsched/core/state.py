@@ -79,6 +79,8 @@ def init() -> None:
         reason = nat.availability()
         if reason:
             raise UnavailableError(reason)
+        if not adapter.is_bound():
+            raise UnavailableError("no framework is bound to symsched: import symsched (PyTorch) first")
         fw = adapter.active()
         knobs.check_all()
         engine = knobs.MATMUL_ENGINE.get()
