@@ -195,7 +195,7 @@ MC2_RS_PULL = Knob(
 
 MATMUL_ENGINE = Knob(
     "SYMSCHED_MATMUL_ENGINE", None, choice("builtin", "torch", "mindspore"), "builtin, torch, mindspore",
-    "at import (applied when valid) and at init (validated)",
+    "when the framework's flavour loads (applied when valid) and at init (validated)",
     "kernel of MC2 matmul steps: the framework's own matmul (the default: the running framework's "
     "name) or the executor's bit-exact reference kernel (`builtin`)", shown_default="the framework")
 
