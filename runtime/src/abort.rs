@@ -106,24 +106,24 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The state words of the reachable members' abort records, probed by every wait.
+/// The reachable members' abort records, probed by every wait (no allocation: a wait that is
+/// satisfied at once must stay cheap).
 pub(crate) struct AbortWatch<'g> {
-    states: Vec<&'g AtomicU64>,
+    group: &'g Group,
 }
 
 impl<'g> AbortWatch<'g> {
-    pub(crate) fn new(g: &'g Group) -> AbortWatch<'g> {
-        let states = (0..g.size())
-            .filter_map(|p| g.word(p, ABORT_LINE, STATE))
-            .collect();
-        AbortWatch { states }
+    pub(crate) fn new(group: &'g Group) -> AbortWatch<'g> {
+        AbortWatch { group }
     }
 
     /// Whether some member's record is not clear.
     pub(crate) fn probe(&self) -> bool {
-        self.states
-            .iter()
-            .any(|s| s.load(Ordering::SeqCst) != CLEAR)
+        (0..self.group.size()).any(|p| {
+            self.group
+                .word(p, ABORT_LINE, STATE)
+                .is_some_and(|s| s.load(Ordering::SeqCst) != CLEAR)
+        })
     }
 }
 
@@ -241,6 +241,9 @@ impl Group {
 
     /// `Ok` unless the group is aborted; launch layers call it before they move any data.
     pub fn check_usable(&self) -> Result<(), RuntimeError> {
+        if !AbortWatch::new(self).probe() {
+            return Ok(());
+        }
         match self.aborted_error("before starting an operation") {
             Some(e) => Err(e),
             None => Ok(()),
@@ -363,9 +366,17 @@ impl Group {
                 .max()
                 .unwrap_or(0)
                 .min(crate::group::SLOT_CAPACITY);
-        for l in (0..3).chain(SLOT_BASE..lines) {
+        for l in std::iter::once(0).chain(SLOT_BASE..lines) {
             if let Ok(line) = self.pad_line(me, l) {
                 line.clear(senders);
+            }
+        }
+        // The barrier agreement records (lines 1 and 2) start again with the epoch.
+        for l in 1..3 {
+            for w in 0..LINE / 8 {
+                if let Some(word) = self.word(me, l, 8 * w) {
+                    word.store(0, Ordering::Relaxed);
+                }
             }
         }
         self.reset_local_state();
