@@ -1,17 +1,19 @@
 //! `symsched launch -n N [--] CMD ARGS...`: run N ranks of a command on this node with the
-//! torchrun variables and a private rendezvous directory; forward their output with a
-//! `[rank k]` prefix; if one rank fails, kill the others and exit non-zero naming it.
+//! torchrun variables and a directory-free rendezvous; forward their output with a `[rank k]`
+//! prefix; if one rank fails, stop the others and exit non-zero naming it.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use symsched_runtime::launcher::{launch, LaunchSpec};
+use symsched_runtime::launcher::{launch, FailureCause, LaunchSpec};
 
 /// Run N ranks of a command on this node with the torchrun environment (RANK, WORLD_SIZE,
-/// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and a private rendezvous directory;
-/// output is prefixed with `[rank k]`; if a rank fails the others are stopped.
+/// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and a directory-free rendezvous;
+/// output is prefixed with `[rank k]`; if a rank fails the others are stopped. Exit status: 0
+/// when every rank succeeded, 1 when a rank failed, 124 on --timeout, 128+N when the launcher
+/// was interrupted by signal N (the ranks are stopped: SIGTERM, then SIGKILL after 1 s).
 #[derive(clap::Args)]
 pub struct Args {
     /// Number of ranks to start (may exceed the number of cores).
@@ -32,14 +34,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     spec.timeout = args.timeout.map(Duration::from_secs);
     let outcome =
         launch(&spec).with_context(|| format!("launching {}", program.to_string_lossy()))?;
-    match outcome.failure {
-        None => Ok(ExitCode::SUCCESS),
-        Some(f) => {
-            eprintln!(
-                "symsched launch: rank {} failed ({}); the other ranks were stopped",
-                f.rank, f.status
-            );
-            Ok(ExitCode::from(1))
-        }
-    }
+    let Some(f) = outcome.failure else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let stopped = if outcome.stopped.is_empty() {
+        "no rank was still running".to_string()
+    } else {
+        format!("stopped ranks {:?}", outcome.stopped)
+    };
+    eprintln!("symsched launch: {f}; {stopped}");
+    Ok(ExitCode::from(match f.cause {
+        FailureCause::RankFailed => 1,
+        FailureCause::TimedOut => 124,
+        FailureCause::Interrupted { signal } => (128 + signal).clamp(129, 255) as u8,
+    }))
 }

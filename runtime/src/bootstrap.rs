@@ -1,8 +1,17 @@
 //! Local bootstrap: the ranks of one node exchange their heap segments as memfd descriptors over
-//! a `SOCK_SEQPACKET` Unix socket in the private rendezvous directory (SCM_RIGHTS). Local rank 0
-//! listens; every other local rank sends `hello` with its descriptor; rank 0 answers each with
-//! the full table and every descriptor. Every step is bounded by the rendezvous timeout and a
-//! timeout names the ranks that never showed up.
+//! a `SOCK_SEQPACKET` Unix socket (SCM_RIGHTS). Local rank 0 listens; every other local rank
+//! sends `hello` with its descriptor; rank 0 answers each with the full table and every
+//! descriptor. Every step is bounded by the rendezvous timeout and a timeout names the ranks
+//! that never showed up.
+//!
+//! **Where the ranks meet** ([`Endpoint`]): `symsched launch` hands its ranks a random 128-bit
+//! key and they meet on the *abstract* socket `@symsched-<key>` — nothing on the file system, so
+//! nothing is left behind whatever kills the launcher or the ranks, and nobody who does not know
+//! the key can find it. Ranks started by torchrun meet in a directory derived from the job id
+//! and port inside a *private* per-user base directory ([`private_base`]): a base another user
+//! pre-created is skipped (never waited on), so a predictable name cannot be hijacked or used to
+//! block the job. Both ends check the other's credentials (`SO_PEERCRED`): only processes of
+//! this user take part.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -90,23 +99,98 @@ fn sock() -> Result<OwnedFd, RuntimeError> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn sockaddr(path: &Path) -> Result<(libc::sockaddr_un, libc::socklen_t), RuntimeError> {
+/// Where the local ranks of a job meet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// The socket `rdv.sock` in this private directory.
+    Dir(PathBuf),
+    /// The abstract socket with this name (no file system entry).
+    Abstract(String),
+}
+
+impl Endpoint {
+    /// A printable description for messages (an abstract name is shortened: it is a secret).
+    pub fn describe(&self) -> String {
+        match self {
+            Endpoint::Dir(d) => d.display().to_string(),
+            Endpoint::Abstract(n) => {
+                format!(
+                    "abstract socket @{}…",
+                    n.chars().take(17).collect::<String>()
+                )
+            }
+        }
+    }
+}
+
+fn sockaddr(ep: &Endpoint) -> Result<(libc::sockaddr_un, libc::socklen_t), RuntimeError> {
     // SAFETY: zeroed sockaddr_un is valid.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = path.as_os_str().as_bytes();
-    if bytes.len() >= addr.sun_path.len() {
+    let (bytes, lead): (Vec<u8>, usize) = match ep {
+        Endpoint::Dir(d) => (d.join(SOCKET_NAME).into_os_string().into_vec(), 0),
+        // Abstract names start with a NUL byte and are not NUL-terminated.
+        Endpoint::Abstract(n) => (n.as_bytes().to_vec(), 1),
+    };
+    if lead + bytes.len() >= addr.sun_path.len() {
         return Err(RuntimeError::InvalidArgument(format!(
-            "rendezvous socket path {} is longer than {} bytes",
-            path.display(),
+            "rendezvous socket {} is longer than {} bytes",
+            ep.describe(),
             addr.sun_path.len() - 1
         )));
     }
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+    for (d, s) in addr.sun_path[lead..].iter_mut().zip(&bytes) {
         *d = *s as libc::c_char;
     }
+    // A path counts its terminating NUL, an abstract name its leading one.
     let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
     Ok((addr, len as libc::socklen_t))
+}
+
+/// Runs a closure when dropped.
+struct Defer<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for Defer<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+/// Refuses a connection whose other end is not a process of this user (`SO_PEERCRED`).
+fn check_peer_user(fd: RawFd, rank: usize, who: &str) -> Result<(), RuntimeError> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt into a local ucred of the advertised size.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(RuntimeError::last_os(
+            "SO_PEERCRED on the rendezvous socket",
+        ));
+    }
+    // SAFETY: geteuid never fails.
+    let me = unsafe { libc::geteuid() };
+    if cred.uid != me {
+        return Err(RuntimeError::Rendezvous {
+            rank,
+            reason: format!(
+                "{who} (pid {}) runs as uid {}, not as this job's uid {me}: refused",
+                cred.pid, cred.uid
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Waits until `fd` is readable or `deadline` passes (true = readable).
@@ -213,10 +297,32 @@ fn recv_msg(fd: RawFd) -> Result<(Vec<u8>, Vec<OwnedFd>), RuntimeError> {
     Ok((buf, fds))
 }
 
-/// Exchanges segments among the `local_world` ranks of this node. `me` is this rank's info,
-/// `first_rank` the global rank of local rank 0.
+/// Exchanges segments among the `local_world` ranks of this node through the socket in `dir`
+/// (see [`exchange_at`]).
 pub fn exchange(
     dir: &Path,
+    me: &PeerInfo,
+    my_fd: RawFd,
+    local_rank: usize,
+    local_world: usize,
+    first_rank: usize,
+    timeout: Duration,
+) -> Result<Exchanged, RuntimeError> {
+    exchange_at(
+        &Endpoint::Dir(dir.to_path_buf()),
+        me,
+        my_fd,
+        local_rank,
+        local_world,
+        first_rank,
+        timeout,
+    )
+}
+
+/// Exchanges segments among the `local_world` ranks of this node. `me` is this rank's info,
+/// `first_rank` the global rank of local rank 0, `ep` where they meet.
+pub fn exchange_at(
+    ep: &Endpoint,
     me: &PeerInfo,
     my_fd: RawFd,
     local_rank: usize,
@@ -230,7 +336,6 @@ pub fn exchange(
             reason: format!("{local_world} local ranks exceed the supported {MAX_FDS}"),
         });
     }
-    let path = dir.join(SOCKET_NAME);
     let deadline = Instant::now() + timeout;
     if local_world == 1 {
         // SAFETY: duplicating our own descriptor.
@@ -245,15 +350,22 @@ pub fn exchange(
             nonce: random_u64(),
         });
     }
-    if local_rank == 0 {
-        serve(&path, me, my_fd, local_world, first_rank, deadline, timeout)
+    let r = if local_rank == 0 {
+        serve(ep, me, my_fd, local_world, first_rank, deadline, timeout)
     } else {
-        join(&path, me, my_fd, local_world, first_rank, deadline, timeout)
+        join(ep, me, my_fd, local_world, first_rank, deadline, timeout)
+    };
+    match &r {
+        Ok(_) => tracing::debug!(rank = me.rank, at = %ep.describe(), "segments exchanged"),
+        Err(e) => {
+            tracing::error!(rank = me.rank, at = %ep.describe(), error = %e, "bootstrap failed")
+        }
     }
+    r
 }
 
 fn serve(
-    path: &Path,
+    ep: &Endpoint,
     me: &PeerInfo,
     my_fd: RawFd,
     local_world: usize,
@@ -262,8 +374,16 @@ fn serve(
     timeout: Duration,
 ) -> Result<Exchanged, RuntimeError> {
     let listener = sock()?;
-    let (addr, len) = sockaddr(path)?;
-    let _ = std::fs::remove_file(path);
+    let (addr, len) = sockaddr(ep)?;
+    let path = match ep {
+        Endpoint::Dir(d) => Some(d.join(SOCKET_NAME)),
+        Endpoint::Abstract(_) => None,
+    };
+    if let Some(p) = &path {
+        // A socket left by a killed run of the same job (the directory is private: only this
+        // user's processes can have made it).
+        let _ = std::fs::remove_file(p);
+    }
     // SAFETY: valid address.
     if unsafe {
         libc::bind(
@@ -273,9 +393,9 @@ fn serve(
         )
     } != 0
     {
-        return Err(RuntimeError::last_os(format!("bind {}", path.display())));
+        return Err(RuntimeError::last_os(format!("bind {}", ep.describe())));
     }
-    let _unlink = Unlink(path.to_path_buf());
+    let _unlink = path.map(Unlink);
     // SAFETY: valid listening socket.
     if unsafe { libc::listen(listener.as_raw_fd(), local_world as i32) } != 0 {
         return Err(RuntimeError::last_os("listen on the rendezvous socket"));
@@ -301,6 +421,17 @@ fn serve(
                 .collect(),
         )
     };
+    let refused = std::cell::Cell::new(0u64);
+    let _report = Defer(|| {
+        if refused.get() > 1 {
+            let refused = refused.get();
+            tracing::warn!(
+                rank = me.rank,
+                refused,
+                "foreign rendezvous connections refused"
+            );
+        }
+    });
     while infos.iter().any(Option::is_none) {
         if !poll_in(listener.as_raw_fd(), deadline)? {
             let missing = missing(&infos);
@@ -320,7 +451,7 @@ fn serve(
             return Err(RuntimeError::RendezvousTimeout {
                 rank: me.rank,
                 step: "hello (local rank 0 waiting for its peers)".into(),
-                dir: path.parent().unwrap_or(path).display().to_string(),
+                dir: ep.describe(),
                 timeout_ms: timeout.as_millis() as u64,
                 missing,
             });
@@ -339,6 +470,19 @@ fn serve(
         }
         // SAFETY: fresh descriptor.
         let c = unsafe { OwnedFd::from_raw_fd(c) };
+        if let Err(e) = check_peer_user(
+            c.as_raw_fd(),
+            me.rank,
+            "a process connecting to the rendezvous",
+        ) {
+            // Not one of ours: drop it and keep listening (it must not block the job). Said
+            // once, then counted: a flood must not flood the log too.
+            if refused.get() == 0 {
+                tracing::warn!(rank = me.rank, error = %e, "foreign rendezvous connection refused");
+            }
+            refused.set(refused.get() + 1);
+            continue;
+        }
         if !poll_in(c.as_raw_fd(), deadline)? {
             continue;
         }
@@ -399,7 +543,7 @@ fn serve(
 }
 
 fn join(
-    path: &Path,
+    ep: &Endpoint,
     me: &PeerInfo,
     my_fd: RawFd,
     local_world: usize,
@@ -407,8 +551,8 @@ fn join(
     deadline: Instant,
     timeout: Duration,
 ) -> Result<Exchanged, RuntimeError> {
-    let (addr, len) = sockaddr(path)?;
-    let dir = path.parent().unwrap_or(path).display().to_string();
+    let (addr, len) = sockaddr(ep)?;
+    let dir = ep.describe();
     let server_missing = |step: &str| RuntimeError::RendezvousTimeout {
         rank: me.rank,
         step: step.into(),
@@ -434,6 +578,11 @@ fn join(
         }
         std::thread::sleep(Duration::from_millis(2));
     };
+    check_peer_user(
+        conn.as_raw_fd(),
+        me.rank,
+        "the process listening on the rendezvous socket",
+    )?;
     let hello = format!("hello\t{}", me.encode());
     send_msg(conn.as_raw_fd(), hello.as_bytes(), &[my_fd])?;
     // A little longer than local rank 0's own deadline, so its "missing" note arrives first.
@@ -514,22 +663,65 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), RuntimeError> {
     check_private_dir(dir)
 }
 
-/// Checks that `dir` is a directory owned by this user with mode 0700.
+/// Checks that `dir` is a directory (not a symbolic link) owned by this user that nobody else
+/// can read or write (mode 0700 or stricter).
 pub fn check_private_dir(dir: &Path) -> Result<(), RuntimeError> {
     use std::os::unix::fs::MetadataExt;
     let md = std::fs::symlink_metadata(dir)
         .map_err(|e| RuntimeError::io(format!("stat {}", dir.display()), e))?;
-    // SAFETY: getuid never fails.
-    let uid = unsafe { libc::getuid() };
+    // SAFETY: geteuid never fails.
+    let uid = unsafe { libc::geteuid() };
     if !md.is_dir() || md.uid() != uid || md.mode() & 0o077 != 0 {
+        let kind = if md.file_type().is_symlink() {
+            "a symbolic link"
+        } else if md.is_dir() {
+            "a directory"
+        } else {
+            "not a directory"
+        };
         return Err(RuntimeError::Unavailable(format!(
-            "rendezvous directory {} must be a directory owned by uid {uid} with mode 0700 (found uid {}, mode {:o})",
+            "rendezvous directory {} must be a directory owned by uid {uid} with mode 0700 (found {kind} of uid {}, mode {:o})",
             dir.display(),
             md.uid(),
             md.mode() & 0o7777
         )));
     }
     Ok(())
+}
+
+/// A candidate base directory for derived rendezvous directories.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BaseCandidate {
+    /// Use this directory if it exists and is private to this user (e.g. `$XDG_RUNTIME_DIR`).
+    Existing(PathBuf),
+    /// Create this directory (0700) or use it if it already is private to this user.
+    Create(PathBuf),
+}
+
+/// The first usable candidate: a directory only this user can enter, so names inside it may be
+/// predictable. A candidate another user created (or with a loose mode) is skipped with a
+/// warning — never waited on — so pre-creating it cannot block the job. Every local rank
+/// evaluates the same list and reaches the same answer: once one of them created a candidate,
+/// it is theirs for good (`/tmp` is sticky).
+pub fn private_base(candidates: &[BaseCandidate]) -> Result<PathBuf, RuntimeError> {
+    let mut why = Vec::new();
+    for c in candidates {
+        let (dir, r) = match c {
+            BaseCandidate::Existing(d) => (d, check_private_dir(d)),
+            BaseCandidate::Create(d) => (d, ensure_private_dir(d)),
+        };
+        match r {
+            Ok(()) => return Ok(dir.clone()),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "rendezvous base skipped");
+                why.push(e.to_string());
+            }
+        }
+    }
+    Err(RuntimeError::Unavailable(format!(
+        "no private directory for the rendezvous (set SYMSCHED_RENDEZVOUS_DIR): {}",
+        why.join("; ")
+    )))
 }
 
 /// Creates a fresh private directory `<base>/symsched-XXXXXX` (mode 0700, random name).

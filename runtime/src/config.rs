@@ -1,9 +1,24 @@
-//! Environment configuration: torchrun-compatible rank variables and the runtime's own knobs.
+//! Environment configuration: the one registry of the runtime's knobs. Every variable is read
+//! here, validated, and handed to the module that needs it as a typed value; a malformed value
+//! is a [`RuntimeError::Env`] naming the variable, the value and what is accepted (never a silent
+//! default).
+//!
+//! Sections (one per owner, each with its own table in `docs/`):
+//! - **Runtime core** — torchrun rank variables, rendezvous, heap, waits, logs
+//!   (`docs/reliability.md`, "Environment knobs").
+//!
+//! An empty value means "unset" everywhere (so `VAR= cmd` restores the default).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use tracing::Level;
+
 use crate::error::RuntimeError;
+
+// =============================================================================================
+// Runtime core: rank variables, rendezvous, heap, waits, logs.
+// =============================================================================================
 
 /// Default symmetric heap size per rank (virtual; pages are touched on use).
 pub const DEFAULT_HEAP_SIZE: u64 = 1 << 30;
@@ -11,6 +26,14 @@ pub const DEFAULT_HEAP_SIZE: u64 = 1 << 30;
 pub const DEFAULT_SIGNAL_TIMEOUT_MS: u64 = 300_000;
 /// Default deadline of every rendezvous step.
 pub const DEFAULT_RENDEZVOUS_TIMEOUT_MS: u64 = 60_000;
+/// Longest accepted timeout (30 days): larger values would overflow deadline arithmetic.
+pub const MAX_TIMEOUT_MS: u64 = 30 * 24 * 3600 * 1000;
+/// Largest accepted heap size (64 TiB, the most the runtime ever maps).
+pub const MAX_HEAP_SIZE: u64 = 1 << 46;
+/// Smallest accepted scratch arena per group.
+pub const MIN_SCRATCH_SIZE: u64 = 4096;
+/// Largest accepted scratch arena per group (every group of a rank has one).
+pub const MAX_SCRATCH_SIZE: u64 = 1 << 40;
 
 /// Heap size: `SYMMETRIC_MEMORY_HEAP_SIZE` (bytes).
 pub const ENV_HEAP_SIZE: &str = "SYMMETRIC_MEMORY_HEAP_SIZE";
@@ -18,12 +41,99 @@ pub const ENV_HEAP_SIZE: &str = "SYMMETRIC_MEMORY_HEAP_SIZE";
 pub const ENV_SIGNAL_TIMEOUT: &str = "SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS";
 /// Rendezvous step timeout: `SYMSCHED_RENDEZVOUS_TIMEOUT_MS`.
 pub const ENV_RENDEZVOUS_TIMEOUT: &str = "SYMSCHED_RENDEZVOUS_TIMEOUT_MS";
-/// Private rendezvous directory (set by `symsched launch`).
+/// Private rendezvous directory chosen by the caller.
 pub const ENV_RENDEZVOUS_DIR: &str = "SYMSCHED_RENDEZVOUS_DIR";
+/// Random key naming a directory-free (abstract Unix socket) rendezvous; set by
+/// `symsched launch`.
+pub const ENV_RENDEZVOUS_KEY: &str = "SYMSCHED_RENDEZVOUS_KEY";
 /// Job id used to derive the rendezvous directory when it is not given.
 pub const ENV_JOB_ID: &str = "SYMSCHED_JOB_ID";
 /// Node identity override (tests emulate several nodes on one host).
 pub const ENV_NODE_ID: &str = "SYMSCHED_NODE_ID";
+/// Scratch arena per group: `SYMSCHED_SCRATCH_SIZE` (bytes).
+pub const ENV_SCRATCH_SIZE: &str = crate::heap::ENV_SCRATCH_SIZE;
+/// Log level.
+pub const ENV_LOG_LEVEL: &str = "HYPER_PARALLEL_SHMEM_LOG_LEVEL";
+/// Log to stdout instead of a per-rank file (`0` or `1`).
+pub const ENV_LOG_TO_STDOUT: &str = "SHMEM_LOG_TO_STDOUT";
+/// Log directory.
+pub const ENV_LOG_DIR: &str = "SYMSCHED_LOG_DIR";
+
+/// Longest Unix socket path (`sun_path` is 108 bytes with the terminating NUL).
+const MAX_SOCKET_PATH: usize = 107;
+/// Bytes of a rendezvous key (hex digits).
+pub const RENDEZVOUS_KEY_LEN: usize = 32;
+
+/// Where log records go, from `HYPER_PARALLEL_SHMEM_LOG_LEVEL`, `SHMEM_LOG_TO_STDOUT` and
+/// `SYMSCHED_LOG_DIR` (see [`crate::log`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Most verbose level recorded.
+    pub level: Level,
+    /// Records go to stdout (else to a per-rank file).
+    pub to_stdout: bool,
+    /// Directory given by `SYMSCHED_LOG_DIR` (else a per-user default, see [`crate::log`]).
+    pub dir: Option<PathBuf>,
+    /// Candidate bases of the per-user default log directory: `$XDG_RUNTIME_DIR`, then the
+    /// system temporary directory (`$TMPDIR`, else `/tmp`).
+    pub default_bases: Vec<PathBuf>,
+}
+
+impl LogConfig {
+    /// Reads and validates the log knobs.
+    pub fn from_env() -> Result<Self, RuntimeError> {
+        Self::from_lookup(&env_lookup)
+    }
+
+    /// Like [`LogConfig::from_env`] with an explicit variable lookup (tests).
+    pub fn from_lookup(get: &dyn Fn(&str) -> Lookup) -> Result<Self, RuntimeError> {
+        let level = match value(get, ENV_LOG_LEVEL)? {
+            None => Level::WARN,
+            Some(v) => parse_level(&v).ok_or_else(|| RuntimeError::Env {
+                var: ENV_LOG_LEVEL,
+                reason: format!("`{v}` is not a log level (DEBUG, INFO, WARNING, WARN or ERROR)"),
+            })?,
+        };
+        let to_stdout = match value(get, ENV_LOG_TO_STDOUT)?.as_deref() {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(v) => {
+                return Err(RuntimeError::Env {
+                    var: ENV_LOG_TO_STDOUT,
+                    reason: format!("`{v}` is not 0 or 1"),
+                })
+            }
+        };
+        let dir = value(get, ENV_LOG_DIR)?
+            .map(|v| absolute_path(ENV_LOG_DIR, &v))
+            .transpose()?;
+        let mut default_bases = Vec::new();
+        if let Some(x) = foreign(get, "XDG_RUNTIME_DIR") {
+            default_bases.push(PathBuf::from(x));
+        }
+        default_bases.push(std::env::temp_dir());
+        if default_bases.last().is_none_or(|t| t != Path::new("/tmp")) {
+            default_bases.push(PathBuf::from("/tmp"));
+        }
+        Ok(LogConfig {
+            level,
+            to_stdout,
+            dir,
+            default_bases,
+        })
+    }
+}
+
+/// Parses a level name (case-insensitive; WARN and WARNING both accepted).
+pub fn parse_level(s: &str) -> Option<Level> {
+    match s.trim().to_ascii_uppercase().as_str() {
+        "DEBUG" => Some(Level::DEBUG),
+        "INFO" => Some(Level::INFO),
+        "WARNING" | "WARN" => Some(Level::WARN),
+        "ERROR" => Some(Level::ERROR),
+        _ => None,
+    }
+}
 
 /// How this process joins the job: its ranks and where local ranks meet.
 #[derive(Debug, Clone)]
@@ -36,10 +146,15 @@ pub struct RuntimeConfig {
     pub local_rank: usize,
     /// Number of processes on this node (`LOCAL_WORLD_SIZE`).
     pub local_world_size: usize,
-    /// Private directory holding the rendezvous socket (used only during bootstrap).
+    /// Private directory holding the rendezvous socket (used only during bootstrap; empty when
+    /// [`RuntimeConfig::rendezvous_key`] names a directory-free rendezvous).
     pub rendezvous_dir: PathBuf,
     /// Whether local rank 0 creates the directory (and removes it right after bootstrap).
     pub owns_rendezvous_dir: bool,
+    /// Key of a directory-free rendezvous (`SYMSCHED_RENDEZVOUS_KEY`, set by `symsched
+    /// launch`): the ranks meet on an abstract Unix socket, so nothing exists on the file system
+    /// and nothing can be left behind, whatever kills the job.
+    pub rendezvous_key: Option<String>,
     /// Symmetric heap size in bytes (`SYMMETRIC_MEMORY_HEAP_SIZE`).
     pub heap_size: u64,
     /// Scratch arena per group in bytes (`SYMSCHED_SCRATCH_SIZE`).
@@ -50,6 +165,214 @@ pub struct RuntimeConfig {
     pub rendezvous_timeout: Duration,
     /// This process's node identity.
     pub node_id: String,
+    /// Log sink and level.
+    pub log: LogConfig,
+}
+
+/// The result of looking up one environment variable.
+pub type Lookup = Result<Option<String>, std::ffi::OsString>;
+
+fn env_lookup(var: &str) -> Lookup {
+    match std::env::var(var) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(raw)) => Err(raw),
+    }
+}
+
+/// The value of `var` (trimmed), `None` when unset or empty; non-UTF-8 is an error.
+fn value(get: &dyn Fn(&str) -> Lookup, var: &'static str) -> Result<Option<String>, RuntimeError> {
+    match get(var) {
+        Ok(Some(v)) if !v.trim().is_empty() => Ok(Some(v.trim().to_string())),
+        Ok(_) => Ok(None),
+        Err(raw) => Err(RuntimeError::Env {
+            var,
+            reason: format!("`{}` is not valid UTF-8", raw.to_string_lossy()),
+        }),
+    }
+}
+
+/// A variable owned by another program (torchrun, the desktop session): used when usable,
+/// ignored otherwise.
+fn foreign(get: &dyn Fn(&str) -> Lookup, var: &str) -> Option<String> {
+    get(var).ok().flatten().filter(|v| !v.trim().is_empty())
+}
+
+/// An unsigned integer in `min..=max`; `what` says what the number counts.
+fn int_in(
+    get: &dyn Fn(&str) -> Lookup,
+    var: &'static str,
+    default: u64,
+    min: u64,
+    max: u64,
+    what: &str,
+) -> Result<u64, RuntimeError> {
+    let Some(v) = value(get, var)? else {
+        return Ok(default);
+    };
+    let n = v.parse::<u64>().map_err(|_| RuntimeError::Env {
+        var,
+        reason: format!("`{v}` is not a whole number of {what} (expected {min}..={max})"),
+    })?;
+    if n < min || n > max {
+        let why = if n == 0 && var.ends_with("_MS") {
+            " (0 would make every wait time out at once)"
+        } else {
+            ""
+        };
+        return Err(RuntimeError::Env {
+            var,
+            reason: format!("{n} {what} is outside {min}..={max}{why}"),
+        });
+    }
+    Ok(n)
+}
+
+fn timeout_ms(
+    get: &dyn Fn(&str) -> Lookup,
+    var: &'static str,
+    default: u64,
+) -> Result<Duration, RuntimeError> {
+    int_in(get, var, default, 1, MAX_TIMEOUT_MS, "milliseconds").map(Duration::from_millis)
+}
+
+fn required_index(get: &dyn Fn(&str) -> Lookup, var: &'static str) -> Result<usize, RuntimeError> {
+    let v = value(get, var)?.ok_or_else(|| RuntimeError::Env {
+        var,
+        reason: "not set (launch with `symsched launch` or torchrun)".into(),
+    })?;
+    v.parse::<usize>().map_err(|_| RuntimeError::Env {
+        var,
+        reason: format!("`{v}` is not a non-negative integer"),
+    })
+}
+
+fn absolute_path(var: &'static str, v: &str) -> Result<PathBuf, RuntimeError> {
+    let p = PathBuf::from(v);
+    if !p.is_absolute() {
+        return Err(RuntimeError::Env {
+            var,
+            reason: format!("`{v}` is not an absolute path"),
+        });
+    }
+    Ok(p)
+}
+
+fn check_socket_room(var: &'static str, dir: &Path) -> Result<(), RuntimeError> {
+    let len = dir.join(crate::bootstrap::SOCKET_NAME).as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(RuntimeError::Env {
+            var,
+            reason: format!(
+                "`{}` is too long: the socket path inside it would be {len} bytes, the limit is {MAX_SOCKET_PATH}",
+                dir.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Node identity: `SYMSCHED_NODE_ID` (1–255 printable characters without whitespace), else
+/// hostname + kernel boot id.
+fn node_id_from(get: &dyn Fn(&str) -> Lookup) -> Result<String, RuntimeError> {
+    if let Some(id) = value(get, ENV_NODE_ID)? {
+        if id.len() > 255 || id.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(RuntimeError::Env {
+                var: ENV_NODE_ID,
+                reason: format!(
+                    "`{}` must be 1 to 255 printable characters without spaces",
+                    id.escape_debug()
+                ),
+            });
+        }
+        return Ok(id);
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown-host".into());
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    Ok(format!("{host}/{boot}"))
+}
+
+/// The job part of a derived rendezvous directory name: `SYMSCHED_JOB_ID` (validated), else
+/// torchrun's `TORCHELASTIC_RUN_ID` (made file-name safe), else `default`.
+fn job_id_from(get: &dyn Fn(&str) -> Lookup) -> Result<String, RuntimeError> {
+    if let Some(job) = value(get, ENV_JOB_ID)? {
+        if job.len() > 64
+            || !job
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            || job.starts_with('.')
+        {
+            return Err(RuntimeError::Env {
+                var: ENV_JOB_ID,
+                reason: format!(
+                    "`{}` must be 1 to 64 of A-Z a-z 0-9 - _ . (not starting with .)",
+                    job.escape_debug()
+                ),
+            });
+        }
+        return Ok(job);
+    }
+    let job = foreign(get, "TORCHELASTIC_RUN_ID").unwrap_or_else(|| "default".into());
+    Ok(job
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect())
+}
+
+/// The knobs every rank reads, whether it joins through torchrun variables or not.
+struct Knobs {
+    heap_size: u64,
+    scratch_size: u64,
+    signal_timeout: Duration,
+    rendezvous_timeout: Duration,
+    node_id: String,
+    log: LogConfig,
+}
+
+impl Knobs {
+    fn from_lookup(get: &dyn Fn(&str) -> Lookup) -> Result<Knobs, RuntimeError> {
+        Ok(Knobs {
+            heap_size: heap_size_from(get)?,
+            scratch_size: int_in(
+                get,
+                ENV_SCRATCH_SIZE,
+                crate::heap::DEFAULT_ARENA_BYTES,
+                MIN_SCRATCH_SIZE,
+                MAX_SCRATCH_SIZE,
+                "bytes",
+            )?,
+            signal_timeout: timeout_ms(get, ENV_SIGNAL_TIMEOUT, DEFAULT_SIGNAL_TIMEOUT_MS)?,
+            rendezvous_timeout: timeout_ms(
+                get,
+                ENV_RENDEZVOUS_TIMEOUT,
+                DEFAULT_RENDEZVOUS_TIMEOUT_MS,
+            )?,
+            node_id: node_id_from(get)?,
+            log: LogConfig::from_lookup(get)?,
+        })
+    }
+}
+
+fn heap_size_from(get: &dyn Fn(&str) -> Lookup) -> Result<u64, RuntimeError> {
+    int_in(
+        get,
+        ENV_HEAP_SIZE,
+        DEFAULT_HEAP_SIZE,
+        crate::heap::MIN_HEAP_BYTES,
+        MAX_HEAP_SIZE,
+        "bytes",
+    )
 }
 
 impl RuntimeConfig {
@@ -62,12 +385,22 @@ impl RuntimeConfig {
     /// assert_eq!(cfg.world_size, 1);
     /// ```
     pub fn local(rank: usize, world_size: usize, dir: PathBuf) -> Result<Self, RuntimeError> {
+        Self::local_with(rank, world_size, dir, &env_lookup)
+    }
+
+    fn local_with(
+        rank: usize,
+        world_size: usize,
+        dir: PathBuf,
+        get: &dyn Fn(&str) -> Lookup,
+    ) -> Result<Self, RuntimeError> {
         if rank >= world_size {
             return Err(RuntimeError::RankOutsideWorld {
                 rank,
                 world: world_size,
             });
         }
+        let k = Knobs::from_lookup(get)?;
         Ok(RuntimeConfig {
             rank,
             world_size,
@@ -75,31 +408,33 @@ impl RuntimeConfig {
             local_world_size: world_size,
             rendezvous_dir: dir,
             owns_rendezvous_dir: false,
-            heap_size: heap_size_from_env()?,
-            scratch_size: env_u64(
-                crate::heap::ENV_SCRATCH_SIZE,
-                crate::heap::DEFAULT_ARENA_BYTES,
-            )?,
-            signal_timeout: Duration::from_millis(env_u64(
-                ENV_SIGNAL_TIMEOUT,
-                DEFAULT_SIGNAL_TIMEOUT_MS,
-            )?),
-            rendezvous_timeout: Duration::from_millis(env_u64(
-                ENV_RENDEZVOUS_TIMEOUT,
-                DEFAULT_RENDEZVOUS_TIMEOUT_MS,
-            )?),
-            node_id: node_id(),
+            rendezvous_key: None,
+            heap_size: k.heap_size,
+            scratch_size: k.scratch_size,
+            signal_timeout: k.signal_timeout,
+            rendezvous_timeout: k.rendezvous_timeout,
+            node_id: k.node_id,
+            log: k.log,
         })
     }
 
     /// Reads the torchrun variables (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`,
-    /// `MASTER_ADDR`, `MASTER_PORT`). Without `SYMSCHED_RENDEZVOUS_DIR` the directory is
-    /// `${XDG_RUNTIME_DIR:-/tmp}/symsched-<uid>-<job>-<MASTER_PORT>` where `<job>` is
-    /// `SYMSCHED_JOB_ID`, else `TORCHELASTIC_RUN_ID`, else `default`; local rank 0 creates it
-    /// (mode 0700) and removes it as soon as the segments are exchanged.
+    /// `MASTER_PORT`) and every runtime knob. The ranks meet on the abstract socket named by
+    /// `SYMSCHED_RENDEZVOUS_KEY` when set (`symsched launch`), else in `SYMSCHED_RENDEZVOUS_DIR`
+    /// when set, else in `<base>/symsched-<job>-<MASTER_PORT>` where `<job>` is
+    /// `SYMSCHED_JOB_ID`, else `TORCHELASTIC_RUN_ID`, else `default`, and `<base>` is the first
+    /// private per-user directory of `$XDG_RUNTIME_DIR`, `/tmp/symsched-<uid>` and
+    /// `$HOME/.symsched` (see [`crate::bootstrap::private_base`]): a directory another user
+    /// pre-created is skipped, never waited on. Local rank 0 creates the job directory (0700)
+    /// and removes it as soon as the segments are exchanged.
     pub fn from_env() -> Result<Self, RuntimeError> {
-        let world_size = env_usize_req("WORLD_SIZE")?;
-        let rank = env_usize_req("RANK")?;
+        Self::from_lookup(&env_lookup)
+    }
+
+    /// Like [`RuntimeConfig::from_env`] with an explicit variable lookup (tests).
+    pub fn from_lookup(get: &dyn Fn(&str) -> Lookup) -> Result<Self, RuntimeError> {
+        let world_size = required_index(get, "WORLD_SIZE")?;
+        let rank = required_index(get, "RANK")?;
         if world_size == 0 {
             return Err(RuntimeError::Env {
                 var: "WORLD_SIZE",
@@ -112,13 +447,13 @@ impl RuntimeConfig {
                 world: world_size,
             });
         }
-        let local_world_size = match std::env::var("LOCAL_WORLD_SIZE") {
-            Ok(_) => env_usize_req("LOCAL_WORLD_SIZE")?,
-            Err(_) => world_size,
+        let local_world_size = match value(get, "LOCAL_WORLD_SIZE")? {
+            Some(_) => required_index(get, "LOCAL_WORLD_SIZE")?,
+            None => world_size,
         };
-        let local_rank = match std::env::var("LOCAL_RANK") {
-            Ok(_) => env_usize_req("LOCAL_RANK")?,
-            Err(_) => rank % local_world_size.max(1),
+        let local_rank = match value(get, "LOCAL_RANK")? {
+            Some(_) => required_index(get, "LOCAL_RANK")?,
+            None => rank % local_world_size.max(1),
         };
         if local_world_size == 0 || local_rank >= local_world_size || local_world_size > world_size
         {
@@ -137,45 +472,54 @@ impl RuntimeConfig {
                 ),
             });
         }
-        let (dir, owns) = match std::env::var_os(ENV_RENDEZVOUS_DIR) {
-            Some(d) if !d.is_empty() => (PathBuf::from(d), false),
-            _ => {
-                let port = std::env::var("MASTER_PORT").map_err(|_| RuntimeError::Env {
+        let key = value(get, ENV_RENDEZVOUS_KEY)?;
+        if let Some(k) = &key {
+            if k.len() != RENDEZVOUS_KEY_LEN || !k.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(RuntimeError::Env {
+                    var: ENV_RENDEZVOUS_KEY,
+                    reason: format!(
+                        "`{}` is not {RENDEZVOUS_KEY_LEN} hexadecimal digits",
+                        k.escape_debug()
+                    ),
+                });
+            }
+        }
+        let given_dir = value(get, ENV_RENDEZVOUS_DIR)?;
+        let (dir, owns) = match (&key, given_dir) {
+            (Some(_), _) => (PathBuf::new(), false),
+            (None, Some(d)) => {
+                let d = absolute_path(ENV_RENDEZVOUS_DIR, &d)?;
+                check_socket_room(ENV_RENDEZVOUS_DIR, &d)?;
+                (d, false)
+            }
+            (None, None) => {
+                let port = value(get, "MASTER_PORT")?.ok_or_else(|| RuntimeError::Env {
                     var: "MASTER_PORT",
-                    reason: format!("needed to derive the rendezvous directory when {ENV_RENDEZVOUS_DIR} is not set"),
+                    reason: format!(
+                        "needed to derive the rendezvous directory when {ENV_RENDEZVOUS_DIR} is not set"
+                    ),
                 })?;
-                if port.is_empty() || !port.chars().all(|c| c.is_ascii_digit()) {
-                    return Err(RuntimeError::Env {
-                        var: "MASTER_PORT",
-                        reason: format!("`{port}` is not a port number"),
-                    });
+                match port.parse::<u16>() {
+                    Ok(p) if p > 0 && port.chars().all(|c| c.is_ascii_digit()) => {}
+                    _ => {
+                        return Err(RuntimeError::Env {
+                            var: "MASTER_PORT",
+                            reason: format!("`{port}` is not a port number (1..=65535)"),
+                        })
+                    }
                 }
-                let job = std::env::var(ENV_JOB_ID)
-                    .or_else(|_| std::env::var("TORCHELASTIC_RUN_ID"))
-                    .unwrap_or_else(|_| "default".into());
-                let job: String = job
-                    .chars()
-                    .map(|c| {
-                        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                            c
-                        } else {
-                            '_'
-                        }
-                    })
-                    .take(64)
-                    .collect();
-                // SAFETY: getuid never fails.
-                let uid = unsafe { libc::getuid() };
-                (
-                    base_runtime_dir().join(format!("symsched-{uid}-{job}-{port}")),
-                    true,
-                )
+                let job = job_id_from(get)?;
+                let base = crate::bootstrap::private_base(&private_base_candidates(get))?;
+                let dir = base.join(format!("symsched-{job}-{port}"));
+                check_socket_room(ENV_JOB_ID, &dir)?;
+                (dir, true)
             }
         };
-        let mut cfg = RuntimeConfig::local(rank, world_size, dir)?;
+        let mut cfg = RuntimeConfig::local_with(rank, world_size, dir, get)?;
         cfg.local_rank = local_rank;
         cfg.local_world_size = local_world_size;
         cfg.owns_rendezvous_dir = owns;
+        cfg.rendezvous_key = key;
         Ok(cfg)
     }
 
@@ -183,62 +527,184 @@ impl RuntimeConfig {
     pub fn first_local_rank(&self) -> usize {
         self.rank - self.local_rank
     }
+
+    /// Where the local ranks meet for bootstrap.
+    pub fn rendezvous_endpoint(&self) -> crate::bootstrap::Endpoint {
+        match &self.rendezvous_key {
+            Some(k) => crate::bootstrap::Endpoint::Abstract(format!("symsched-{k}")),
+            None => crate::bootstrap::Endpoint::Dir(self.rendezvous_dir.clone()),
+        }
+    }
 }
 
-/// `$XDG_RUNTIME_DIR` when set and usable, else `/tmp`.
+/// Candidate bases of derived rendezvous directories, in order of preference: the session's
+/// `$XDG_RUNTIME_DIR`, a per-user directory in `/tmp`, `$HOME/.symsched`.
+fn private_base_candidates(get: &dyn Fn(&str) -> Lookup) -> Vec<crate::bootstrap::BaseCandidate> {
+    use crate::bootstrap::BaseCandidate;
+    // SAFETY: geteuid never fails.
+    let uid = unsafe { libc::geteuid() };
+    let mut c = Vec::new();
+    if let Some(x) = foreign(get, "XDG_RUNTIME_DIR") {
+        c.push(BaseCandidate::Existing(PathBuf::from(x)));
+    }
+    c.push(BaseCandidate::Create(PathBuf::from(format!(
+        "/tmp/symsched-{uid}"
+    ))));
+    if let Some(h) = foreign(get, "HOME").filter(|h| h.starts_with('/')) {
+        c.push(BaseCandidate::Create(PathBuf::from(h).join(".symsched")));
+    }
+    c
+}
+
+/// Base directory for the rendezvous directory `symsched launch` used to create: kept for
+/// callers that make private directories of their own (`$XDG_RUNTIME_DIR` when set and a
+/// directory, else `/tmp`).
 pub fn base_runtime_dir() -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if !d.is_empty() && std::path::Path::new(&d).is_dir() => PathBuf::from(d),
+        Some(d) if !d.is_empty() && Path::new(&d).is_dir() => PathBuf::from(d),
         _ => PathBuf::from("/tmp"),
     }
 }
 
+/// The private base directory a derived rendezvous directory is created in (see
+/// [`RuntimeConfig::from_env`]).
+pub fn private_runtime_base() -> Result<PathBuf, RuntimeError> {
+    crate::bootstrap::private_base(&private_base_candidates(&env_lookup))
+}
+
 /// `SYMMETRIC_MEMORY_HEAP_SIZE` or the 1 GiB default.
 pub fn heap_size_from_env() -> Result<u64, RuntimeError> {
-    env_u64(ENV_HEAP_SIZE, DEFAULT_HEAP_SIZE)
+    heap_size_from(&env_lookup)
 }
 
 /// The signal-wait deadline from `SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS`.
 pub fn signal_timeout_from_env() -> Result<Duration, RuntimeError> {
-    Ok(Duration::from_millis(env_u64(
-        ENV_SIGNAL_TIMEOUT,
-        DEFAULT_SIGNAL_TIMEOUT_MS,
-    )?))
+    timeout_ms(&env_lookup, ENV_SIGNAL_TIMEOUT, DEFAULT_SIGNAL_TIMEOUT_MS)
 }
 
-/// This host's node identity: `SYMSCHED_NODE_ID`, else hostname + kernel boot id.
+/// This host's node identity: `SYMSCHED_NODE_ID`, else hostname + kernel boot id. A malformed
+/// `SYMSCHED_NODE_ID` is reported by [`RuntimeConfig::from_env`]; here it falls back to the host.
 pub fn node_id() -> String {
-    if let Ok(id) = std::env::var(ENV_NODE_ID) {
-        if !id.is_empty() {
-            return id;
+    node_id_from(&env_lookup).unwrap_or_else(|_| node_id_from(&|_| Ok(None)).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn with(vars: &[(&str, &str)]) -> impl Fn(&str) -> Lookup {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k: &str| Ok(m.get(k).cloned())
+    }
+
+    fn err(vars: &[(&str, &str)]) -> String {
+        let base = [
+            ("WORLD_SIZE", "2"),
+            ("RANK", "1"),
+            ("SYMSCHED_RENDEZVOUS_DIR", "/tmp/x"),
+        ];
+        let all: Vec<(&str, &str)> = base.iter().chain(vars).copied().collect();
+        match RuntimeConfig::from_lookup(&with(&all)) {
+            Err(e @ RuntimeError::Env { .. }) => e.to_string(),
+            other => panic!("{vars:?}: expected an Env error, got {other:?}"),
         }
     }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown-host".into());
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    format!("{host}/{boot}")
-}
 
-fn env_u64(var: &'static str, default: u64) -> Result<u64, RuntimeError> {
-    match std::env::var(var) {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse::<u64>().map_err(|e| RuntimeError::Env {
-            var,
-            reason: format!("`{v}` is not a non-negative integer ({e})"),
-        }),
-        _ => Ok(default),
+    #[test]
+    fn every_malformed_core_knob_is_refused_with_its_name() {
+        let cases: &[(&str, &str, &str)] = &[
+            (ENV_LOG_LEVEL, "LOUD", "not a log level"),
+            (ENV_LOG_TO_STDOUT, "yes", "not 0 or 1"),
+            (ENV_LOG_TO_STDOUT, "2", "not 0 or 1"),
+            (ENV_LOG_DIR, "relative/logs", "not an absolute path"),
+            (ENV_SIGNAL_TIMEOUT, "0", "every wait time out"),
+            (ENV_SIGNAL_TIMEOUT, "-5", "not a whole number"),
+            (ENV_SIGNAL_TIMEOUT, "18446744073709551615", "outside"),
+            (ENV_RENDEZVOUS_TIMEOUT, "soon", "not a whole number"),
+            (ENV_RENDEZVOUS_TIMEOUT, "0", "outside 1..="),
+            (ENV_HEAP_SIZE, "1G", "not a whole number of bytes"),
+            (ENV_HEAP_SIZE, "1024", "outside 1048576..="),
+            (ENV_HEAP_SIZE, "99999999999999999999", "not a whole number"),
+            (ENV_SCRATCH_SIZE, "12", "outside 4096..="),
+            (ENV_SCRATCH_SIZE, "lots", "not a whole number"),
+            (ENV_NODE_ID, "node a", "printable characters without spaces"),
+            (ENV_RENDEZVOUS_KEY, "abc", "hexadecimal digits"),
+            (ENV_RENDEZVOUS_DIR, "rdv", "not an absolute path"),
+            ("LOCAL_WORLD_SIZE", "x", "not a non-negative integer"),
+        ];
+        for (var, v, want) in cases {
+            let e = err(&[(var, v)]);
+            assert!(e.contains(var) && e.contains(want), "{var}={v}: {e}");
+        }
+        let long = format!("/tmp/{}", "d".repeat(120));
+        assert!(err(&[(ENV_RENDEZVOUS_DIR, &long)]).contains("too long"));
     }
-}
 
-fn env_usize_req(var: &'static str) -> Result<usize, RuntimeError> {
-    let v = std::env::var(var).map_err(|_| RuntimeError::Env {
-        var,
-        reason: "not set (launch with `symsched launch` or torchrun)".into(),
-    })?;
-    v.trim().parse::<usize>().map_err(|e| RuntimeError::Env {
-        var,
-        reason: format!("`{v}` is not a non-negative integer ({e})"),
-    })
+    #[test]
+    fn torchrun_derivation_validates_port_and_job() {
+        let base = [("WORLD_SIZE", "1"), ("RANK", "0")];
+        let run = |extra: &[(&str, &str)]| {
+            let all: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
+            RuntimeConfig::from_lookup(&with(&all))
+        };
+        for port in ["", "http", "0", "70000", "+80"] {
+            let r = run(&[("MASTER_PORT", port)]);
+            assert!(
+                matches!(
+                    &r,
+                    Err(RuntimeError::Env {
+                        var: "MASTER_PORT",
+                        ..
+                    })
+                ),
+                "{port}: {r:?}"
+            );
+        }
+        let r = run(&[("MASTER_PORT", "29500"), (ENV_JOB_ID, "../../etc")]);
+        assert!(
+            matches!(
+                &r,
+                Err(RuntimeError::Env {
+                    var: ENV_JOB_ID,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+        let cfg = run(&[("MASTER_PORT", "29500"), (ENV_JOB_ID, "job-1.a")]).unwrap();
+        assert!(cfg.owns_rendezvous_dir);
+        assert!(cfg.rendezvous_dir.ends_with("symsched-job-1.a-29500"));
+        // The rendezvous key takes precedence and needs no directory.
+        let key = "0123456789abcdef0123456789ABCDEF";
+        let cfg = run(&[(ENV_RENDEZVOUS_KEY, key)]).unwrap();
+        assert_eq!(cfg.rendezvous_key.as_deref(), Some(key));
+        assert!(!cfg.owns_rendezvous_dir);
+    }
+
+    #[test]
+    fn defaults_and_accepted_values() {
+        let cfg = RuntimeConfig::from_lookup(&with(&[
+            ("WORLD_SIZE", "2"),
+            ("RANK", "1"),
+            (ENV_RENDEZVOUS_DIR, "/tmp/x"),
+            (ENV_LOG_LEVEL, " debug "),
+            (ENV_LOG_TO_STDOUT, "1"),
+            (ENV_SIGNAL_TIMEOUT, ""),
+            (ENV_HEAP_SIZE, "2097152"),
+        ]))
+        .unwrap();
+        assert_eq!(cfg.log.level, Level::DEBUG);
+        assert!(cfg.log.to_stdout);
+        assert_eq!(
+            cfg.signal_timeout,
+            Duration::from_millis(DEFAULT_SIGNAL_TIMEOUT_MS)
+        );
+        assert_eq!(cfg.heap_size, 2 << 20);
+        assert_eq!(parse_level("WARNING"), Some(Level::WARN));
+        assert_eq!(parse_level("loud"), None);
+    }
 }

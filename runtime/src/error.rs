@@ -17,6 +17,10 @@ pub struct WaitContext {
     pub signal: String,
     /// Group-local ranks expected to update this slot; when empty, every other member is assumed.
     pub expected_from: Vec<usize>,
+    /// For ADD slots: how much each rank of `expected_from` adds per launch (same order); when
+    /// empty, every expected rank is assumed to add the same amount. Only used to say whose
+    /// update is missing when the wait times out.
+    pub weights: Vec<u64>,
 }
 
 impl WaitContext {
@@ -31,12 +35,30 @@ impl WaitContext {
             step: step.into(),
             signal: signal.into(),
             expected_from: Vec::new(),
+            weights: Vec::new(),
         }
     }
 
     /// Restricts "who should have signalled" to these group-local ranks.
     pub fn expecting(mut self, peers: impl IntoIterator<Item = usize>) -> Self {
         self.expected_from = peers.into_iter().collect();
+        self.weights.clear();
+        self
+    }
+
+    /// Like [`WaitContext::expecting`] with the amount each rank adds to the (ADD) slot per
+    /// launch, so a timeout can tell exactly who is behind when the amounts differ.
+    ///
+    /// ```
+    /// # use symsched_runtime::WaitContext;
+    /// // Rank 1 adds 2 per launch (two chunks), rank 2 adds 1.
+    /// let c = WaitContext::new("s", "step 4", "ready[0]").expecting_weighted([(1, 2), (2, 1)]);
+    /// assert_eq!(c.expected_from, [1, 2]);
+    /// ```
+    pub fn expecting_weighted(mut self, peers: impl IntoIterator<Item = (usize, u64)>) -> Self {
+        let (r, w): (Vec<usize>, Vec<u64>) = peers.into_iter().unzip();
+        self.expected_from = r;
+        self.weights = w;
         self
     }
 }
@@ -205,6 +227,23 @@ pub enum RuntimeError {
     /// A peer process exited while this rank depended on it.
     #[error(transparent)]
     PeerDied(Box<PeerDiedError>),
+    /// A member marked the group aborted ([`crate::Group::abort`]); the group refuses every
+    /// wait until [`crate::Group::reset_after_abort`].
+    #[error(transparent)]
+    GroupAborted(Box<GroupAbortedError>),
+    /// [`crate::Group::reset_after_abort`] did not complete: some members did not take part in
+    /// time. The group stays aborted for good.
+    #[error(
+        "rank {rank} (group {group}): reset_after_abort timed out after {timeout_ms} ms while \
+         {phase}; members that did not get there: {missing}; the group cannot be used again"
+    )]
+    ResetTimeout {
+        rank: usize,
+        group: String,
+        phase: &'static str,
+        timeout_ms: u64,
+        missing: RankList,
+    },
     /// The plan was produced by an incompatible compiler.
     #[error("plan schema version {found} is not supported by this runtime (expects {expected})")]
     PlanVersion { found: u32, expected: u32 },
@@ -236,7 +275,8 @@ impl RuntimeError {
 #[error(
     "rank {rank} (group {group}, local rank {local_rank}): signal wait timed out after \
      {timeout_ms} ms in schedule `{schedule}` step `{step}` on signal `{signal}` (slot {slot}): \
-     expected {cmp:?} {expected}, observed {observed}; peers that never signalled: {missing}"
+     expected {cmp:?} {expected}, observed {observed}; peers that never signalled: \
+     {missing}{detail}"
 )]
 pub struct SignalTimeoutError {
     /// Global rank of the waiter.
@@ -259,10 +299,38 @@ pub struct SignalTimeoutError {
     pub expected: u64,
     /// Last observed value.
     pub observed: u64,
-    /// Group-local ranks expected to signal that did not (since the last completed wait).
+    /// Group-local ranks whose update this wait still lacks: for an ADD slot those that added
+    /// less than their share of the target, for a SET slot those whose last value does not
+    /// satisfy the comparison (from the line's per-sender tallies, over all launches).
     pub missing: RankList,
+    /// Per-sender accounting behind `missing`, e.g. `; per sender: rank 1 (local 1) added 4 of
+    /// 4, rank 2 (local 2) added 3 of 4`.
+    pub detail: String,
     /// The deadline that expired.
     pub timeout_ms: u64,
+}
+
+/// Details of an aborted group, as seen by the member that noticed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "rank {rank} (group {group}): group aborted by rank {by_rank}: {message}{also}; noticed \
+     {noticed}; every member must call reset_after_abort() before using the group again"
+)]
+pub struct GroupAbortedError {
+    /// Global rank that noticed.
+    pub rank: usize,
+    /// Group name.
+    pub group: String,
+    /// Global rank that aborted the group (the first in group order, if several did).
+    pub by_rank: usize,
+    /// Its group-local rank.
+    pub by_local: usize,
+    /// The error text it recorded (at most [`crate::abort::MESSAGE_BYTES`] bytes).
+    pub message: String,
+    /// Other members that aborted too, e.g. `; ranks [3] aborted too`.
+    pub also: String,
+    /// Where this rank noticed, e.g. `while waiting in schedule `x` step `3` on signal `s``.
+    pub noticed: String,
 }
 
 /// Details of a dead peer.

@@ -5,7 +5,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use symsched_plan::Cmp;
 
@@ -17,14 +17,11 @@ use crate::mailbox::{self, GroupRecord};
 use crate::runtime::Shared;
 use crate::shm::Mapping;
 use crate::signal::{SignalLine, SignalMode};
-use crate::wait::{wait_until, WaitFailure};
 
 /// Pad line of the barrier counter.
 const BARRIER_LINE: usize = 0;
 /// Pad lines of the barrier agreement records (by epoch parity).
 const RECORD_LINE: usize = 1;
-/// How long a wait keeps going after noticing a dead peer (its signals may all have arrived).
-const DEATH_GRACE: Duration = Duration::from_millis(600);
 /// First pad line handed out by [`Group::signal_slots`].
 pub const SLOT_BASE: usize = 16;
 /// Signal slots available to one group.
@@ -544,81 +541,7 @@ impl Group {
         ctx: &WaitContext,
         timeout: Duration,
     ) -> Result<u64, RuntimeError> {
-        let deadline = Instant::now() + timeout;
-        let watch = &self.watch;
-        let monitor = &self.shared.monitor;
-        let is_expected = |p: usize| {
-            if ctx.expected_from.is_empty() {
-                p != self.me
-            } else {
-                ctx.expected_from.contains(&p)
-            }
-        };
-        // A peer that exits right after delivering its signals (e.g. after its last barrier)
-        // is not a failure: a death only aborts the wait once it has lasted DEATH_GRACE without
-        // the wait completing and the dead peer is among those that have not signalled.
-        // The first peer seen dead is reported: later deaths are usually its consequences.
-        let mut first_dead: Option<(Instant, usize, i32)> = None;
-        let r = wait_until(line, cmp, target, deadline, || {
-            let (peer, pid) = monitor.first_dead(watch.iter().copied())?;
-            let (since, first, first_pid) = *first_dead.get_or_insert((Instant::now(), peer, pid));
-            if since.elapsed() < DEATH_GRACE {
-                return None;
-            }
-            let mask = line.signallers();
-            let unsignalled = |g: usize| {
-                self.local_rank_of(g)
-                    .is_some_and(|p| is_expected(p) && mask & (1u64 << (p % 64)) == 0)
-            };
-            if unsignalled(first) || since.elapsed() >= 2 * DEATH_GRACE {
-                return Some((first, first_pid));
-            }
-            watch
-                .iter()
-                .find(|&&g| unsignalled(g) && monitor.is_dead(g))
-                .map(|&g| (g, monitor.pid_of(g).unwrap_or(pid)))
-        });
-        match r {
-            Ok(v) => {
-                line.clear_signallers();
-                Ok(v)
-            }
-            Err(WaitFailure::Aborted((peer, pid))) => {
-                let e = RuntimeError::PeerDied(Box::new(crate::error::PeerDiedError {
-                    rank: self.shared.cfg.rank,
-                    group: self.name.clone(),
-                    peer,
-                    pid,
-                    schedule: ctx.schedule.clone(),
-                    step: ctx.step.clone(),
-                    signal: ctx.signal.clone(),
-                }));
-                tracing::error!("{e}");
-                Err(e)
-            }
-            Err(WaitFailure::Timeout { observed }) => {
-                let mask = line.signallers();
-                let missing = (0..self.size())
-                    .filter(|&p| is_expected(p) && mask & (1u64 << (p % 64)) == 0)
-                    .collect();
-                let e = RuntimeError::SignalTimeout(Box::new(crate::error::SignalTimeoutError {
-                    rank: self.shared.cfg.rank,
-                    local_rank: self.me,
-                    group: self.name.clone(),
-                    schedule: ctx.schedule.clone(),
-                    step: ctx.step.clone(),
-                    signal: ctx.signal.clone(),
-                    slot,
-                    cmp,
-                    expected: target,
-                    observed,
-                    missing: RankList(missing),
-                    timeout_ms: timeout.as_millis() as u64,
-                }));
-                tracing::error!("{e}");
-                Err(e)
-            }
-        }
+        crate::group_wait::wait_line(self, line, slot, cmp, target, ctx, timeout)
     }
 
     /// Current value of this rank's signal slot `slot` (acquire).
@@ -629,6 +552,7 @@ impl Group {
     /// Barrier over the reachable members; also checks that every member made the same heap
     /// allocations and registered the same signal slots (loud error otherwise).
     pub fn barrier(&self) -> Result<(), RuntimeError> {
+        self.check_usable()?;
         let mut ep = lock(&self.barrier_epoch);
         *ep += 1;
         let e = *ep;
@@ -708,6 +632,25 @@ impl Group {
             }
         }
         Ok(())
+    }
+}
+
+impl Group {
+    /// Global ranks of the reachable members other than this rank (watched while waiting).
+    pub(crate) fn watched(&self) -> &[usize] {
+        &self.watch
+    }
+
+    /// Signal slots registered on this rank (lines `SLOT_BASE..SLOT_BASE + n` of the pad).
+    pub(crate) fn registered_slots(&self) -> usize {
+        self.slots_used.load(Ordering::Acquire)
+    }
+
+    /// Forgets the barrier epoch and the cached per-key values (a group reset, see
+    /// [`crate::abort`]); the slot and scratch registries are kept.
+    pub(crate) fn reset_local_state(&self) {
+        *lock(&self.barrier_epoch) = 0;
+        lock(&self.cache).clear();
     }
 }
 

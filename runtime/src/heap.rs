@@ -7,10 +7,24 @@
 //! |---|---|---|
 //! | 0 | 64 KiB | header: identity line, allocator state line, ring of the last 64 allocator ops |
 //! | [`PAD_BASE`] | [`PAD_COUNT`] × [`PAD_BYTES`] | signal pads, one per group this rank is in |
+//! | [`TALLY_BASE`] | [`TALLY_COPIES`] × [`PAD_REGION_BYTES`] | per-sender update tallies of senders ≥ 11 (see [`crate::signal`]) |
 //! | [`USER_BASE`] | `SYMMETRIC_MEMORY_HEAP_SIZE` | user heap (symmetric allocator) |
 //! | [`Layout::arena_base`] | [`PAD_COUNT`] × arena | group scratch arenas, one per signal pad index |
 //!
 //! The whole segment is virtual (sparse memfd): pages cost memory only once touched.
+//!
+//! Lines of one group's signal pad:
+//!
+//! | line | content |
+//! |---|---|
+//! | 0 | barrier counter |
+//! | 1, 2 | barrier agreement records (by epoch parity) |
+//! | 3 | free |
+//! | [`crate::abort::ABORT_LINE`] (4) | abort record header |
+//! | 5–12 | abort message (512 bytes) |
+//! | [`crate::abort::RESET_LINE`] (13) | reset generation words |
+//! | 14, 15 | free |
+//! | 16.. ([`crate::group::SLOT_BASE`]) | signal slots |
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,8 +45,16 @@ pub const PAD_LINES: usize = 4096;
 pub const PAD_BYTES: usize = PAD_LINES * LINE;
 /// Maximum number of groups a rank can be a member of.
 pub const PAD_COUNT: usize = 256;
+/// Bytes of all signal pads together.
+pub const PAD_REGION_BYTES: usize = PAD_COUNT * PAD_BYTES;
+/// Start of the out-of-line sender tallies: copy `c` of the pad region holds, for every pad
+/// line, the tallies of senders `11 + 16c .. 11 + 16(c + 1)` (4 bytes each), so a line's
+/// tally of a sender is at a fixed distance from the line itself.
+pub const TALLY_BASE: usize = PAD_BASE + PAD_REGION_BYTES;
+/// Copies of the pad region in the tally area (senders up to 255 are tallied).
+pub const TALLY_COPIES: usize = 16;
 /// First byte of the user heap.
-pub const USER_BASE: usize = PAD_BASE + PAD_COUNT * PAD_BYTES;
+pub const USER_BASE: usize = TALLY_BASE + TALLY_COPIES * PAD_REGION_BYTES;
 /// Smallest accepted `SYMMETRIC_MEMORY_HEAP_SIZE`.
 pub const MIN_HEAP_BYTES: u64 = 1 << 20;
 /// Scratch arena per group: `SYMSCHED_SCRATCH_SIZE` (bytes), default [`DEFAULT_ARENA_BYTES`].
@@ -78,7 +100,7 @@ impl Layout {
 }
 
 const MAGIC: u64 = 0x5359_4d53_4348_4450; // "SYMSCHDP"
-const LAYOUT_VERSION: u64 = 1;
+const LAYOUT_VERSION: u64 = 2;
 const ALLOC_LINE: usize = LINE;
 const OPLOG_OFF: usize = 2 * LINE;
 const OPLOG_LEN: u64 = 64;

@@ -2,19 +2,19 @@
 //!
 //! Module map (one concept each): [`shm`] heap segments (memfd), [`bootstrap`] segment exchange
 //! over a Unix socket, [`launcher`] `symsched launch`, [`config`] environment, [`heap`] +
-//! [`allocator`] the symmetric allocator, [`signal`] + [`wait`] signal lines and waiting,
-//! [`monitor`] peer liveness, [`group`] + [`primitives`] groups and one-sided operations,
-//! [`log`] diagnostics, [`avail`] availability and version checks.
+//! [`allocator`] the symmetric allocator, [`signal`] + [`wait`] signal lines (with per-sender
+//! tallies) and waiting, [`group_wait`] a group's waits and their diagnostics, [`abort`]
+//! failure propagation within a group, [`monitor`] peer liveness, [`group`] + [`primitives`]
+//! groups and one-sided operations, [`log`] diagnostics, [`avail`] availability and version
+//! checks.
 //!
-//! Entry points: [`Runtime::init_from_env`], [`Runtime::group`], the [`Group`] methods.
+//! Entry points: [`Runtime::init_from_env`], [`Runtime::group`], the [`Group`] methods
+//! (including [`Group::abort`], [`Group::check_usable`], [`Group::reset_after_abort`]).
 //!
-//! Environment: `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`,
-//! `MASTER_PORT` (torchrun), `SYMSCHED_RENDEZVOUS_DIR`, `SYMSCHED_JOB_ID`,
-//! `SYMMETRIC_MEMORY_HEAP_SIZE` (bytes, default 1 GiB), `SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS`
-//! (default 300000), `SYMSCHED_RENDEZVOUS_TIMEOUT_MS` (default 60000), `SYMSCHED_NODE_ID`,
-//! `SYMSCHED_SCRATCH_SIZE`, `HYPER_PARALLEL_SHMEM_LOG_LEVEL`, `SHMEM_LOG_TO_STDOUT`,
-//! `SYMSCHED_LOG_DIR`.
+//! Environment: the torchrun variables and the runtime's knobs are read and validated in
+//! [`config`]; `docs/reliability.md` has the table (values accepted, defaults, what is refused).
 
+pub mod abort;
 pub mod allocator;
 pub mod avail;
 pub mod bootstrap;
@@ -22,6 +22,7 @@ pub mod config;
 pub mod error;
 pub mod exec;
 pub mod group;
+pub mod group_wait;
 pub mod heap;
 pub mod launcher;
 pub mod log;
@@ -33,10 +34,13 @@ pub mod shm;
 pub mod signal;
 pub mod wait;
 
+pub use abort::AbortInfo;
 pub use allocator::HeapStats;
 pub use avail::{check_plan_version, is_available};
 pub use config::RuntimeConfig;
-pub use error::{PeerDiedError, RankList, RuntimeError, SignalTimeoutError, WaitContext};
+pub use error::{
+    GroupAbortedError, PeerDiedError, RankList, RuntimeError, SignalTimeoutError, WaitContext,
+};
 pub use group::{Group, SlotRange};
 pub use heap::{Heap, HeapAlloc};
 pub use runtime::Runtime;

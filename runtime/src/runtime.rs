@@ -103,7 +103,9 @@ impl Runtime {
     /// the rendezvous timeout passes).
     pub fn init(cfg: RuntimeConfig) -> Result<Runtime, RuntimeError> {
         let layout = crate::avail::check(cfg.heap_size, cfg.scratch_size, cfg.local_world_size)?;
-        let dir_guard = if cfg.owns_rendezvous_dir && cfg.local_rank == 0 {
+        let dir_guard = if cfg.rendezvous_key.is_some() {
+            None
+        } else if cfg.owns_rendezvous_dir && cfg.local_rank == 0 {
             bootstrap::ensure_private_dir(&cfg.rendezvous_dir)?;
             Some(DirGuard(cfg.rendezvous_dir.clone()))
         } else {
@@ -123,8 +125,8 @@ impl Runtime {
             heap_size: layout.segment_bytes,
             node_id: cfg.node_id.clone(),
         };
-        let ex = bootstrap::exchange(
-            &cfg.rendezvous_dir,
+        let ex = bootstrap::exchange_at(
+            &cfg.rendezvous_endpoint(),
             &me,
             fd.as_raw_fd(),
             cfg.local_rank,

@@ -1,7 +1,9 @@
 //! Waiting on a signal line: spin with `pause`, then `sched_yield`, then sleep on the line's
 //! futex, so that oversubscribed ranks (8 ranks on 2 cores) still progress. Every wait has a
-//! deadline, and peer liveness is checked about every 100 ms so a dead peer is reported within
-//! well under 2 s.
+//! deadline; a cheap `abort` probe (the group's abort records, [`crate::abort`]) runs every few
+//! polls and before every sleep, and an aborting rank wakes every sleeper of the group, so an
+//! abort ends the wait within milliseconds; peer liveness is checked about every 100 ms so a
+//! dead peer is reported within about a second.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -14,6 +16,8 @@ use crate::signal::{futex_wait, SignalLine};
 const SPIN_POLLS: u32 = 256;
 /// Polls spent yielding before sleeping.
 const YIELD_POLLS: u32 = 64;
+/// Spin polls between two abort probes.
+const ABORT_PROBE_EVERY: u32 = 32;
 /// Longest single futex sleep (bounds the liveness-check period).
 const SLEEP_SLICE: Duration = Duration::from_millis(50);
 /// Liveness-check period.
@@ -38,17 +42,36 @@ pub fn wait_until<E>(
     cmp: Cmp,
     target: u64,
     deadline: Instant,
+    check: impl FnMut() -> Option<E>,
+) -> Result<u64, WaitFailure<E>> {
+    wait_watching(line, cmp, target, deadline, || None, check)
+}
+
+/// Like [`wait_until`], also calling the cheap `abort` probe every few polls and right before
+/// every futex sleep (after announcing the sleeper, so a concurrent abort that bumps the line's
+/// futex word either is seen by the probe or cuts the sleep short).
+pub fn wait_watching<E>(
+    line: &SignalLine,
+    cmp: Cmp,
+    target: u64,
+    deadline: Instant,
+    mut abort: impl FnMut() -> Option<E>,
     mut check: impl FnMut() -> Option<E>,
 ) -> Result<u64, WaitFailure<E>> {
     let v = line.load();
     if cmp.holds(v, target) {
         return Ok(v);
     }
-    for _ in 0..SPIN_POLLS {
+    for i in 0..SPIN_POLLS {
         std::hint::spin_loop();
         let v = line.load();
         if cmp.holds(v, target) {
             return Ok(v);
+        }
+        if i % ABORT_PROBE_EVERY == 0 {
+            if let Some(e) = abort() {
+                return Err(WaitFailure::Aborted(e));
+            }
         }
     }
     let mut last_check = Instant::now();
@@ -58,6 +81,9 @@ pub fn wait_until<E>(
         let v = line.load();
         if cmp.holds(v, target) {
             return Ok(v);
+        }
+        if let Some(e) = abort() {
+            return Err(WaitFailure::Aborted(e));
         }
     }
     loop {
@@ -88,7 +114,13 @@ pub fn wait_until<E>(
             line.waiters().fetch_sub(1, Ordering::SeqCst);
             return Ok(v);
         }
-        let slice = SLEEP_SLICE.min(deadline.saturating_duration_since(now));
+        if let Some(e) = abort() {
+            line.waiters().fetch_sub(1, Ordering::SeqCst);
+            return Err(WaitFailure::Aborted(e));
+        }
+        let slice = SLEEP_SLICE
+            .min(deadline.saturating_duration_since(now))
+            .min(LIVENESS_PERIOD.saturating_sub(now.duration_since(last_check)));
         futex_wait(word, seq, slice.max(Duration::from_micros(100)));
         line.waiters().fetch_sub(1, Ordering::SeqCst);
         let v = line.load();
@@ -109,7 +141,7 @@ mod tests {
     #[test]
     fn every_cmp_and_timeout() {
         let mut l = Line([0; 64]);
-        let s = unsafe { SignalLine::new(l.0.as_mut_ptr()) };
+        let s = unsafe { SignalLine::standalone(l.0.as_mut_ptr()) };
         s.update(SignalMode::Set, 5, 0);
         let far = Instant::now() + Duration::from_secs(5);
         let none = || None::<()>;
@@ -135,10 +167,38 @@ mod tests {
     }
 
     #[test]
+    fn an_abort_probe_ends_a_sleeping_wait_as_soon_as_the_line_is_nudged() {
+        let l = Box::new(Line([0; 64]));
+        let p = Box::into_raw(l);
+        let s = unsafe { SignalLine::standalone((*p).0.as_mut_ptr()) };
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let f2 = flag.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            f2.store(true, Ordering::SeqCst);
+            s.nudge();
+            Instant::now()
+        });
+        let far = Instant::now() + Duration::from_secs(10);
+        let r = wait_watching(
+            &s,
+            Cmp::Ge,
+            1,
+            far,
+            || flag.load(Ordering::SeqCst).then_some("aborted"),
+            || None,
+        );
+        let set = t.join().unwrap();
+        assert_eq!(r, Err(WaitFailure::Aborted("aborted")));
+        assert!(Instant::now() >= set);
+        drop(unsafe { Box::from_raw(p) });
+    }
+
+    #[test]
     fn wakes_a_sleeper_from_another_thread() {
         let l = Box::new(Line([0; 64]));
         let p = Box::into_raw(l);
-        let s = unsafe { SignalLine::new((*p).0.as_mut_ptr()) };
+        let s = unsafe { SignalLine::standalone((*p).0.as_mut_ptr()) };
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(200));
             s.update(SignalMode::Add, 1, 1);

@@ -695,9 +695,9 @@ fn t_kill9() -> Result<String, String> {
     if text.matches("KILL_OK").count() != n - 1 || !text.contains("peer rank 3") {
         return Err(text);
     }
-    let uid = unsafe { libc::getuid() };
-    let dir =
-        symsched_runtime::config::base_runtime_dir().join(format!("symsched-{uid}-{job}-{port}"));
+    let dir = symsched_runtime::config::private_runtime_base()
+        .map_err(|e| e.to_string())?
+        .join(format!("symsched-{job}-{port}"));
     if dir.exists() {
         return Err(format!("rendezvous dir {} left behind", dir.display()));
     }
@@ -822,8 +822,8 @@ fn prefix_child() -> ExitCode {
     }
 }
 
-/// SIGTERM to the launcher stops every rank and its descendants and still removes the
-/// rendezvous directory (the launcher runs in a child process so it can be signalled).
+/// SIGTERM to the launcher stops every rank and its descendants and reports an interruption,
+/// not a rank failure (the launcher runs in a child process so it can be signalled).
 fn t_term() -> Result<String, String> {
     use std::io::BufRead;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -846,29 +846,35 @@ fn t_term() -> Result<String, String> {
         }
     });
     let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut dir = None;
+    let mut keys = BTreeSet::new();
     let mut seen = 0;
     while seen < 2 {
         let Some(Ok(l)) = lines.next() else { break };
-        if let Some(d) = l.split("dir=").nth(1) {
-            dir = Some(std::path::PathBuf::from(d.trim()));
+        if let Some(k) = l.split("key=").nth(1) {
+            keys.insert(k.trim().to_string());
             seen += 1;
         }
     }
-    let dir = dir.ok_or("no rank started")?;
-    if !dir.exists() {
-        return Err("rendezvous dir missing while running".into());
+    if keys.len() != 1 || keys.iter().any(|k| k.len() != 32) {
+        return Err(format!(
+            "expected both ranks to share one 32-digit key, got {keys:?}"
+        ));
     }
     unsafe { libc::kill(pid, libc::SIGTERM) };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let st = child.wait();
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     let _ = watchdog.join();
     let st = st.map_err(|e| e.to_string())?;
-    if st.success() {
-        return Err("launcher exited 0 after SIGTERM".into());
+    if st.code() != Some(3) {
+        return Err(format!("launcher child ended with {st}: {rest:?}"));
     }
-    if dir.exists() {
-        return Err(format!("{} left behind", dir.display()));
+    let report = rest.join("\n");
+    if !report.contains("OUTCOME launcher interrupted by signal 15")
+        || report.contains("failed")
+        || !report.contains("stopped [0, 1]")
+    {
+        return Err(format!("interruption misreported: {report}"));
     }
     std::thread::sleep(Duration::from_millis(100));
     let survivors: Vec<String> = std::fs::read_dir("/proc")
@@ -881,7 +887,7 @@ fn t_term() -> Result<String, String> {
     if !survivors.is_empty() {
         return Err(format!("descendants survived: {survivors:?}"));
     }
-    Ok(format!("exit {st}, dir removed, no descendants left"))
+    Ok(format!("{report}; no descendants left"))
 }
 
 fn term_child() -> ExitCode {
@@ -890,12 +896,21 @@ fn term_child() -> ExitCode {
         "sh",
         [
             "-c",
-            "echo dir=$SYMSCHED_RENDEZVOUS_DIR; sleep 61.37; echo never",
+            "echo key=$SYMSCHED_RENDEZVOUS_KEY; sleep 61.37; echo never",
         ],
     );
     match launch(&spec) {
         Ok(o) if o.success() => ExitCode::SUCCESS,
-        _ => ExitCode::from(3),
+        Ok(o) => {
+            if let Some(f) = &o.failure {
+                println!("OUTCOME {f}; stopped {:?}", o.stopped);
+            }
+            ExitCode::from(3)
+        }
+        Err(e) => {
+            println!("OUTCOME launch error {e}");
+            ExitCode::from(4)
+        }
     }
 }
 

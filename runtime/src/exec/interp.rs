@@ -536,8 +536,34 @@ impl<F: Fabric> Executor<F> {
     }
 
     /// Run one launch of `lp` on this rank. Collective: every rank of the group launches the
-    /// same plans in the same order.
+    /// same plans in the same order. At `DEBUG` every launch is logged
+    /// ([`crate::log::launch_record`]).
     pub fn launch(&self, lp: &LoadedPlan, args: LaunchArgs) -> Result<(), ExecError> {
+        if !crate::log::launch_records_enabled() {
+            return self.launch_steps(lp, args);
+        }
+        let bytes = args.buffers.iter().map(|b| match b {
+            Binding::Heap { bytes, .. } => *bytes,
+            Binding::Host(s) => s.len() as u64,
+            Binding::HostRead(s) => s.len() as u64,
+        });
+        let (bytes, t0) = (bytes.sum(), std::time::Instant::now());
+        let r = self.launch_steps(lp, args);
+        let outcome = r
+            .as_ref()
+            .map(|_| ())
+            .map_err(|e| e as &dyn std::fmt::Display);
+        crate::log::launch_record(
+            &lp.plan.schedule,
+            self.fabric.label(),
+            bytes,
+            t0.elapsed(),
+            outcome,
+        );
+        r
+    }
+
+    fn launch_steps(&self, lp: &LoadedPlan, args: LaunchArgs) -> Result<(), ExecError> {
         let plan = &lp.plan;
         let types = args.types;
         if plan.collective.reduces() || lp.has_reduce {
