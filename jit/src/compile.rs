@@ -176,9 +176,7 @@ pub fn compile_object(
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     let t1 = Instant::now();
-    module
-        .run_passes(opts.opt.pipeline(), &tm, PassBuilderOptions::create())
-        .map_err(JitError::llvm)?;
+    optimize(&ctx, &module, entry, &tm, opts.opt)?;
     let t2 = Instant::now();
     let buf = tm
         .write_to_memory_buffer(&module, FileType::Object)
@@ -193,6 +191,39 @@ pub fn compile_object(
     })
 }
 
+/// The kernel body is straight-line code run once per launch: extents, intrinsic calls and
+/// calls of the element loops. It gets only common-subexpression elimination and CFG clean-up
+/// and is then marked `optnone` (so the code generator's fast path handles it); the element
+/// loops, where the time of a large launch goes, get the full pipeline and vectorisation.
+/// Measured on allreduce_two_shot rank 1 (thread CPU time, best of 5, load average 20–26 on
+/// this 2-core machine): P = 64 took 405 ms with the whole module at O3, 121 ms this way
+/// (212 ms with instcombine on the body as well); P = 8: 44 ms against 19 ms.
+fn optimize<'ctx>(
+    ctx: &'ctx Context,
+    module: &inkwell::module::Module<'ctx>,
+    entry: inkwell::values::FunctionValue<'ctx>,
+    tm: &TargetMachine,
+    opt: OptLevel,
+) -> Result<(), JitError> {
+    use inkwell::attributes::{Attribute, AttributeLoc};
+    module
+        .run_passes(
+            "function(early-cse,simplifycfg)",
+            tm,
+            PassBuilderOptions::create(),
+        )
+        .map_err(JitError::llvm)?;
+    for a in ["optnone", "noinline"] {
+        entry.add_attribute(
+            AttributeLoc::Function,
+            ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(a), 0),
+        );
+    }
+    module
+        .run_passes(opt.pipeline(), tm, PassBuilderOptions::create())
+        .map_err(JitError::llvm)
+}
+
 /// The optimised IR of a kernel for `target`, as text (what `compile_object` generates code
 /// from).
 pub fn optimized_ir(
@@ -203,12 +234,13 @@ pub fn optimized_ir(
     init()?;
     let ctx = Context::create();
     let module = lower::lower(&ctx, spec, &lower_options(opts, target))?;
+    let entry = module
+        .get_function(&spec.name())
+        .ok_or_else(|| JitError::llvm("the kernel function is missing"))?;
     let tm = target.machine(opts.opt)?;
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    module
-        .run_passes(opts.opt.pipeline(), &tm, PassBuilderOptions::create())
-        .map_err(JitError::llvm)?;
+    optimize(&ctx, &module, entry, &tm, opts.opt)?;
     Ok(module.print_to_string().to_string())
 }
 

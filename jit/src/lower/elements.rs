@@ -145,6 +145,8 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
         dead,
         noalias: !p.may_alias,
     };
+    // Every address of the pass is checked before any data moves.
+    cg.flush()?;
     let n0 = per_step[0].2;
     let all_ptrs: Vec<PointerValue<'ctx>> = streams.iter().map(|s| s.ptr).collect();
     if !p.guarded {

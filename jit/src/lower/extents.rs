@@ -40,6 +40,7 @@ pub(crate) struct Extents<'ctx> {
     /// Per matmul step index: m, k, n.
     dims: HashMap<usize, [IntValue<'ctx>; 3]>,
     totals: HashMap<u32, IntValue<'ctx>>,
+    checked_fits: std::cell::RefCell<std::collections::HashSet<(IntValue<'ctx>, IntValue<'ctx>)>>,
 }
 
 impl<'ctx> Extents<'ctx> {
@@ -167,12 +168,13 @@ impl<'ctx> Extents<'ctx> {
         have: IntValue<'ctx>,
         id: u32,
     ) -> R<()> {
-        if need == have {
+        if need == have || !self.checked_fits.borrow_mut().insert((need, have)) {
+            // Trivially true, or the same comparison as an earlier step's (which fails first).
             return Ok(());
         }
         let ok =
             cg.b.build_int_compare(IntPredicate::ULE, need, have, "fits")?;
-        cg.fail_unless(ok, abi::STATUS_REGION_TOO_SMALL, id, need, have)
+        cg.defer_check(ok, abi::STATUS_REGION_TOO_SMALL, id, need, have)
     }
 
     /// `a + b`, failing with a size overflow.
@@ -212,7 +214,7 @@ impl<'ctx> Extents<'ctx> {
             return match fold(x, y) {
                 Some(v) => Ok(cg.i64c(v)),
                 None => {
-                    cg.fail_unless(
+                    cg.defer_check(
                         cg.t.i1.const_zero(),
                         abi::STATUS_SIZE_OVERFLOW,
                         id,
@@ -235,7 +237,7 @@ impl<'ctx> Extents<'ctx> {
         let v = cg.b.build_extract_value(r, 0, "")?.into_int_value();
         let ov = cg.b.build_extract_value(r, 1, "")?.into_int_value();
         let ok = cg.b.build_not(ov, "")?;
-        cg.fail_unless(ok, abi::STATUS_SIZE_OVERFLOW, id, cg.i64c(0), cg.i64c(0))?;
+        cg.defer_check(ok, abi::STATUS_SIZE_OVERFLOW, id, cg.i64c(0), cg.i64c(0))?;
         Ok(v)
     }
 
@@ -287,6 +289,13 @@ impl<'ctx> Extents<'ctx> {
                     self.exprs.insert(e.clone(), x);
                     return Ok(x);
                 }
+                // Never divide by zero, even on the way to the failure exit.
+                let y = if y.is_const() {
+                    y
+                } else {
+                    cg.b.build_select(nonzero, y, cg.i64c(1), "")?
+                        .into_int_value()
+                };
                 let q = cg.b.build_int_unsigned_div(x, y, "")?;
                 let rem = cg.b.build_int_unsigned_rem(x, y, "")?;
                 let up =

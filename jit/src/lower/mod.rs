@@ -119,6 +119,16 @@ struct Fail<'ctx> {
     have: PhiValue<'ctx>,
 }
 
+/// The first failure among the checks since the last flush.
+#[derive(Clone, Copy)]
+struct Pending<'ctx> {
+    failed: IntValue<'ctx>,
+    code: IntValue<'ctx>,
+    step: IntValue<'ctx>,
+    need: IntValue<'ctx>,
+    have: IntValue<'ctx>,
+}
+
 /// An intrinsic: its function type and the pointer loaded from the table at entry.
 #[derive(Clone, Copy)]
 pub(crate) struct Intrinsic<'ctx> {
@@ -150,6 +160,7 @@ pub(crate) struct Cg<'ctx, 'p> {
     pub counts: PointerValue<'ctx>,
     pub epoch: IntValue<'ctx>,
     pub intr: Intrinsics<'ctx>,
+    pending: std::cell::RefCell<Option<Pending<'ctx>>>,
     /// Element-loop functions by shape ([`elements`]).
     pub helpers: std::cell::RefCell<std::collections::HashMap<String, FunctionValue<'ctx>>>,
 }
@@ -204,8 +215,13 @@ impl<'ctx, 'p> Cg<'ctx, 'p> {
         self.ctx.prepend_basic_block(self.fail.block, name)
     }
 
-    /// Continue when `ok`, else leave with `code` for `step` (and the two lengths).
-    pub fn fail_unless(
+    /// Remember a check: when `ok` is false and no earlier pending check failed, the kernel
+    /// will leave with `code` for `step` (and the two lengths) at the next [`Cg::flush`].
+    /// Checks are folded into one first-failure record with selects, so a kernel with
+    /// hundreds of steps has a handful of branches (a branch per check made code generation
+    /// of large plans several times slower), and the first failure in program order wins, as
+    /// in the interpreter. Nothing between a check and its flush may depend on it.
+    pub fn defer_check(
         &self,
         ok: IntValue<'ctx>,
         code: u32,
@@ -216,18 +232,69 @@ impl<'ctx, 'p> Cg<'ctx, 'p> {
         if ok.get_zero_extended_constant() == Some(1) {
             return Ok(());
         }
+        let b = &self.b;
+        let bad = b.build_not(ok, "bad")?;
+        let mut pending = self.pending.borrow_mut();
+        let next = match *pending {
+            None => Pending {
+                failed: bad,
+                code: self.i32c(code),
+                step: self.i32c(step),
+                need,
+                have,
+            },
+            Some(p) => {
+                let first = b.build_and(bad, b.build_not(p.failed, "")?, "")?;
+                let sel = |now: IntValue<'ctx>, before: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+                    Ok(b.build_select(first, now, before, "")?.into_int_value())
+                };
+                Pending {
+                    failed: b.build_or(p.failed, bad, "failed")?,
+                    code: sel(self.i32c(code), p.code)?,
+                    step: sel(self.i32c(step), p.step)?,
+                    need: sel(need, p.need)?,
+                    have: sel(have, p.have)?,
+                }
+            }
+        };
+        *pending = Some(next);
+        Ok(())
+    }
+
+    /// Leave with the first pending failure, if any.
+    pub fn flush(&self) -> R<()> {
+        let Some(p) = self.pending.borrow_mut().take() else {
+            return Ok(());
+        };
+        if p.failed.get_zero_extended_constant() == Some(0) {
+            return Ok(());
+        }
         let here = self.b.get_insert_block().expect("positioned");
         let next = self.block("ok");
-        self.b.build_conditional_branch(ok, next, self.fail.block)?;
-        self.fail.code.add_incoming(&[(&self.i32c(code), here)]);
-        self.fail.step.add_incoming(&[(&self.i32c(step), here)]);
-        self.fail.need.add_incoming(&[(&need, here)]);
-        self.fail.have.add_incoming(&[(&have, here)]);
+        self.b
+            .build_conditional_branch(p.failed, self.fail.block, next)?;
+        self.fail.code.add_incoming(&[(&p.code, here)]);
+        self.fail.step.add_incoming(&[(&p.step, here)]);
+        self.fail.need.add_incoming(&[(&p.need, here)]);
+        self.fail.have.add_incoming(&[(&p.have, here)]);
         self.b.position_at_end(next);
         Ok(())
     }
 
-    /// Leave with [`abi::STATUS_INTRINSIC`] unless the intrinsic's status `st` is 0.
+    /// Leave at once unless `ok` (for checks that guard what follows directly).
+    pub fn fail_unless(
+        &self,
+        ok: IntValue<'ctx>,
+        code: u32,
+        step: u32,
+        need: IntValue<'ctx>,
+        have: IntValue<'ctx>,
+    ) -> R<()> {
+        self.defer_check(ok, code, step, need, have)?;
+        self.flush()
+    }
+
+    /// Remember that an intrinsic returned status `st` (non-zero is a failure).
     pub fn check_status(&self, st: IntValue<'ctx>, step: u32) -> R<()> {
         let ok = self.b.build_int_compare(
             inkwell::IntPredicate::EQ,
@@ -235,7 +302,7 @@ impl<'ctx, 'p> Cg<'ctx, 'p> {
             self.t.i32.const_zero(),
             "ok",
         )?;
-        self.fail_unless(ok, abi::STATUS_INTRINSIC, step, self.i64c(0), self.i64c(0))
+        self.defer_check(ok, abi::STATUS_INTRINSIC, step, self.i64c(0), self.i64c(0))
     }
 
     /// Call an intrinsic through the table.
@@ -443,14 +510,21 @@ pub fn lower<'ctx>(
         counts,
         epoch,
         intr,
+        pending: Default::default(),
         helpers: Default::default(),
     };
     let mut ext = extents::Extents::default();
     ext.resolve_all(&mut cg)?;
+    cg.flush()?;
     let actions = fusion::schedule(plan, spec.rank, opts.fusion);
     let mut host_ordinal = 0u32;
     let steps = &plan.ranks[spec.rank as usize].steps;
     for action in &actions {
+        // Signals may go out before an earlier signal's status is looked at; everything else
+        // needs every earlier step to have succeeded.
+        if !matches!(action, Action::Signal(_) | Action::PutSignals(_)) {
+            cg.flush()?;
+        }
         match action {
             Action::Wait(i) => {
                 if opts.fault == Some(Fault::DropWait(steps[*i].id)) {
@@ -481,6 +555,7 @@ pub fn lower<'ctx>(
         }
     }
     sync::finish(&cg)?;
+    cg.flush()?;
     cg.b.build_return(Some(&cg.t.i32.const_zero()))?;
     // The failure exit last, for reading.
     if let Some(last) = cg.func.get_last_basic_block() {

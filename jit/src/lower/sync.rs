@@ -48,7 +48,8 @@ impl<'ctx> Cg<'ctx, '_> {
             )?
             .into_pointer_value();
         let ok = self.b.build_is_not_null(p, "")?;
-        self.fail_unless(ok, abi::STATUS_INTRINSIC, step, self.i64c(0), self.i64c(0))?;
+        // Checked with the step's other addresses, before any of them is used.
+        self.defer_check(ok, abi::STATUS_INTRINSIC, step, self.i64c(0), self.i64c(0))?;
         Ok(p)
     }
 
@@ -139,6 +140,7 @@ pub(crate) fn matmul<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, step: &Step) 
     let cp = cg.region_ptr(ext, me, c, mn, step.id)?;
     let ap = cg.region_ptr(ext, me, a, mk, step.id)?;
     let bp = cg.region_ptr(ext, me, b, kn, step.id)?;
+    cg.flush()?;
     let st = cg
         .call(
             cg.intr.matmul,
@@ -173,6 +175,7 @@ pub(crate) fn host_coll<'ctx>(
         .expect("the step is the rank's");
     let n = ext.moved(i);
     let p = cg.region_ptr(ext, cg.me(), region, n, step.id)?;
+    cg.flush()?;
     let st = cg
         .call(
             cg.intr.host_coll,
@@ -190,8 +193,11 @@ pub(crate) fn host_coll<'ctx>(
 
 /// Stage-out, then the exit signals (the launch credits), in that order.
 pub(crate) fn finish(cg: &Cg<'_, '_>) -> R<()> {
+    cg.flush()?;
     let st = cg.call(cg.intr.stage_out, &[], "staged")?.into_int_value();
     cg.check_status(st, abi::NO_STEP)?;
+    // No credit goes out after a failed stage-out.
+    cg.flush()?;
     for u in &cg.plan().ranks[cg.me() as usize].exit_signals {
         cg.send(u, abi::NO_STEP)?;
     }

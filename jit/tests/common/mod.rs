@@ -43,7 +43,7 @@ struct World<'a> {
     op: ReduceOp,
     bases: Vec<Vec<(usize, usize)>>,
     signals: &'a [Vec<AtomicU64>],
-    host: Mutex<std::collections::HashMap<(u64, u32), Vec<Option<Vec<u8>>>>>,
+    host: Mutex<std::collections::HashMap<(u64, u32, Vec<u32>), Vec<Option<Vec<u8>>>>>,
     host_cv: Condvar,
 }
 
@@ -70,13 +70,13 @@ unsafe extern "C" fn region(c: *mut c_void, rank: u32, buf: u32, off: u64, len: 
         .get(rank as usize)
         .and_then(|b| b.get(buf as usize))
     else {
-        c.error = Some(format!(
+        c.error.get_or_insert(format!(
             "region of rank {rank} buffer {buf} outside the group"
         ));
         return std::ptr::null_mut();
     };
     if off.checked_add(len).is_none_or(|e| e > blen as u64) {
-        c.error = Some(format!(
+        c.error.get_or_insert(format!(
             "heap range [{off}, {off}+{len}) is past the end {blen} of buffer {buf} on rank {rank}"
         ));
         return std::ptr::null_mut();
@@ -94,7 +94,7 @@ unsafe extern "C" fn signal(
 ) -> i32 {
     let c = unsafe { ctx(c) };
     if step == abi::NO_STEP && c.staged != 1 {
-        c.error = Some("exit signal before stage_out".into());
+        c.error.get_or_insert("exit signal before stage_out".into());
         return 1;
     }
     let Some(s) = c
@@ -103,7 +103,7 @@ unsafe extern "C" fn signal(
         .get(peer as usize)
         .and_then(|s| s.get(slot as usize))
     else {
-        c.error = Some(format!(
+        c.error.get_or_insert(format!(
             "signal to rank {peer} slot {slot} outside the plan"
         ));
         return 1;
@@ -131,7 +131,7 @@ unsafe extern "C" fn wait(c: *mut c_void, slot: u32, cmp: u32, target: u64, step
             return 0;
         }
         if Instant::now() > deadline {
-            c.error = Some(format!(
+            c.error.get_or_insert(format!(
                 "rank {}: timed out in step {step} waiting for slot {slot} {cmp:?} {target} (observed {v})",
                 c.rank
             ));
@@ -163,7 +163,8 @@ unsafe extern "C" fn matmul(
         .find(|s| s.id == step)
         .map(|s| &s.op)
     else {
-        c.error = Some(format!("step {step} is not a matmul"));
+        c.error
+            .get_or_insert(format!("step {step} is not a matmul"));
         return 1;
     };
     let dt = |r: &symsched_plan::Region| c.world.types.of(plan.buffers[r.buffer as usize].elem);
@@ -200,7 +201,8 @@ unsafe extern "C" fn host_coll(
         .find(|s| s.id == step)
         .map(|s| &s.op)
     else {
-        c.error = Some(format!("step {step} is not a host collective"));
+        c.error
+            .get_or_insert(format!("step {step} is not a host collective"));
         return 1;
     };
     let dtype = w.types.of(w.plan.buffers[region.buffer as usize].elem);
@@ -208,9 +210,10 @@ unsafe extern "C" fn host_coll(
     // SAFETY: the kernel obtained this range from `region` for `elems` elements.
     let mine = unsafe { std::slice::from_raw_parts_mut(data, bytes) };
     let me = members.iter().position(|m| *m == c.rank).expect("a member");
-    let key = (c.epoch, ordinal);
+    let key = (c.epoch, ordinal, members.clone());
     let mut g = w.host.lock().unwrap();
-    g.entry(key).or_insert_with(|| vec![None; members.len()])[me] = Some(mine.to_vec());
+    g.entry(key.clone())
+        .or_insert_with(|| vec![None; members.len()])[me] = Some(mine.to_vec());
     w.host_cv.notify_all();
     let deadline = Instant::now() + WAIT_TIMEOUT;
     while g[&key].iter().any(|v| v.is_none()) {
@@ -220,7 +223,7 @@ unsafe extern "C" fn host_coll(
             .unwrap();
         g = ng;
         if Instant::now() > deadline {
-            c.error = Some("host collective timed out".into());
+            c.error.get_or_insert("host collective timed out".into());
             return 1;
         }
     }
@@ -402,9 +405,26 @@ impl Rng {
     }
 
     /// A value of `d` as bytes: floats span magnitudes so that fold order shows in every
-    /// precision, integers wrap.
-    pub fn value(&mut self, d: DType) -> Vec<u8> {
+    /// precision, integers wrap. With `special`, one value in eight is NaN, ±infinity, -0 or
+    /// a subnormal of the type.
+    pub fn value(&mut self, d: DType, special: bool) -> Vec<u8> {
         let r = self.next();
+        if d.is_float() && special && r % 8 == 0 {
+            let x = match (r >> 3) % 5 {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => f64::NEG_INFINITY,
+                3 => -0.0,
+                _ => match d {
+                    DType::F64 => 1e-310,
+                    DType::F32 => 1e-40,
+                    DType::Bf16 => 1e-39,
+                    DType::F16 => 3e-6,
+                    _ => 0.001,
+                },
+            };
+            return reference::from_f64(d, x);
+        }
         if d.is_float() {
             let mag = [1.0, 0.001, 1000.0, 3.5, 65000.0][(r % 5) as usize];
             let frac = ((r >> 8) % 10_000) as f64 / 10_000.0 + 0.5;
@@ -417,7 +437,7 @@ impl Rng {
 }
 
 /// Fill every role buffer of every rank with values (scratch keeps its poison).
-pub fn fill(plan: &Plan, types: ElemTypes, mem: &mut Memory, seed: u64) {
+pub fn fill(plan: &Plan, types: ElemTypes, mem: &mut Memory, seed: u64, special: bool) {
     let mut rng = Rng::new(seed);
     for (r, bufs) in mem.bufs.iter_mut().enumerate() {
         for (b, decl) in plan.buffers.iter().enumerate() {
@@ -429,7 +449,7 @@ pub fn fill(plan: &Plan, types: ElemTypes, mem: &mut Memory, seed: u64) {
             let buf = &mut bufs[b];
             for i in 0..buf.len() / w {
                 let _ = r;
-                buf[i * w..(i + 1) * w].copy_from_slice(&rng.value(d));
+                buf[i * w..(i + 1) * w].copy_from_slice(&rng.value(d, special));
             }
         }
     }
@@ -493,7 +513,10 @@ pub fn compare(
     seed: u64,
 ) -> Result<(), String> {
     let mut want = Memory::new(l.plan, l.types, l.sizes);
-    fill(l.plan, l.types, &mut want, seed);
+    // NaN payloads of a NaN + NaN sum depend on operand order in hardware (LLVM may commute
+    // an fadd); specials go into max/min launches, where selects decide.
+    let special = matches!(l.op, ReduceOp::Max | ReduceOp::Min);
+    fill(l.plan, l.types, &mut want, seed, special);
     let mut got = want.clone();
     let mut ref_signals = vec![vec![0u64; l.plan.signals.len()]; l.plan.group_size as usize];
     for e in 0..epochs {
