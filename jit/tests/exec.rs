@@ -136,7 +136,13 @@ fn wire_schedules_every_wire() {
                     DType::F8E4M3,
                     DType::F8E5M2,
                 ] {
-                    for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg] {
+                    // avg for one data type (its scaling pass is the same for every wire).
+                    let ops: &[ReduceOp] = if data == DType::F32 {
+                        &[ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg]
+                    } else {
+                        &[ReduceOp::Sum, ReduceOp::Min]
+                    };
+                    for &op in ops {
                         // n = 8 and 1000: every chunk full at P = 4 (the fused pass); 7, 515:
                         // short chunks (the step-by-step fallback).
                         check(&c, &plan, types(data, Some(wire)), op, &[7, 8, 515, 1000]);

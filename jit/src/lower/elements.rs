@@ -353,9 +353,9 @@ pub(crate) fn scale_avg<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, buf: u32) 
             &format!("{}.all", decl.name),
         )?
         .into_pointer_value();
-    let ok = cg.b.build_is_not_null(ptr, "")?;
-    cg.fail_unless(
-        ok,
+    let null = cg.b.build_is_null(ptr, "")?;
+    cg.fail_if(
+        null,
         crate::abi::STATUS_INTRINSIC,
         crate::abi::NO_STEP,
         cg.i64c(0),

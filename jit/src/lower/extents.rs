@@ -84,9 +84,9 @@ impl<'ctx> Extents<'ctx> {
             .iter()
             .any(|b| matches!(b.extent, Extent::Counts { .. }));
         if uses_counts {
-            let present = cg.b.build_is_not_null(cg.counts, "have_counts")?;
-            cg.fail_unless(
-                present,
+            let missing = cg.b.build_is_null(cg.counts, "no_counts")?;
+            cg.fail_if(
+                missing,
                 abi::STATUS_MISSING_COUNTS,
                 abi::NO_STEP,
                 cg.i64c(0),
@@ -172,9 +172,9 @@ impl<'ctx> Extents<'ctx> {
             // Trivially true, or the same comparison as an earlier step's (which fails first).
             return Ok(());
         }
-        let ok =
-            cg.b.build_int_compare(IntPredicate::ULE, need, have, "fits")?;
-        cg.defer_check(ok, abi::STATUS_REGION_TOO_SMALL, id, need, have)
+        let bad =
+            cg.b.build_int_compare(IntPredicate::UGT, need, have, "short")?;
+        cg.defer_failure(bad, abi::STATUS_REGION_TOO_SMALL, id, need, have)
     }
 
     /// `a + b`, failing with a size overflow.
@@ -214,8 +214,8 @@ impl<'ctx> Extents<'ctx> {
             return match fold(x, y) {
                 Some(v) => Ok(cg.i64c(v)),
                 None => {
-                    cg.defer_check(
-                        cg.t.i1.const_zero(),
+                    cg.defer_failure(
+                        cg.t.i1.const_int(1, false),
                         abi::STATUS_SIZE_OVERFLOW,
                         id,
                         cg.i64c(0),
@@ -236,12 +236,13 @@ impl<'ctx> Extents<'ctx> {
                 .into_struct_value();
         let v = cg.b.build_extract_value(r, 0, "")?.into_int_value();
         let ov = cg.b.build_extract_value(r, 1, "")?.into_int_value();
-        let ok = cg.b.build_not(ov, "")?;
-        cg.defer_check(ok, abi::STATUS_SIZE_OVERFLOW, id, cg.i64c(0), cg.i64c(0))?;
+        cg.defer_failure(ov, abi::STATUS_SIZE_OVERFLOW, id, cg.i64c(0), cg.i64c(0))?;
         Ok(v)
     }
-
     fn umin(cg: &Cg<'ctx, '_>, a: IntValue<'ctx>, b: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        if a == b {
+            return Ok(a);
+        }
         let lt = cg.b.build_int_compare(IntPredicate::ULT, a, b, "")?;
         Ok(cg.b.build_select(lt, a, b, "")?.into_int_value())
     }
@@ -276,15 +277,9 @@ impl<'ctx> Extents<'ctx> {
             }
             SizeExpr::CeilDiv(x, y) => {
                 let (x, y) = (self.eval(cg, x, id)?, self.eval(cg, y, id)?);
-                let nonzero =
-                    cg.b.build_int_compare(IntPredicate::NE, y, cg.i64c(0), "")?;
-                cg.fail_unless(
-                    nonzero,
-                    abi::STATUS_SIZE_OVERFLOW,
-                    id,
-                    cg.i64c(0),
-                    cg.i64c(0),
-                )?;
+                let zero =
+                    cg.b.build_int_compare(IntPredicate::EQ, y, cg.i64c(0), "")?;
+                cg.defer_failure(zero, abi::STATUS_SIZE_OVERFLOW, id, cg.i64c(0), cg.i64c(0))?;
                 if y.get_zero_extended_constant() == Some(1) {
                     self.exprs.insert(e.clone(), x);
                     return Ok(x);
@@ -293,8 +288,7 @@ impl<'ctx> Extents<'ctx> {
                 let y = if y.is_const() {
                     y
                 } else {
-                    cg.b.build_select(nonzero, y, cg.i64c(1), "")?
-                        .into_int_value()
+                    cg.b.build_select(zero, cg.i64c(1), y, "")?.into_int_value()
                 };
                 let q = cg.b.build_int_unsigned_div(x, y, "")?;
                 let rem = cg.b.build_int_unsigned_rem(x, y, "")?;

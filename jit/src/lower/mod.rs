@@ -215,25 +215,24 @@ impl<'ctx, 'p> Cg<'ctx, 'p> {
         self.ctx.prepend_basic_block(self.fail.block, name)
     }
 
-    /// Remember a check: when `ok` is false and no earlier pending check failed, the kernel
+    /// Remember a check: when `bad` is true and no earlier pending check failed, the kernel
     /// will leave with `code` for `step` (and the two lengths) at the next [`Cg::flush`].
     /// Checks are folded into one first-failure record with selects, so a kernel with
     /// hundreds of steps has a handful of branches (a branch per check made code generation
     /// of large plans several times slower), and the first failure in program order wins, as
     /// in the interpreter. Nothing between a check and its flush may depend on it.
-    pub fn defer_check(
+    pub fn defer_failure(
         &self,
-        ok: IntValue<'ctx>,
+        bad: IntValue<'ctx>,
         code: u32,
         step: u32,
         need: IntValue<'ctx>,
         have: IntValue<'ctx>,
     ) -> R<()> {
-        if ok.get_zero_extended_constant() == Some(1) {
+        if bad.get_zero_extended_constant() == Some(0) {
             return Ok(());
         }
         let b = &self.b;
-        let bad = b.build_not(ok, "bad")?;
         let mut pending = self.pending.borrow_mut();
         let next = match *pending {
             None => Pending {
@@ -246,6 +245,9 @@ impl<'ctx, 'p> Cg<'ctx, 'p> {
             Some(p) => {
                 let first = b.build_and(bad, b.build_not(p.failed, "")?, "")?;
                 let sel = |now: IntValue<'ctx>, before: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+                    if now == before {
+                        return Ok(now);
+                    }
                     Ok(b.build_select(first, now, before, "")?.into_int_value())
                 };
                 Pending {
@@ -280,29 +282,28 @@ impl<'ctx, 'p> Cg<'ctx, 'p> {
         self.b.position_at_end(next);
         Ok(())
     }
-
-    /// Leave at once unless `ok` (for checks that guard what follows directly).
-    pub fn fail_unless(
+    /// Leave at once if `bad` (for checks that guard what follows directly).
+    pub fn fail_if(
         &self,
-        ok: IntValue<'ctx>,
+        bad: IntValue<'ctx>,
         code: u32,
         step: u32,
         need: IntValue<'ctx>,
         have: IntValue<'ctx>,
     ) -> R<()> {
-        self.defer_check(ok, code, step, need, have)?;
+        self.defer_failure(bad, code, step, need, have)?;
         self.flush()
     }
 
     /// Remember that an intrinsic returned status `st` (non-zero is a failure).
     pub fn check_status(&self, st: IntValue<'ctx>, step: u32) -> R<()> {
-        let ok = self.b.build_int_compare(
-            inkwell::IntPredicate::EQ,
+        let bad = self.b.build_int_compare(
+            inkwell::IntPredicate::NE,
             st,
             self.t.i32.const_zero(),
-            "ok",
+            "failed",
         )?;
-        self.defer_check(ok, abi::STATUS_INTRINSIC, step, self.i64c(0), self.i64c(0))
+        self.defer_failure(bad, abi::STATUS_INTRINSIC, step, self.i64c(0), self.i64c(0))
     }
 
     /// Call an intrinsic through the table.

@@ -47,9 +47,15 @@ impl<'ctx> Cg<'ctx, '_> {
                 &name,
             )?
             .into_pointer_value();
-        let ok = self.b.build_is_not_null(p, "")?;
+        let null = self.b.build_is_null(p, "")?;
         // Checked with the step's other addresses, before any of them is used.
-        self.defer_check(ok, abi::STATUS_INTRINSIC, step, self.i64c(0), self.i64c(0))?;
+        self.defer_failure(
+            null,
+            abi::STATUS_INTRINSIC,
+            step,
+            self.i64c(0),
+            self.i64c(0),
+        )?;
         Ok(p)
     }
 
