@@ -43,6 +43,8 @@ struct Shape {
     dtypes: Vec<DType>,
     dead: Vec<bool>,
     noalias: bool,
+    /// A scalar loop over `start..end` (the tail of a step in a pass of unequal counts).
+    tail: bool,
 }
 
 impl Shape {
@@ -144,6 +146,7 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
         dtypes: streams.iter().map(|s| s.dtype).collect(),
         dead,
         noalias: !p.may_alias,
+        tail: false,
     };
     // Every address of the pass is checked before any data moves.
     cg.flush()?;
@@ -152,18 +155,19 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
     if !p.guarded {
         return call_loop(cg, &fused, n0, &all_ptrs);
     }
-    // Different symbolic counts: fused when they agree at run time, else step by step.
-    let mut same = cg.t.i1.const_int(1, false);
+    // Different symbolic counts: the fused loop runs over the elements every step has
+    // (`0..min`), then each step alone over the rest of its own (`min..n`), in program order.
+    // Element `i` of a place is touched either only by the fused loop (i < min) or only by the
+    // tails, and the tails touch it in program order, so every location still sees the
+    // steps' accesses in program order. The tails store every write (nothing is dead there)
+    // and are scalar loops: they are short except for the rare sizes that leave a rank's chunk
+    // short or empty.
+    let mut min = n0;
     for (_, _, n) in &per_step[1..] {
-        let e = super::sync::eq(cg, n0, *n)?;
-        same = cg.b.build_and(same, e, "")?;
+        let lt = cg.b.build_int_compare(IntPredicate::ULT, *n, min, "")?;
+        min = cg.b.build_select(lt, *n, min, "")?.into_int_value();
     }
-    let (fast, slow, join) = (cg.block("fused"), cg.block("stepwise"), cg.block("joined"));
-    cg.b.build_conditional_branch(same, fast, slow)?;
-    cg.b.position_at_end(fast);
-    call_loop(cg, &fused, n0, &all_ptrs)?;
-    cg.b.build_unconditional_branch(join)?;
-    cg.b.position_at_end(slow);
+    call_loop(cg, &fused, min, &all_ptrs)?;
     for (op, used, n) in &per_step {
         // Renumber the step's streams 0.. in first-use order.
         let mut local: Vec<usize> = Vec::new();
@@ -188,12 +192,14 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
             dtypes: local.iter().map(|g| streams[*g].dtype).collect(),
             dead: vec![false; local.len()],
             noalias: !p.may_alias,
+            tail: true,
         };
         let ptrs: Vec<PointerValue<'ctx>> = local.iter().map(|g| streams[*g].ptr).collect();
-        call_loop(cg, &shape, *n, &ptrs)?;
+        let f = loop_fn(cg, &shape)?;
+        let mut args: Vec<BasicMetadataValueEnum<'ctx>> = vec![min.into(), (*n).into()];
+        args.extend(ptrs.iter().map(|p| BasicMetadataValueEnum::from(*p)));
+        cg.b.build_call(f, &args, "")?;
     }
-    cg.b.build_unconditional_branch(join)?;
-    cg.b.position_at_end(join);
     Ok(())
 }
 
@@ -219,8 +225,13 @@ fn loop_fn<'ctx>(cg: &Cg<'ctx, '_>, shape: &Shape) -> R<FunctionValue<'ctx>> {
     if let Some(f) = cg.helpers.borrow().get(&key) {
         return Ok(*f);
     }
-    let name = format!("pass.{}", cg.helpers.borrow().len());
-    let mut params: Vec<BasicMetadataTypeEnum<'ctx>> = vec![cg.t.i64.into()];
+    let name = format!(
+        "{}.{}",
+        if shape.tail { "tail" } else { "pass" },
+        cg.helpers.borrow().len()
+    );
+    let first = usize::from(shape.tail);
+    let mut params: Vec<BasicMetadataTypeEnum<'ctx>> = vec![cg.t.i64.into(); first + 1];
     params.extend(
         shape
             .dtypes
@@ -237,17 +248,33 @@ fn loop_fn<'ctx>(cg: &Cg<'ctx, '_>, shape: &Shape) -> R<FunctionValue<'ctx>> {
             .create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0)
     };
     f.add_attribute(AttributeLoc::Function, attr("nounwind"));
-    let n = f.get_nth_param(0).expect("count").into_int_value();
-    n.set_name("n");
+    if shape.tail {
+        // Scalar and small: neither vectorised nor unrolled.
+        f.add_attribute(AttributeLoc::Function, attr("minsize"));
+        f.add_attribute(AttributeLoc::Function, attr("optsize"));
+    }
+    let start = if shape.tail {
+        let s = f.get_nth_param(0).expect("start").into_int_value();
+        s.set_name("start");
+        s
+    } else {
+        cg.i64c(0)
+    };
+    let n = f
+        .get_nth_param(first as u32)
+        .expect("count")
+        .into_int_value();
+    n.set_name(if shape.tail { "end" } else { "n" });
     let mut ptrs = Vec::new();
     for (k, _) in shape.dtypes.iter().enumerate() {
+        let at = (first + 1 + k) as u32;
         let p = f
-            .get_nth_param(k as u32 + 1)
+            .get_nth_param(at)
             .expect("one pointer per stream")
             .into_pointer_value();
         p.set_name(&format!("s{k}"));
         if shape.noalias {
-            f.add_attribute(AttributeLoc::Param(k as u32 + 1), attr("noalias"));
+            f.add_attribute(AttributeLoc::Param(at), attr("noalias"));
         }
         ptrs.push(p);
     }
@@ -256,11 +283,11 @@ fn loop_fn<'ctx>(cg: &Cg<'ctx, '_>, shape: &Shape) -> R<FunctionValue<'ctx>> {
     let body = cg.ctx.append_basic_block(f, "loop");
     let exit = cg.ctx.append_basic_block(f, "exit");
     b.position_at_end(entry);
-    let empty = b.build_int_compare(IntPredicate::EQ, n, cg.i64c(0), "empty")?;
+    let empty = b.build_int_compare(IntPredicate::UGE, start, n, "empty")?;
     b.build_conditional_branch(empty, exit, body)?;
     b.position_at_end(body);
     let i = b.build_phi(cg.t.i64, "i")?;
-    i.add_incoming(&[(&cg.i64c(0), entry)]);
+    i.add_incoming(&[(&start, entry)]);
     let iv = i.as_basic_value().into_int_value();
     let num = cg.numeric();
     let acc = cg.spec.types.acc;

@@ -6,7 +6,6 @@ use super::Cg;
 use crate::abi;
 use crate::JitError;
 use inkwell::values::{IntValue, PointerValue};
-use inkwell::IntPredicate;
 use symsched_plan::{Op, Rank, Region, SignalMode, SignalUpdate, Step};
 
 type R<T> = Result<T, JitError>;
@@ -213,13 +212,4 @@ pub(crate) fn finish(cg: &Cg<'_, '_>) -> R<()> {
 /// Whether `v` is the constant zero.
 pub(crate) fn is_const_zero(v: IntValue<'_>) -> bool {
     v.get_zero_extended_constant() == Some(0)
-}
-
-/// `a == b` (for the run-time length check of a guarded pass).
-pub(crate) fn eq<'ctx>(
-    cg: &Cg<'ctx, '_>,
-    a: IntValue<'ctx>,
-    b: IntValue<'ctx>,
-) -> R<IntValue<'ctx>> {
-    Ok(cg.b.build_int_compare(IntPredicate::EQ, a, b, "")?)
 }
