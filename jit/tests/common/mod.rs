@@ -56,6 +56,7 @@ struct RankCtx<'a> {
     staged: u32,
     /// Sleep before the first wait (to make a dropped wait observable).
     delay_first_wait: Option<Duration>,
+    wait_timeout: Duration,
 }
 
 unsafe fn ctx<'a>(p: *mut c_void) -> &'a mut RankCtx<'a> {
@@ -124,7 +125,7 @@ unsafe extern "C" fn wait(c: *mut c_void, slot: u32, cmp: u32, target: u64, step
     }
     let cmp = [Cmp::Eq, Cmp::Ne, Cmp::Gt, Cmp::Ge, Cmp::Lt, Cmp::Le][cmp as usize];
     let s = &c.world.signals[c.rank as usize][slot as usize];
-    let deadline = Instant::now() + WAIT_TIMEOUT;
+    let deadline = Instant::now() + c.wait_timeout;
     loop {
         let v = s.load(Ordering::Acquire);
         if cmp.holds(v, target) {
@@ -271,6 +272,8 @@ pub struct Harness {
     pub compile: CompileOptions,
     /// Rank → sleep before its first wait.
     pub delay_first_wait: Vec<(u32, Duration)>,
+    /// Bound of every wait (default [`WAIT_TIMEOUT`]).
+    pub wait_timeout: Option<Duration>,
 }
 
 /// Compile every rank's kernel and run `launches` launches (epochs 0..) on threads over `mem`.
@@ -346,6 +349,7 @@ pub fn run_jit(
                             error: None,
                             staged: 0,
                             delay_first_wait: delay,
+                            wait_timeout: h.wait_timeout.unwrap_or(WAIT_TIMEOUT),
                         };
                         let mut args = KernelArgs {
                             ctx: &mut rc as *mut RankCtx as *mut c_void,
