@@ -98,12 +98,12 @@ impl HostTarget {
         let on = self
             .features
             .split(',')
-            .filter_map(|f| match f {
+            .rev()
+            .find_map(|f| match f {
                 "+f16c" => Some(true),
                 "-f16c" => Some(false),
                 _ => None,
             })
-            .last()
             .unwrap_or(false);
         if on {
             F16Lowering::Native

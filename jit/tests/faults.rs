@@ -38,8 +38,8 @@ fn a_dropped_wait_is_caught() {
     let wait = p.ranks[0]
         .steps
         .iter()
-        .filter(|s| matches!(s.op, Op::Wait { .. }))
-        .last()
+        .rev()
+        .find(|s| matches!(s.op, Op::Wait { .. }))
         .expect("rank 0 waits for the puts")
         .id;
     let sizes = sizes_for(&p, 1000, 0);

@@ -259,8 +259,8 @@ fn try_merge(
             }
         }
     }
-    for r in t0 + 1..passes.len() {
-        if !targets.contains(&r) && !independent(acc, &passes[r].acc) {
+    for (r, pass) in passes.iter().enumerate().skip(t0 + 1) {
+        if !targets.contains(&r) && !independent(acc, &pass.acc) {
             return false;
         }
     }

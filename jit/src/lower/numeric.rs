@@ -504,7 +504,7 @@ impl<'a, 'ctx> Numeric<'a, 'ctx> {
     }
 
     /// An f32 rounded into `d`, as the interpreter's `f32::store`.
-    pub fn from_f32(
+    pub fn round_f32(
         &self,
         b: &Builder<'ctx>,
         x: FloatValue<'ctx>,
@@ -537,7 +537,7 @@ impl<'a, 'ctx> Numeric<'a, 'ctx> {
     }
 
     /// An f64 rounded once into `d`, as `f64::store`.
-    pub fn from_f64(
+    pub fn round_f64(
         &self,
         b: &Builder<'ctx>,
         x: FloatValue<'ctx>,
@@ -550,7 +550,7 @@ impl<'a, 'ctx> Numeric<'a, 'ctx> {
                 let f = self
                     .call(b, self.f64_to_f32_odd()?, x.into())?
                     .into_float_value();
-                self.from_f32(b, f, d)?
+                self.round_f32(b, f, d)?
             }
             DType::F8E4M3 | DType::F8E5M2 => self.call(b, self.fp8_encode_f64(d)?, x.into())?,
             DType::I32 | DType::I64 | DType::U8 => storage(self.t, d).const_zero(),
@@ -570,14 +570,14 @@ impl<'a, 'ctx> Numeric<'a, 'ctx> {
         }
         if from == DType::F64 || to == DType::F64 {
             let x = self.to_f64(b, v, from)?;
-            return self.from_f64(b, x, to);
+            return self.round_f64(b, x, to);
         }
         if !from.is_float() || !to.is_float() {
             // Integers travel as themselves; `ElemTypes::new` refuses every other mix.
             return Ok(storage(self.t, to).const_zero());
         }
         let x = self.to_f32(b, v, from)?;
-        self.from_f32(b, x, to)
+        self.round_f32(b, x, to)
     }
 
     /// An operand loaded into the accumulator `acc` (`Accum::load`).
@@ -605,8 +605,8 @@ impl<'a, 'ctx> Numeric<'a, 'ctx> {
         d: DType,
     ) -> R<BasicValueEnum<'ctx>> {
         Ok(match acc {
-            DType::F32 => self.from_f32(b, a.into_float_value(), d)?,
-            DType::F64 => self.from_f64(b, a.into_float_value(), d)?,
+            DType::F32 => self.round_f32(b, a.into_float_value(), d)?,
+            DType::F64 => self.round_f64(b, a.into_float_value(), d)?,
             _ => a,
         })
     }

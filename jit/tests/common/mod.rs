@@ -36,6 +36,9 @@ pub fn plan(name: &str, p: u32) -> Plan {
     .plan
 }
 
+/// Host collective contributions by (epoch, ordinal, members), one slot per member.
+type HostDeposits = std::collections::HashMap<(u64, u32, Vec<u32>), Vec<Option<Vec<u8>>>>;
+
 /// Shared state of one launch across the rank threads.
 struct World<'a> {
     plan: &'a Plan,
@@ -43,7 +46,7 @@ struct World<'a> {
     op: ReduceOp,
     bases: Vec<Vec<(usize, usize)>>,
     signals: &'a [Vec<AtomicU64>],
-    host: Mutex<std::collections::HashMap<(u64, u32, Vec<u32>), Vec<Option<Vec<u8>>>>>,
+    host: Mutex<HostDeposits>,
     host_cv: Condvar,
 }
 
@@ -413,7 +416,7 @@ impl Rng {
     /// a subnormal of the type.
     pub fn value(&mut self, d: DType, special: bool) -> Vec<u8> {
         let r = self.next();
-        if d.is_float() && special && r % 8 == 0 {
+        if d.is_float() && special && r.is_multiple_of(8) {
             let x = match (r >> 3) % 5 {
                 0 => f64::NAN,
                 1 => f64::INFINITY,
