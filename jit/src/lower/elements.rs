@@ -163,7 +163,12 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
     // and are scalar loops: they are short except for the rare sizes that leave a rank's chunk
     // short or empty.
     let mut min = n0;
+    let mut seen = vec![n0];
     for (_, _, n) in &per_step[1..] {
+        if seen.contains(n) {
+            continue;
+        }
+        seen.push(*n);
         let lt = cg.b.build_int_compare(IntPredicate::ULT, *n, min, "")?;
         min = cg.b.build_select(lt, *n, min, "")?.into_int_value();
     }

@@ -40,6 +40,8 @@ pub(crate) struct Extents<'ctx> {
     /// Per matmul step index: m, k, n.
     dims: HashMap<usize, [IntValue<'ctx>; 3]>,
     totals: HashMap<u32, IntValue<'ctx>>,
+    /// Loaded entries of the count matrix, by index.
+    count_loads: HashMap<u64, IntValue<'ctx>>,
     checked_fits: std::cell::RefCell<std::collections::HashSet<(IntValue<'ctx>, IntValue<'ctx>)>>,
 }
 
@@ -207,6 +209,20 @@ impl<'ctx> Extents<'ctx> {
         intrinsic: &str,
         fold: fn(u64, u64) -> Option<u64>,
     ) -> R<IntValue<'ctx>> {
+        let (ca, cb) = (
+            a.get_zero_extended_constant(),
+            b.get_zero_extended_constant(),
+        );
+        // Identities that cannot overflow: x + 0, x · 1, x · 0.
+        let is_add = intrinsic.contains("add");
+        match (ca, cb, is_add) {
+            (Some(0), _, true) => return Ok(b),
+            (_, Some(0), true) => return Ok(a),
+            (Some(1), _, false) => return Ok(b),
+            (_, Some(1), false) => return Ok(a),
+            (Some(0), _, false) | (_, Some(0), false) => return Ok(cg.i64c(0)),
+            _ => {}
+        }
         if let (Some(x), Some(y)) = (
             a.get_zero_extended_constant(),
             b.get_zero_extended_constant(),
@@ -368,17 +384,22 @@ impl<'ctx> Extents<'ctx> {
             Extent::Counts { matrix } => {
                 let send = *matrix == CountsMatrix::Send;
                 let p = plan.group_size as u64;
-                let at = |j: u32| -> R<IntValue<'ctx>> {
-                    let idx = if send {
-                        rank as u64 * p + j as u64
-                    } else {
-                        j as u64 * p + rank as u64
-                    };
+                let mut loads = std::mem::take(&mut self.count_loads);
+                let mut at = |j: u32| -> R<IntValue<'ctx>> {
+                    let (s, r) = if send { (rank, j) } else { (j, rank) };
+                    let idx = s as u64 * p + r as u64;
+                    if let Some(v) = loads.get(&idx) {
+                        return Ok(*v);
+                    }
                     // SAFETY (of the generated code): `counts` holds P × P values (checked non-null).
                     let ptr = unsafe {
                         cg.b.build_in_bounds_gep(cg.t.i64, cg.counts, &[cg.i64c(idx)], "")?
                     };
-                    Ok(cg.b.build_load(cg.t.i64, ptr, "")?.into_int_value())
+                    let v =
+                        cg.b.build_load(cg.t.i64, ptr, &format!("counts.{s}.{r}"))?
+                            .into_int_value();
+                    loads.insert(idx, v);
+                    Ok(v)
                 };
                 let mut pre = self
                     .prefix
@@ -390,8 +411,10 @@ impl<'ctx> Extents<'ctx> {
                     pre.push(next);
                 }
                 let off = pre[i as usize];
+                let len = at(i)?;
                 self.prefix.insert((send, rank), pre);
-                Ok(Span { off, len: at(i)? })
+                self.count_loads = loads;
+                Ok(Span { off, len })
             }
         }
     }

@@ -161,6 +161,13 @@ pub(crate) struct Cg<'ctx, 'p> {
     pub epoch: IntValue<'ctx>,
     pub intr: Intrinsics<'ctx>,
     pending: std::cell::RefCell<Option<Pending<'ctx>>>,
+    /// Addresses the `region` intrinsic returned, by (rank, region, count).
+    regions: std::cell::RefCell<
+        std::collections::HashMap<
+            (Rank, symsched_plan::Region, IntValue<'ctx>),
+            PointerValue<'ctx>,
+        >,
+    >,
     /// Element-loop functions by shape ([`elements`]).
     pub helpers: std::cell::RefCell<std::collections::HashMap<String, FunctionValue<'ctx>>>,
 }
@@ -512,6 +519,7 @@ pub fn lower<'ctx>(
         epoch,
         intr,
         pending: Default::default(),
+        regions: Default::default(),
         helpers: Default::default(),
     };
     let mut ext = extents::Extents::default();

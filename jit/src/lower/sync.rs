@@ -21,18 +21,24 @@ impl<'ctx> Cg<'ctx, '_> {
         n: IntValue<'ctx>,
         step: u32,
     ) -> R<PointerValue<'ctx>> {
+        // The kernel is straight-line between its checks, so an address taken earlier (for the
+        // same count) dominates every later use: ask the runtime once.
+        if let Some(p) = self.regions.borrow().get(&(rank, *r, n)) {
+            return Ok(*p);
+        }
         let plan = self.plan();
         let decl = &plan.buffers[r.buffer as usize];
         let size = self.spec.types.of(decl.elem).size();
         let span = ext.span(rank, r, plan);
         let off = self.mul_k(span.off, size)?;
         let len = self.mul_k(n, size)?;
-        let mut name = format!("{}.{}", decl.name, r.first);
+        let mut name = format!("{}[{}", decl.name, r.first);
         if r.count != 1 {
             name.push_str(&format!("+{}", r.count));
         }
+        name.push(']');
         if rank != self.me() {
-            name.push_str(&format!(".at{rank}"));
+            name.push_str(&format!("@{rank}"));
         }
         let p = self
             .call(
@@ -55,6 +61,7 @@ impl<'ctx> Cg<'ctx, '_> {
             self.i64c(0),
             self.i64c(0),
         )?;
+        self.regions.borrow_mut().insert((rank, *r, n), p);
         Ok(p)
     }
 
