@@ -160,8 +160,7 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
     // Element `i` of a place is touched either only by the fused loop (i < min) or only by the
     // tails, and the tails touch it in program order, so every location still sees the
     // steps' accesses in program order. The tails store every write (nothing is dead there)
-    // and are scalar loops: they are short except for the rare sizes that leave a rank's chunk
-    // short or empty.
+    // and are unoptimised scalar loops (see `loop_fn`).
     let mut min = n0;
     let mut seen = vec![n0];
     for (_, _, n) in &per_step[1..] {
@@ -254,9 +253,12 @@ fn loop_fn<'ctx>(cg: &Cg<'ctx, '_>, shape: &Shape) -> R<FunctionValue<'ctx>> {
     };
     f.add_attribute(AttributeLoc::Function, attr("nounwind"));
     if shape.tail {
-        // Scalar and small: neither vectorised nor unrolled.
-        f.add_attribute(AttributeLoc::Function, attr("minsize"));
-        f.add_attribute(AttributeLoc::Function, attr("optsize"));
+        // Left unoptimised (the code generator's fast path): a tail is the part of a step
+        // beyond the shortest count of its pass, which the standard schedules make empty or
+        // garbage transport (the wire schedule's puts of a short chunk's full slot); optimising
+        // the tails was 30 % of compiling the wire two-shot at P = 8.
+        f.add_attribute(AttributeLoc::Function, attr("optnone"));
+        f.add_attribute(AttributeLoc::Function, attr("noinline"));
     }
     let start = if shape.tail {
         let s = f.get_nth_param(0).expect("start").into_int_value();
