@@ -76,6 +76,22 @@ fn every_schedule_at_p4_f32_sum() {
 }
 
 #[test]
+fn every_schedule_at_p8_f32_sum_and_bf16_over_e4m3_max() {
+    let c = cache();
+    for name in names() {
+        let p = instance(&name, 8).unwrap_or_else(|| panic!("{name} has a P = 8 instance"));
+        check(&c, &p, types(DType::F32, None), ReduceOp::Sum, &[13, 4099]);
+        check(
+            &c,
+            &p,
+            types(DType::Bf16, Some(DType::F8E4M3)),
+            ReduceOp::Max,
+            &[16, 333],
+        );
+    }
+}
+
+#[test]
 fn every_schedule_at_p1_to_p3() {
     let c = cache();
     let mut ran = 0;
