@@ -38,7 +38,10 @@ pub(crate) struct Extents<'ctx> {
     /// Per step index: elements it moves.
     moved: HashMap<usize, IntValue<'ctx>>,
     /// Per matmul step index: m, k, n.
-    dims: HashMap<usize, [IntValue<'ctx>; 3]>,
+    /// Per matmul step: m, k, n and the element counts of c, a, b (m·n, m·k, k·n).
+    dims: HashMap<usize, [IntValue<'ctx>; 6]>,
+    /// Products of size variables, computed once.
+    products: HashMap<(IntValue<'ctx>, IntValue<'ctx>), IntValue<'ctx>>,
     totals: HashMap<u32, IntValue<'ctx>>,
     /// Loaded entries of the count matrix, by index.
     count_loads: HashMap<u64, IntValue<'ctx>>,
@@ -60,7 +63,7 @@ impl<'ctx> Extents<'ctx> {
         self.moved[&i]
     }
 
-    pub fn dims(&self, i: usize) -> [IntValue<'ctx>; 3] {
+    pub fn dims(&self, i: usize) -> [IntValue<'ctx>; 6] {
         self.dims[&i]
     }
 
@@ -135,11 +138,20 @@ impl<'ctx> Extents<'ctx> {
                     let cl = self.region(cg, me, c, id)?.len;
                     let al = self.region(cg, me, a, id)?.len;
                     let bl = self.region(cg, me, b, id)?.len;
-                    let mul = |x, y| cg.b.build_int_mul(x, y, "");
-                    self.fits(cg, mul(m, n)?, cl, id)?;
-                    self.fits(cg, mul(m, k)?, al, id)?;
-                    self.fits(cg, mul(k, n)?, bl, id)?;
-                    self.dims.insert(i, [m, k, n]);
+                    // Unchecked, as the interpreter's `m * n`.
+                    let mut mul = |x: IntValue<'ctx>, y: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+                        if let Some(v) = self.products.get(&(x, y)) {
+                            return Ok(*v);
+                        }
+                        let v = cg.b.build_int_mul(x, y, "")?;
+                        self.products.insert((x, y), v);
+                        Ok(v)
+                    };
+                    let (mn, mk, kn) = (mul(m, n)?, mul(m, k)?, mul(k, n)?);
+                    self.fits(cg, mn, cl, id)?;
+                    self.fits(cg, mk, al, id)?;
+                    self.fits(cg, kn, bl, id)?;
+                    self.dims.insert(i, [m, k, n, mn, mk, kn]);
                 }
                 Op::HostColl { region, .. } => {
                     let n = self.region(cg, me, region, id)?.len;

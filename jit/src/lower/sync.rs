@@ -144,11 +144,8 @@ pub(crate) fn matmul<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, step: &Step) 
         .iter()
         .position(|s| s.id == step.id)
         .expect("the step is the rank's");
-    let [m, k, n] = ext.dims(i);
+    let [m, k, n, mn, mk, kn] = ext.dims(i);
     let me = cg.me();
-    let mn = cg.b.build_int_mul(m, n, "")?;
-    let mk = cg.b.build_int_mul(m, k, "")?;
-    let kn = cg.b.build_int_mul(k, n, "")?;
     let cp = cg.region_ptr(ext, me, c, mn, step.id)?;
     let ap = cg.region_ptr(ext, me, a, mk, step.id)?;
     let bp = cg.region_ptr(ext, me, b, kn, step.id)?;
