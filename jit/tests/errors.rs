@@ -207,6 +207,48 @@ fn a_stuck_wait_times_out_with_its_step() {
 }
 
 #[test]
+fn nothing_is_signalled_after_a_failed_wait() {
+    let wait = Op::Wait {
+        slot: 0,
+        cmp: Cmp::Ge,
+        target: WaitTarget {
+            stride: 1,
+            offset: 1,
+        },
+    };
+    let signal = Op::Signal {
+        update: SignalUpdate {
+            slot: 1,
+            peer: 0,
+            mode: SignalMode::Add,
+            value: 1,
+            stride: 0,
+        },
+    };
+    let p = one_rank(SizeExpr::var("n"), vec![wait, signal], 2);
+    let h = Harness {
+        wait_timeout: Some(Duration::from_millis(50)),
+        ..Default::default()
+    };
+    let sizes = LaunchSizes {
+        vars: [("n".to_string(), 4)].into_iter().collect(),
+        counts: None,
+    };
+    let t = types(DType::F32, None);
+    let mut mem = Memory::new(&p, t, &sizes);
+    let l = Launch {
+        plan: &p,
+        types: t,
+        op: ReduceOp::Sum,
+        sizes: &sizes,
+    };
+    let signals = new_signals(&p);
+    let f = run_jit(&cache(), &h, &l, &mut mem, &signals, 0..1).expect_err("times out");
+    assert_eq!(f[0].status, Status::Intrinsic { step: 0 });
+    assert_eq!(signals[0][1].load(std::sync::atomic::Ordering::Acquire), 0);
+}
+
+#[test]
 fn a_counts_plan_without_counts_is_refused() {
     let p = std_plan("alltoallv_push", 2);
     let sizes = sizes_for(&p, 4, 1);

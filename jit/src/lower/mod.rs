@@ -529,8 +529,9 @@ pub fn lower<'ctx>(
     let mut host_ordinal = 0u32;
     let steps = &plan.ranks[spec.rank as usize].steps;
     for action in &actions {
-        // Signals may go out before an earlier signal's status is looked at; everything else
-        // needs every earlier step to have succeeded.
+        // Only signal statuses are ever pending here (every other action flushes after
+        // itself): consecutive signals go out before their statuses are looked at; everything
+        // else needs every earlier step to have succeeded.
         if !matches!(action, Action::Signal(_) | Action::PutSignals(_)) {
             cg.flush()?;
         }
@@ -553,6 +554,14 @@ pub fn lower<'ctx>(
                     sync::put_signal(&cg, &steps[*i])?;
                 }
             }
+        }
+        // A failed wait, matmul or host collective must stop the kernel before it tells a
+        // peer anything more.
+        if matches!(
+            action,
+            Action::Wait(_) | Action::Matmul(_) | Action::HostColl(_)
+        ) {
+            cg.flush()?;
         }
     }
     // avg = sum, then one division by P over every written role.
