@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 ensure_rust
+ensure_llvm
 
 echo "== build"
 cargo build --release -p symsched-cli

@@ -35,3 +35,9 @@ ensure_rust() {
         fi
     fi
 }
+
+# LLVM 19 for the host kernels' back end (jit/, inkwell): Debian 12's llvm-19-dev brings
+# llvm-config-19 (which llvm-sys finds on PATH) and libLLVM-19.so (linked dynamically).
+ensure_llvm() {
+    ensure_apt llvm-19-dev
+}

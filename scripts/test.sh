@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 ensure_rust
+ensure_llvm
 # g++ compiles the generated Ascend C kernels against the host simulation (kernels/ tests).
 command -v g++ >/dev/null 2>&1 || ensure_apt g++
 rustup component add rustfmt clippy >/dev/null 2>&1 || true

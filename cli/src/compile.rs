@@ -1,4 +1,4 @@
-//! `symsched compile FILE --ranks P --emit plan|ir|dot [-o PATH] [--schedule NAME]
+//! `symsched compile FILE --ranks P --emit plan|ir|dot|llvm|ascendc [-o PATH] [--schedule NAME]
 //! [--param k=v]... [--no-opt]`: compile one schedule for one group size.
 
 use crate::common::{
@@ -21,6 +21,9 @@ pub enum Emit {
     Dot,
     /// Ascend C kernel, step table, launch stub and C header into the directory `-o DIR`.
     Ascendc,
+    /// LLVM IR of the host kernels, one module per rank (types from --dtype, --wire, --op;
+    /// see docs/llvm.md).
+    Llvm,
 }
 
 /// Compile one schedule for one group size to a plan, IR text or DOT.
@@ -36,6 +39,19 @@ pub struct Args {
     output: Option<PathBuf>,
     #[command(flatten)]
     ascendc: crate::ascendc::AscendcArgs,
+    #[command(flatten)]
+    llvm: LlvmArgs,
+}
+
+/// Choices of `--emit llvm` (its types are the Ascend C flags: --dtype, --wire, --op).
+#[derive(clap::Args)]
+pub struct LlvmArgs {
+    /// Only this rank's kernel (`--emit llvm`; default: every rank).
+    #[arg(long)]
+    rank: Option<u32>,
+    /// The IR after optimisation for this machine's CPU (`--emit llvm`; default: as lowered).
+    #[arg(long)]
+    optimized: bool,
 }
 
 /// Which schedule to compile, for which group size and parameters (shared with `graph`).
@@ -97,6 +113,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         Emit::Ir => emit_ir(&compiled.program),
         Emit::Dot => emit_dot(&compiled.program),
+        Emit::Llvm => emit_llvm(&compiled.plan, &args.ascendc, &args.llvm)?,
         Emit::Ascendc => {
             for path in crate::ascendc::emit(&compiled.plan, &args.ascendc, args.output.as_deref())?
             {
@@ -107,4 +124,83 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     write_output(args.output.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The LLVM IR of the plan's host kernels (symsched-jit), rank by rank.
+fn emit_llvm(
+    plan: &symsched_plan::Plan,
+    kernel: &crate::ascendc::AscendcArgs,
+    llvm: &LlvmArgs,
+) -> Result<String> {
+    use symsched_jit::compile::{optimized_ir, CompileOptions, HostTarget};
+    use symsched_jit::{emit_llvm, DType, ElemTypes, KernelSpec, LowerOptions, ReduceOp};
+    let data = DType::parse(kernel.dtype.name())?;
+    let wire = kernel.wire.map(|w| DType::parse(w.name())).transpose()?;
+    let types = ElemTypes::new(data, wire)?;
+    let op = ReduceOp::parse(kernel.op.name())?;
+    let ranks: Vec<u32> = match llvm.rank {
+        Some(r) if r >= plan.group_size => {
+            anyhow::bail!("--rank {r} is outside the group of {}", plan.group_size)
+        }
+        Some(r) => vec![r],
+        None => (0..plan.group_size).collect(),
+    };
+    let opts = CompileOptions::default();
+    let target = HostTarget::of(&opts)?;
+    let lower = LowerOptions {
+        f16: target.f16(),
+        ..LowerOptions::default()
+    };
+    let mut out = String::new();
+    for rank in ranks {
+        let spec = KernelSpec {
+            plan,
+            rank,
+            types,
+            op,
+        };
+        out.push_str(&format!("; ==== rank {rank}\n"));
+        out.push_str(&if llvm.optimized {
+            optimized_ir(&spec, &opts, &target)?
+        } else {
+            emit_llvm(&spec, &lower)?
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use symsched_compiler::pipeline::{example_params, standard_library};
+
+    fn args(rank: Option<u32>, optimized: bool) -> (crate::ascendc::AscendcArgs, LlvmArgs) {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            a: crate::ascendc::AscendcArgs,
+        }
+        let f = Flags::parse_from(["x", "--dtype", "bf16", "--wire", "e4m3", "--op", "max"]);
+        (f.a, LlvmArgs { rank, optimized })
+    }
+
+    #[test]
+    fn llvm_ir_names_every_rank_or_the_one_asked_for() {
+        let lib = standard_library();
+        let name = "allreduce_two_shot_wire";
+        let c = compile(&lib, name, 3, &example_params(name), &CompileOptions::default())
+            .expect("compiles");
+        let (k, l) = args(None, false);
+        let all = emit_llvm(&c.plan, &k, &l).expect("lowers");
+        for r in 0..3 {
+            assert!(all.contains(&format!("define i32 @{name}.r{r}.bf16.e4m3.max(")));
+        }
+        assert!(all.contains("@symsched.e4m3.encode"));
+        let (k, l) = args(Some(2), true);
+        let one = emit_llvm(&c.plan, &k, &l).expect("optimises");
+        assert!(one.contains("; ==== rank 2") && !one.contains("; ==== rank 0"));
+        let (k, l) = args(Some(3), false);
+        assert!(emit_llvm(&c.plan, &k, &l).is_err());
+    }
 }

@@ -1,0 +1,45 @@
+//! Errors of the lowering, the compilation and the kernel cache.
+
+/// Everything that can go wrong between a plan and a callable kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum JitError {
+    #[error("unknown {what} `{name}`")]
+    UnknownName { what: &'static str, name: String },
+    #[error("dtype mismatch: {0}")]
+    Types(String),
+    #[error("rank {rank} is outside the plan's group of {size}")]
+    Rank { rank: u32, size: u32 },
+    #[error("plan is inconsistent: {0}")]
+    Plan(#[from] symsched_plan::PlanError),
+    #[error("size variable `{0}` is used by an extent but not declared in the plan's size_vars")]
+    UnknownSizeVar(String),
+    #[error("step {step} needs size variable `{var}`, which the plan does not declare")]
+    MissingDim { step: u32, var: &'static str },
+    #[error("LLVM: {0}")]
+    Llvm(String),
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl JitError {
+    pub(crate) fn llvm(what: impl std::fmt::Display) -> JitError {
+        JitError::Llvm(what.to_string())
+    }
+
+    pub(crate) fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> JitError {
+        JitError::Io {
+            path: path.as_ref().display().to_string(),
+            source,
+        }
+    }
+}
+
+impl From<inkwell::builder::BuilderError> for JitError {
+    fn from(e: inkwell::builder::BuilderError) -> Self {
+        JitError::llvm(e)
+    }
+}

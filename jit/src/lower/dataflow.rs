@@ -1,0 +1,199 @@
+//! What a step reads and writes, on which rank, and how long the data it moves is.
+//!
+//! A private helper of the lowering: "which regions does a step read and write" is being moved
+//! into `plan/` as one shared definition; when it lands this module keeps only what is specific
+//! to the back end (length keys).
+
+use symsched_plan::{
+    BufferRole, CountsMatrix, Extent, Op, Plan, Rank, Region, SignalMode, SizeExpr, Step,
+};
+
+/// One access of a step: a region on a rank, read or written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Access {
+    pub rank: Rank,
+    pub region: Region,
+    pub write: bool,
+}
+
+impl Access {
+    fn read(rank: Rank, region: Region) -> Access {
+        Access {
+            rank,
+            region,
+            write: false,
+        }
+    }
+
+    fn write(rank: Rank, region: Region) -> Access {
+        Access {
+            rank,
+            region,
+            write: true,
+        }
+    }
+
+    /// The same memory: rank, buffer and chunk range (under equal moved lengths, the same
+    /// elements).
+    pub fn same_place(&self, o: &Access) -> bool {
+        self.rank == o.rank && self.region == o.region
+    }
+
+    /// Whether the chunk ranges share a chunk on the same rank's copy of the same buffer. Chunks
+    /// are laid out in order without overlap, so disjoint chunk ranges are disjoint memory.
+    pub fn overlaps(&self, o: &Access) -> bool {
+        let (a, b) = (&self.region, &o.region);
+        self.rank == o.rank
+            && a.buffer == b.buffer
+            && a.count > 0
+            && b.count > 0
+            && a.first < b.first + b.count
+            && b.first < a.first + a.count
+    }
+
+    /// A read/write or write/write pair on overlapping memory.
+    pub fn conflicts(&self, o: &Access) -> bool {
+        (self.write || o.write) && self.overlaps(o)
+    }
+}
+
+/// The regions `op` reads and writes when rank `me` runs it, reads first, in the order the
+/// interpreter addresses them.
+pub(crate) fn accesses(op: &Op, me: Rank) -> Vec<Access> {
+    match op {
+        Op::Put { src, dst, peer, .. } => vec![Access::read(me, *src), Access::write(*peer, *dst)],
+        Op::Get { src, dst, peer } => vec![Access::read(*peer, *src), Access::write(me, *dst)],
+        Op::Copy { src, dst } | Op::Cast { src, dst } => {
+            vec![Access::read(me, *src), Access::write(me, *dst)]
+        }
+        Op::Reduce { dst, srcs } => {
+            let mut v: Vec<Access> = srcs.iter().map(|s| Access::read(me, *s)).collect();
+            v.push(Access::write(me, *dst));
+            v
+        }
+        Op::Matmul { c, a, b } => vec![
+            Access::read(me, *a),
+            Access::read(me, *b),
+            Access::write(me, *c),
+        ],
+        Op::HostColl { region, .. } => vec![Access::read(me, *region), Access::write(me, *region)],
+        Op::Signal { .. } | Op::Wait { .. } => Vec::new(),
+    }
+}
+
+/// Whether a step is an element-wise move or fold (element `i` of every region it touches
+/// corresponds to element `i` of the others): the steps passes are made of.
+pub(crate) fn is_elementwise(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Put { .. } | Op::Get { .. } | Op::Copy { .. } | Op::Cast { .. } | Op::Reduce { .. }
+    )
+}
+
+/// The region whose length a data step moves, and the rank it is measured on: the source of a
+/// put, get, copy or cast, the destination of a reduce.
+pub(crate) fn data_region(op: &Op, me: Rank) -> Option<(Rank, Region)> {
+    match op {
+        Op::Put { src, .. } | Op::Copy { src, .. } | Op::Cast { src, .. } => Some((me, *src)),
+        Op::Get { src, peer, .. } => Some((*peer, *src)),
+        Op::Reduce { dst, .. } => Some((me, *dst)),
+        _ => None,
+    }
+}
+
+/// A symbolic element count: two steps with equal keys move the same number of elements for
+/// every launch size. Steps with different keys may still move the same count at a given size;
+/// a pass that mixes keys checks that at run time.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum LenKey {
+    Zero,
+    Split {
+        total: SizeExpr,
+        chunks: u32,
+        first: u32,
+        count: u32,
+    },
+    Uniform {
+        chunk: SizeExpr,
+        count: u32,
+    },
+    Counts {
+        matrix: CountsMatrix,
+        rank: Rank,
+        first: u32,
+        count: u32,
+    },
+}
+
+pub(crate) fn len_key(plan: &Plan, rank: Rank, r: &Region) -> LenKey {
+    if r.count == 0 {
+        return LenKey::Zero;
+    }
+    let b = &plan.buffers[r.buffer as usize];
+    match &b.extent {
+        Extent::Split { total } => LenKey::Split {
+            total: total.clone(),
+            chunks: b.chunks,
+            first: r.first,
+            count: r.count,
+        },
+        Extent::Uniform { chunk } => LenKey::Uniform {
+            chunk: chunk.clone(),
+            count: r.count,
+        },
+        Extent::Counts { matrix } => LenKey::Counts {
+            matrix: *matrix,
+            rank,
+            first: r.first,
+            count: r.count,
+        },
+    }
+}
+
+/// Buffers some rank puts into or gets from on another rank: their contents are visible beyond
+/// the rank that writes them.
+pub(crate) fn remote_buffers(plan: &Plan) -> Vec<bool> {
+    let mut remote = vec![false; plan.buffers.len()];
+    for prog in &plan.ranks {
+        for s in &prog.steps {
+            let b = match &s.op {
+                Op::Put { dst, peer, .. } if *peer != prog.rank => dst.buffer,
+                Op::Get { src, peer, .. } if *peer != prog.rank => src.buffer,
+                _ => continue,
+            };
+            if let Some(r) = remote.get_mut(b as usize) {
+                *r = true;
+            }
+        }
+    }
+    remote
+}
+
+/// Scratch that only its own rank ever touches: a write to it matters only to later steps of
+/// that rank.
+pub(crate) fn private_scratch(plan: &Plan) -> Vec<bool> {
+    let remote = remote_buffers(plan);
+    plan.buffers
+        .iter()
+        .zip(remote)
+        .map(|(b, r)| b.role == BufferRole::Scratch && !r)
+        .collect()
+}
+
+/// A wait that earlier launches alone satisfy: `>=` against `epoch·stride + 0` on an add slot.
+/// An add counter holds exactly `e·stride` after `e` complete launches and only grows, so the
+/// wait never depends on anything the current launch does (the launch credits are such
+/// waits). Running it earlier cannot deadlock and only adds ordering.
+pub(crate) fn satisfied_by_earlier_launches(plan: &Plan, step: &Step) -> bool {
+    match &step.op {
+        Op::Wait { slot, cmp, target } => {
+            *cmp == symsched_plan::Cmp::Ge
+                && target.offset == 0
+                && plan
+                    .signals
+                    .get(*slot as usize)
+                    .is_some_and(|s| s.mode == SignalMode::Add)
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,462 @@
+//! Fusion analysis: which steps run together as one pass over the data, derived from the
+//! plan's dataflow.
+//!
+//! **Segments.** Waits, standalone signals, matmuls and host collectives are synchronisation
+//! or opaque work; the element-wise steps between two of them (puts, gets, copies, casts,
+//! reduces) form a *segment*. Nothing in a segment waits, and no peer is told anything until
+//! the segment's signals go out, so within a segment only this rank's own dependencies order
+//! its steps: the verifier proved every peer access race-free against them. Waits that
+//! earlier launches alone satisfy (the launch credits, [`satisfied_by_earlier_launches`]) move
+//! to the kernel entry first, which joins the segments they used to separate (the puts of one
+//! source to every peer, each behind its own credit wait).
+//!
+//! **Passes.** Every element-wise step maps element `i` of each region it touches to element
+//! `i` of the others and moves `n` elements. A *pass* runs several such steps as one loop over
+//! `i`, all steps for element `i` in program order before element `i + 1`. That gives every
+//! memory location the same sequence of accesses as running the steps one after the other
+//! exactly when any two accesses of different steps that conflict (overlap, one writes) are of
+//! the *same* place (rank, buffer, chunk range) and the steps move the same `n`: then element
+//! `i` of one is element `i` of the other. Steps join a pass when they read a place the pass
+//! already reads or writes (fusing unrelated streams saves nothing); a step that shares with
+//! several earlier passes merges them. Joining moves a step (or a merged pass) earlier, past the
+//! passes created in between; that is allowed only if it conflicts with none of them. The
+//! element counts are compared symbolically ([`LenKey`]); a pass whose steps have different
+//! keys runs fused only when the counts agree at run time, else step by step.
+//!
+//! **Signals** of fused puts go out after the pass; each one waits for every step before it in
+//! program order (which may sit in a later pass), so nothing a peer may rely on is missing.
+//!
+//! **Dead writes.** A write to scratch that no rank accesses remotely and that no later step of
+//! this rank touches is never read: the fused loop keeps its value in a register for the steps
+//! in the pass and does not store it (a pulled chunk folded straight into its reduce).
+
+use super::dataflow::{
+    accesses, data_region, is_elementwise, len_key, private_scratch, satisfied_by_earlier_launches,
+    Access, LenKey,
+};
+use symsched_plan::{Op, Plan, Rank};
+
+/// Switches of the analysis (both on by default; off to compare, and for tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FusionOptions {
+    /// Form multi-step passes.
+    pub fuse: bool,
+    /// Move waits that earlier launches satisfy to the kernel entry.
+    pub hoist_waits: bool,
+}
+
+impl Default for FusionOptions {
+    fn default() -> Self {
+        FusionOptions {
+            fuse: true,
+            hoist_waits: true,
+        }
+    }
+}
+
+/// What the kernel does, in order. Indices are positions in the rank's step list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    Wait(usize),
+    Signal(usize),
+    Matmul(usize),
+    HostColl(usize),
+    Pass(Pass),
+    /// The signals of these puts (fused into earlier passes), in program order.
+    PutSignals(Vec<usize>),
+}
+
+/// Element-wise steps run as one loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pass {
+    /// Step indices, ascending (the order of the steps inside each element).
+    pub steps: Vec<usize>,
+    /// Written places nobody reads afterwards (not stored by the fused loop).
+    pub dead: Vec<Access>,
+    /// Whether the steps' element counts have different symbolic keys (checked at run time).
+    pub guarded: bool,
+    /// Whether two distinct places the pass touches may overlap (a step whose own regions
+    /// partly overlap); the loop then gets no no-alias guarantees.
+    pub may_alias: bool,
+}
+
+struct Building {
+    steps: Vec<usize>,
+    acc: Vec<(usize, Access)>,
+    keys: Vec<LenKey>,
+}
+
+impl Building {
+    fn shares(&self, reads: &[Access]) -> bool {
+        reads
+            .iter()
+            .any(|r| r.region.count > 0 && self.acc.iter().any(|(_, a)| a.same_place(r)))
+    }
+}
+
+/// Accesses of two groups may run interleaved element by element.
+fn interleavable(a: &[(usize, Access)], b: &[(usize, Access)]) -> bool {
+    a.iter()
+        .all(|(_, x)| b.iter().all(|(_, y)| !x.conflicts(y) || x.same_place(y)))
+}
+
+/// Accesses of two groups may swap order.
+fn independent(a: &[(usize, Access)], b: &[(usize, Access)]) -> bool {
+    a.iter()
+        .all(|(_, x)| b.iter().all(|(_, y)| !x.conflicts(y)))
+}
+
+/// The actions of rank `me`.
+pub(crate) fn schedule(plan: &Plan, me: Rank, opts: FusionOptions) -> Vec<Action> {
+    let steps = &plan.ranks[me as usize].steps;
+    let mut actions = Vec::new();
+    let hoisted: Vec<bool> = steps
+        .iter()
+        .map(|s| opts.hoist_waits && satisfied_by_earlier_launches(plan, s))
+        .collect();
+    for (i, h) in hoisted.iter().enumerate() {
+        if *h {
+            actions.push(Action::Wait(i));
+        }
+    }
+    let private = private_scratch(plan);
+    let mut segment: Vec<usize> = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        if hoisted[i] {
+            continue;
+        }
+        if is_elementwise(&step.op) {
+            segment.push(i);
+            continue;
+        }
+        flush(plan, me, opts, &private, &mut segment, &mut actions);
+        actions.push(match &step.op {
+            Op::Wait { .. } => Action::Wait(i),
+            Op::Signal { .. } => Action::Signal(i),
+            Op::Matmul { .. } => Action::Matmul(i),
+            Op::HostColl { .. } => Action::HostColl(i),
+            _ => unreachable!("element-wise steps are collected above"),
+        });
+    }
+    flush(plan, me, opts, &private, &mut segment, &mut actions);
+    actions
+}
+
+fn flush(
+    plan: &Plan,
+    me: Rank,
+    opts: FusionOptions,
+    private: &[bool],
+    segment: &mut Vec<usize>,
+    actions: &mut Vec<Action>,
+) {
+    if segment.is_empty() {
+        return;
+    }
+    let steps = &plan.ranks[me as usize].steps;
+    let mut passes: Vec<Building> = Vec::new();
+    for &s in segment.iter() {
+        let op = &steps[s].op;
+        let acc: Vec<(usize, Access)> = accesses(op, me).into_iter().map(|a| (s, a)).collect();
+        let key = data_region(op, me)
+            .map(|(r, reg)| len_key(plan, r, &reg))
+            .unwrap_or(LenKey::Zero);
+        let reads: Vec<Access> = acc
+            .iter()
+            .filter(|(_, a)| !a.write)
+            .map(|(_, a)| *a)
+            .collect();
+        let sharing: Vec<usize> = if opts.fuse {
+            (0..passes.len())
+                .filter(|&q| passes[q].shares(&reads))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let joined = !sharing.is_empty()
+            && (try_merge(&mut passes, &sharing, s, &acc, &key)
+                || try_merge(&mut passes, &sharing[sharing.len() - 1..], s, &acc, &key));
+        if !joined {
+            passes.push(Building {
+                steps: vec![s],
+                acc,
+                keys: vec![key],
+            });
+        }
+    }
+    // Where each step ended up, to place the put signals.
+    let mut pass_of = std::collections::HashMap::new();
+    for (pi, p) in passes.iter().enumerate() {
+        for s in &p.steps {
+            pass_of.insert(*s, pi);
+        }
+    }
+    let mut signals_after: Vec<Vec<usize>> = vec![Vec::new(); passes.len()];
+    let mut latest = 0usize;
+    for &s in segment.iter() {
+        latest = latest.max(pass_of[&s]);
+        if matches!(
+            steps[s].op,
+            Op::Put {
+                signal: Some(_),
+                ..
+            }
+        ) {
+            signals_after[latest].push(s);
+        }
+    }
+    for (pi, mut p) in passes.into_iter().enumerate() {
+        p.steps.sort_unstable();
+        let first = p.steps[0];
+        let dead = dead_writes(plan, me, private, &p, first);
+        let may_alias = p.steps.iter().any(|&s| {
+            let a = accesses(&steps[s].op, me);
+            a.iter().enumerate().any(|(i, x)| {
+                a[i + 1..]
+                    .iter()
+                    .any(|y| x.conflicts(y) && !x.same_place(y))
+            })
+        });
+        let guarded = p.keys.iter().any(|k| *k != p.keys[0]);
+        actions.push(Action::Pass(Pass {
+            steps: p.steps,
+            dead,
+            guarded,
+            may_alias,
+        }));
+        let sig = std::mem::take(&mut signals_after[pi]);
+        if !sig.is_empty() {
+            actions.push(Action::PutSignals(sig));
+        }
+    }
+    segment.clear();
+}
+
+/// Merge the passes `targets` (ascending) and step `s` into `targets[0]`, if the result may run
+/// element by element and everything it moves earlier is independent of what it moves past.
+fn try_merge(
+    passes: &mut Vec<Building>,
+    targets: &[usize],
+    s: usize,
+    acc: &[(usize, Access)],
+    key: &LenKey,
+) -> bool {
+    let t0 = targets[0];
+    let mut groups: Vec<&[(usize, Access)]> = targets.iter().map(|&t| &passes[t].acc[..]).collect();
+    groups.push(acc);
+    for i in 0..groups.len() {
+        for j in i + 1..groups.len() {
+            if !interleavable(groups[i], groups[j]) {
+                return false;
+            }
+        }
+    }
+    // Passes not merged that the merged parts move past.
+    for &t in targets.iter().skip(1) {
+        for r in t0 + 1..t {
+            if !targets.contains(&r) && !independent(&passes[t].acc, &passes[r].acc) {
+                return false;
+            }
+        }
+    }
+    for (r, pass) in passes.iter().enumerate().skip(t0 + 1) {
+        if !targets.contains(&r) && !independent(acc, &pass.acc) {
+            return false;
+        }
+    }
+    for &t in targets.iter().skip(1).rev() {
+        let p = passes.remove(t);
+        let target = &mut passes[t0];
+        target.steps.extend(p.steps);
+        target.acc.extend(p.acc);
+        target.keys.extend(p.keys);
+    }
+    let target = &mut passes[t0];
+    target.steps.push(s);
+    target.acc.extend_from_slice(acc);
+    target.keys.push(key.clone());
+    true
+}
+
+/// Places the pass writes that nothing reads later: private scratch on this rank that no step
+/// outside the pass touches after the pass's first step (steps before it run before the pass).
+fn dead_writes(plan: &Plan, me: Rank, private: &[bool], p: &Building, first: usize) -> Vec<Access> {
+    let steps = &plan.ranks[me as usize].steps;
+    let mut dead: Vec<Access> = Vec::new();
+    for (_, w) in p.acc.iter().filter(|(_, a)| a.write) {
+        if w.rank != me || !private[w.region.buffer as usize] || dead.contains(w) {
+            continue;
+        }
+        let touched_later = steps.iter().enumerate().any(|(i, st)| {
+            i > first && !p.steps.contains(&i) && accesses(&st.op, me).iter().any(|a| a.overlaps(w))
+        });
+        if !touched_later {
+            dead.push(*w);
+        }
+    }
+    dead
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
+
+    fn plan(name: &str, p: u32) -> Plan {
+        let lib = standard_library();
+        compile(
+            &lib,
+            name,
+            p,
+            &example_params(name),
+            &CompileOptions::default(),
+        )
+        .unwrap_or_else(|d| panic!("{name}: {d:?}"))
+        .plan
+    }
+
+    fn passes(actions: &[Action]) -> Vec<Vec<usize>> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Pass(p) => Some(p.steps.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn pass_with(actions: &[Action], step: usize) -> Pass {
+        actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Pass(p) if p.steps.contains(&step) => Some(p.clone()),
+                _ => None,
+            })
+            .expect("step is in a pass")
+    }
+
+    #[test]
+    fn credit_waits_move_to_entry_and_one_source_feeds_every_peer() {
+        // allgather_push rank 1: copy in[0] -> out[1], then a credit wait before each put.
+        let p = plan("allgather_push", 4);
+        let a = schedule(&p, 1, FusionOptions::default());
+        assert_eq!(a[..3], [Action::Wait(1), Action::Wait(3), Action::Wait(5)]);
+        assert_eq!(passes(&a), vec![vec![0, 2, 4, 6]]);
+        assert!(matches!(&a[4], Action::PutSignals(s) if *s == vec![2, 4, 6]));
+        assert_eq!(a[5], Action::Wait(7));
+        // Without hoisting, each credit wait ends the segment.
+        let a = schedule(
+            &p,
+            1,
+            FusionOptions {
+                fuse: true,
+                hoist_waits: false,
+            },
+        );
+        assert_eq!(passes(&a), vec![vec![0], vec![2], vec![4], vec![6]]);
+    }
+
+    #[test]
+    fn pulls_fold_into_their_reduce_and_its_pushes_follow() {
+        // allreduce_two_shot_pull rank 1: gets into land[2], land[3], land[0]; x[1] = reduce;
+        // puts x[1] to every peer. One pass; the landing slots are never stored.
+        let p = plan("allreduce_two_shot_pull", 4);
+        let a = schedule(&p, 1, FusionOptions::default());
+        let pass = pass_with(&a, 10);
+        assert_eq!(pass.steps, vec![7, 8, 9, 10, 11, 12, 13]);
+        assert!(!pass.guarded && !pass.may_alias);
+        let land = p.buffers.iter().position(|b| b.name == "land").unwrap() as u32;
+        assert_eq!(pass.dead.len(), 3);
+        assert!(pass
+            .dead
+            .iter()
+            .all(|d| d.region.buffer == land && d.rank == 1));
+    }
+
+    #[test]
+    fn wire_reduce_casts_pushes_and_decodes_in_one_guarded_pass() {
+        // allreduce_two_shot_wire rank 1: 8 reduce, 9 cast, 10-12 puts of the cast, 13 decode.
+        let p = plan("allreduce_two_shot_wire", 4);
+        let a = schedule(&p, 1, FusionOptions::default());
+        let pass = pass_with(&a, 8);
+        assert_eq!(pass.steps, vec![8, 9, 10, 11, 12, 13]);
+        // x[1] is split n over 4 chunks, gath[1] holds ceil(n/4): equal only when n allows.
+        assert!(pass.guarded);
+        // gath is put into remotely: stored.
+        assert!(pass.dead.is_empty());
+        // The decodes after the wait touch different chunks: one pass each.
+        assert_eq!(pass_with(&a, 15).steps, vec![15]);
+    }
+
+    #[test]
+    fn ring_reduce_takes_its_push_and_distinct_sources_stay_apart() {
+        let p = plan("allreduce_ring", 4);
+        let a = schedule(&p, 1, FusionOptions::default());
+        assert_eq!(pass_with(&a, 1).steps, vec![1, 3]);
+        let p = plan("alltoall_push", 4);
+        let a = schedule(&p, 1, FusionOptions::default());
+        assert_eq!(passes(&a), vec![vec![0], vec![2], vec![4], vec![6]]);
+        // Fusion off: every step alone.
+        let p = plan("allreduce_two_shot_pull", 4);
+        let a = schedule(
+            &p,
+            1,
+            FusionOptions {
+                fuse: false,
+                hoist_waits: true,
+            },
+        );
+        assert!(passes(&a).iter().all(|s| s.len() == 1));
+    }
+
+    #[test]
+    fn a_put_signal_waits_for_every_earlier_step() {
+        // Every fused put's signal goes out after every element-wise step before it in program
+        // order has run (whichever pass holds it).
+        for name in [
+            "allreduce_two_shot",
+            "allreduce_two_shot_wire",
+            "allreduce_two_shot_pull",
+            "allgather_push",
+            "reduce_scatter_push_wire",
+        ] {
+            let p = plan(name, 4);
+            for r in 0..4 {
+                let a = schedule(&p, r, FusionOptions::default());
+                let steps = &p.ranks[r as usize].steps;
+                let mut done: Vec<usize> = Vec::new();
+                let mut signalled = 0;
+                for act in &a {
+                    match act {
+                        Action::Pass(ps) => done.extend(&ps.steps),
+                        Action::PutSignals(sig) => {
+                            for s in sig {
+                                signalled += 1;
+                                for i in (0..*s).filter(|i| is_elementwise(&steps[*i].op)) {
+                                    assert!(
+                                        done.contains(&i),
+                                        "{name} rank {r}: signal of {s} before step {i}"
+                                    );
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                let puts = steps
+                    .iter()
+                    .filter(|s| {
+                        matches!(
+                            s.op,
+                            Op::Put {
+                                signal: Some(_),
+                                ..
+                            }
+                        )
+                    })
+                    .count();
+                assert_eq!(signalled, puts, "{name} rank {r}: every put signal once");
+            }
+        }
+    }
+}

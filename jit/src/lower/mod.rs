@@ -1,0 +1,603 @@
+//! Plan → LLVM IR: one module with one kernel function per (plan, rank, dtypes, reduce op).
+//!
+//! - [`dataflow`]: what each step reads and writes, on which rank, and how much it moves;
+//! - [`fusion`]: which steps run as one pass over the data (derived from the dataflow);
+//! - [`extents`]: chunk offsets and lengths from the size arguments, at entry, checked;
+//! - [`numeric`]: conversions and folds, bit for bit as the interpreter;
+//! - [`elements`]: the element loops of passes (one internal function per pass shape);
+//! - [`sync`]: waits, signals, matmul, host collectives and the exit through the intrinsics.
+//!
+//! The kernel: load the arguments; evaluate every step's extents in step order, checking that
+//! each region holds what the step moves (the interpreter's resolve, same errors in the same
+//! order); run the waits that earlier launches satisfy; run the actions of
+//! [`fusion::schedule`] in order; divide `avg` outputs by P; `stage_out`; exit signals.
+
+pub(crate) mod dataflow;
+pub(crate) mod elements;
+pub(crate) mod extents;
+pub mod fusion;
+pub mod numeric;
+pub(crate) mod sync;
+
+use crate::abi::{self, offsets};
+use crate::{ElemTypes, JitError, ReduceOp};
+use fusion::{Action, FusionOptions};
+use inkwell::basic_block::BasicBlock;
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::{FloatType, FunctionType, IntType, PointerType};
+use inkwell::values::{BasicMetadataValueEnum, FunctionValue, IntValue, PhiValue, PointerValue};
+use inkwell::AddressSpace;
+pub use numeric::F16Lowering;
+use symsched_plan::{BufferRole, Plan, Rank};
+
+/// Which kernel to generate.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelSpec<'p> {
+    pub plan: &'p Plan,
+    pub rank: Rank,
+    pub types: ElemTypes,
+    pub op: ReduceOp,
+}
+
+impl KernelSpec<'_> {
+    /// `<schedule>.r<rank>.<data>.<wire>.<op>`: the kernel's name in the printed IR.
+    pub fn name(&self) -> String {
+        format!(
+            "{}.r{}.{}.{}.{}",
+            self.plan.schedule, self.rank, self.types.data, self.types.wire, self.op
+        )
+    }
+}
+
+/// A deliberately broken lowering, for tests that must see the comparison against the
+/// interpreter fail.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// Leave out the wait with this plan step id.
+    DropWait(u32),
+    /// Fold every reduce's operands right to left.
+    ReverseFold,
+}
+
+/// Choices of the lowering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LowerOptions {
+    pub fusion: FusionOptions,
+    pub f16: F16Lowering,
+    #[doc(hidden)]
+    pub fault: Option<Fault>,
+}
+
+impl Default for LowerOptions {
+    fn default() -> Self {
+        LowerOptions {
+            fusion: FusionOptions::default(),
+            f16: F16Lowering::Native,
+            fault: None,
+        }
+    }
+}
+
+/// The LLVM types the lowering uses.
+pub(crate) struct Types<'ctx> {
+    pub i1: IntType<'ctx>,
+    pub i8: IntType<'ctx>,
+    pub i16: IntType<'ctx>,
+    pub i32: IntType<'ctx>,
+    pub i64: IntType<'ctx>,
+    pub f16: FloatType<'ctx>,
+    pub f32: FloatType<'ctx>,
+    pub f64: FloatType<'ctx>,
+    pub ptr: PointerType<'ctx>,
+}
+
+impl<'ctx> Types<'ctx> {
+    fn new(ctx: &'ctx Context) -> Self {
+        Types {
+            i1: ctx.bool_type(),
+            i8: ctx.i8_type(),
+            i16: ctx.i16_type(),
+            i32: ctx.i32_type(),
+            i64: ctx.i64_type(),
+            f16: ctx.f16_type(),
+            f32: ctx.f32_type(),
+            f64: ctx.f64_type(),
+            ptr: ctx.ptr_type(AddressSpace::default()),
+        }
+    }
+}
+
+/// The shared failure exit: every check branches here with its status.
+struct Fail<'ctx> {
+    block: BasicBlock<'ctx>,
+    code: PhiValue<'ctx>,
+    step: PhiValue<'ctx>,
+    need: PhiValue<'ctx>,
+    have: PhiValue<'ctx>,
+}
+
+/// The first failure among the checks since the last flush.
+#[derive(Clone, Copy)]
+struct Pending<'ctx> {
+    failed: IntValue<'ctx>,
+    code: IntValue<'ctx>,
+    step: IntValue<'ctx>,
+    need: IntValue<'ctx>,
+    have: IntValue<'ctx>,
+}
+
+/// An intrinsic: its function type and the pointer loaded from the table at entry.
+#[derive(Clone, Copy)]
+pub(crate) struct Intrinsic<'ctx> {
+    ty: FunctionType<'ctx>,
+    ptr: PointerValue<'ctx>,
+}
+
+pub(crate) struct Intrinsics<'ctx> {
+    pub region: Intrinsic<'ctx>,
+    pub signal: Intrinsic<'ctx>,
+    pub wait: Intrinsic<'ctx>,
+    pub matmul: Intrinsic<'ctx>,
+    pub host_coll: Intrinsic<'ctx>,
+    pub stage_out: Intrinsic<'ctx>,
+}
+
+/// Code generation state of one kernel.
+pub(crate) struct Cg<'ctx, 'p> {
+    pub ctx: &'ctx Context,
+    pub module: Module<'ctx>,
+    pub b: Builder<'ctx>,
+    pub t: Types<'ctx>,
+    pub spec: KernelSpec<'p>,
+    pub opts: LowerOptions,
+    pub func: FunctionValue<'ctx>,
+    fail: Fail<'ctx>,
+    pub rt: PointerValue<'ctx>,
+    pub sizes: PointerValue<'ctx>,
+    pub counts: PointerValue<'ctx>,
+    pub epoch: IntValue<'ctx>,
+    pub intr: Intrinsics<'ctx>,
+    pending: std::cell::RefCell<Option<Pending<'ctx>>>,
+    /// Addresses the `region` intrinsic returned, by (rank, region, count).
+    regions: std::cell::RefCell<
+        std::collections::HashMap<
+            (Rank, symsched_plan::Region, IntValue<'ctx>),
+            PointerValue<'ctx>,
+        >,
+    >,
+    /// Element-loop functions by shape ([`elements`]).
+    pub helpers: std::cell::RefCell<std::collections::HashMap<String, FunctionValue<'ctx>>>,
+}
+
+type R<T> = Result<T, JitError>;
+
+impl<'ctx, 'p> Cg<'ctx, 'p> {
+    pub fn plan(&self) -> &'p Plan {
+        self.spec.plan
+    }
+
+    pub fn me(&self) -> Rank {
+        self.spec.rank
+    }
+
+    pub fn numeric(&self) -> numeric::Numeric<'_, 'ctx> {
+        numeric::Numeric {
+            ctx: self.ctx,
+            module: &self.module,
+            t: &self.t,
+            f16: self.opts.f16,
+        }
+    }
+
+    pub fn i32c(&self, v: u32) -> IntValue<'ctx> {
+        self.t.i32.const_int(v as u64, false)
+    }
+
+    pub fn i64c(&self, v: u64) -> IntValue<'ctx> {
+        self.t.i64.const_int(v, false)
+    }
+
+    /// `x · k`, with the identities folded (the IR stays readable for constant sizes).
+    pub fn mul_k(&self, x: IntValue<'ctx>, k: u64) -> R<IntValue<'ctx>> {
+        Ok(match k {
+            0 => self.i64c(0),
+            1 => x,
+            _ => self.b.build_int_mul(x, self.i64c(k), "")?,
+        })
+    }
+
+    /// `x + k`, with the identity folded.
+    pub fn add_k(&self, x: IntValue<'ctx>, k: u64) -> R<IntValue<'ctx>> {
+        Ok(match k {
+            0 => x,
+            _ => self.b.build_int_add(x, self.i64c(k), "")?,
+        })
+    }
+
+    /// A new block placed before the failure exit.
+    pub fn block(&self, name: &str) -> BasicBlock<'ctx> {
+        self.ctx.prepend_basic_block(self.fail.block, name)
+    }
+
+    /// Remember a check: when `bad` is true and no earlier pending check failed, the kernel
+    /// will leave with `code` for `step` (and the two lengths) at the next [`Cg::flush`].
+    /// Checks are folded into one first-failure record with selects, so a kernel with
+    /// hundreds of steps has a handful of branches (a branch per check made code generation
+    /// of large plans several times slower), and the first failure in program order wins, as
+    /// in the interpreter. Nothing between a check and its flush may depend on it.
+    pub fn defer_failure(
+        &self,
+        bad: IntValue<'ctx>,
+        code: u32,
+        step: u32,
+        need: IntValue<'ctx>,
+        have: IntValue<'ctx>,
+    ) -> R<()> {
+        if bad.get_zero_extended_constant() == Some(0) {
+            return Ok(());
+        }
+        let b = &self.b;
+        let mut pending = self.pending.borrow_mut();
+        let next = match *pending {
+            None => Pending {
+                failed: bad,
+                code: self.i32c(code),
+                step: self.i32c(step),
+                need,
+                have,
+            },
+            Some(p) => {
+                let first = b.build_and(bad, b.build_not(p.failed, "")?, "")?;
+                let sel = |now: IntValue<'ctx>, before: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+                    if now == before {
+                        return Ok(now);
+                    }
+                    Ok(b.build_select(first, now, before, "")?.into_int_value())
+                };
+                Pending {
+                    failed: b.build_or(p.failed, bad, "failed")?,
+                    code: sel(self.i32c(code), p.code)?,
+                    step: sel(self.i32c(step), p.step)?,
+                    need: sel(need, p.need)?,
+                    have: sel(have, p.have)?,
+                }
+            }
+        };
+        *pending = Some(next);
+        Ok(())
+    }
+
+    /// Leave with the first pending failure, if any.
+    pub fn flush(&self) -> R<()> {
+        let Some(p) = self.pending.borrow_mut().take() else {
+            return Ok(());
+        };
+        if p.failed.get_zero_extended_constant() == Some(0) {
+            return Ok(());
+        }
+        let here = self.b.get_insert_block().expect("positioned");
+        let next = self.block("ok");
+        self.b
+            .build_conditional_branch(p.failed, self.fail.block, next)?;
+        self.fail.code.add_incoming(&[(&p.code, here)]);
+        self.fail.step.add_incoming(&[(&p.step, here)]);
+        self.fail.need.add_incoming(&[(&p.need, here)]);
+        self.fail.have.add_incoming(&[(&p.have, here)]);
+        self.b.position_at_end(next);
+        Ok(())
+    }
+    /// Leave at once if `bad` (for checks that guard what follows directly).
+    pub fn fail_if(
+        &self,
+        bad: IntValue<'ctx>,
+        code: u32,
+        step: u32,
+        need: IntValue<'ctx>,
+        have: IntValue<'ctx>,
+    ) -> R<()> {
+        self.defer_failure(bad, code, step, need, have)?;
+        self.flush()
+    }
+
+    /// Remember that an intrinsic returned status `st` (non-zero is a failure).
+    pub fn check_status(&self, st: IntValue<'ctx>, step: u32) -> R<()> {
+        let bad = self.b.build_int_compare(
+            inkwell::IntPredicate::NE,
+            st,
+            self.t.i32.const_zero(),
+            "failed",
+        )?;
+        self.defer_failure(bad, abi::STATUS_INTRINSIC, step, self.i64c(0), self.i64c(0))
+    }
+
+    /// Call an intrinsic through the table.
+    pub fn call(
+        &self,
+        f: Intrinsic<'ctx>,
+        args: &[BasicMetadataValueEnum<'ctx>],
+        name: &str,
+    ) -> R<inkwell::values::BasicValueEnum<'ctx>> {
+        let mut all: Vec<BasicMetadataValueEnum<'ctx>> = vec![self.rt.into()];
+        all.extend_from_slice(args);
+        Ok(self
+            .b
+            .build_indirect_call(f.ty, f.ptr, &all, name)?
+            .try_as_basic_value()
+            .basic()
+            .expect("every intrinsic returns a value"))
+    }
+
+    /// Load a field of the argument block at `offset`.
+    fn field(
+        b: &Builder<'ctx>,
+        args: PointerValue<'ctx>,
+        ty: inkwell::types::BasicTypeEnum<'ctx>,
+        t: &Types<'ctx>,
+        offset: u64,
+        name: &str,
+    ) -> R<inkwell::values::BasicValueEnum<'ctx>> {
+        // SAFETY (of the generated code): `offset` is a field offset of the #[repr(C)] block.
+        let at =
+            unsafe { b.build_in_bounds_gep(t.i8, args, &[t.i64.const_int(offset, false)], "")? };
+        Ok(b.build_load(ty, at, name)?)
+    }
+}
+
+/// Lower one kernel into a fresh module of `ctx`.
+pub fn lower<'ctx>(
+    ctx: &'ctx Context,
+    spec: &KernelSpec<'_>,
+    opts: &LowerOptions,
+) -> Result<Module<'ctx>, JitError> {
+    let plan = spec.plan;
+    if spec.rank >= plan.group_size {
+        return Err(JitError::Rank {
+            rank: spec.rank,
+            size: plan.group_size,
+        });
+    }
+    plan.check_consistency()?;
+    for b in &plan.buffers {
+        if let symsched_plan::Extent::Split { total: e }
+        | symsched_plan::Extent::Uniform { chunk: e } = &b.extent
+        {
+            for v in e.vars() {
+                if !plan.size_vars.iter().any(|s| s.name == v) {
+                    return Err(JitError::UnknownSizeVar(v));
+                }
+            }
+        }
+    }
+    let name = spec.name();
+    let module = ctx.create_module(&name);
+    let t = Types::new(ctx);
+    let fn_ty = t.i32.fn_type(&[t.ptr.into()], false);
+    let func = module.add_function(&name, fn_ty, Some(Linkage::External));
+    let b = ctx.create_builder();
+    let entry = ctx.append_basic_block(func, "entry");
+    let fail_block = ctx.append_basic_block(func, "fail");
+    let args = func
+        .get_nth_param(0)
+        .expect("one parameter")
+        .into_pointer_value();
+    args.set_name("args");
+
+    // The failure exit.
+    b.position_at_end(fail_block);
+    let code = b.build_phi(t.i32, "code")?;
+    let step = b.build_phi(t.i32, "step")?;
+    let need = b.build_phi(t.i64, "need")?;
+    let have = b.build_phi(t.i64, "have")?;
+    for (off, v) in [
+        (offsets::STATUS_CODE, code.as_basic_value()),
+        (offsets::STATUS_STEP, step.as_basic_value()),
+        (offsets::STATUS_NEED, need.as_basic_value()),
+        (offsets::STATUS_HAVE, have.as_basic_value()),
+    ] {
+        // SAFETY (of the generated code): a field offset of the status block.
+        let at = unsafe { b.build_in_bounds_gep(t.i8, args, &[t.i64.const_int(off, false)], "")? };
+        b.build_store(at, v)?;
+    }
+    b.build_return(Some(&code.as_basic_value()))?;
+
+    // Arguments and the intrinsic table.
+    b.position_at_end(entry);
+    let rt = Cg::field(&b, args, t.ptr.into(), &t, offsets::CTX, "ctx")?.into_pointer_value();
+    let table = Cg::field(
+        &b,
+        args,
+        t.ptr.into(),
+        &t,
+        offsets::INTRINSICS,
+        "intrinsics",
+    )?
+    .into_pointer_value();
+    let sizes =
+        Cg::field(&b, args, t.ptr.into(), &t, offsets::SIZES, "sizes")?.into_pointer_value();
+    let counts =
+        Cg::field(&b, args, t.ptr.into(), &t, offsets::COUNTS, "counts")?.into_pointer_value();
+    let epoch = Cg::field(&b, args, t.i64.into(), &t, offsets::EPOCH, "epoch")?.into_int_value();
+    let p = t.ptr;
+    let (i32t, i64t) = (t.i32, t.i64);
+    let fns: [(u64, &str, FunctionType); 6] = [
+        (
+            offsets::REGION,
+            "region",
+            p.fn_type(
+                &[p.into(), i32t.into(), i32t.into(), i64t.into(), i64t.into()],
+                false,
+            ),
+        ),
+        (
+            offsets::SIGNAL,
+            "signal",
+            i32t.fn_type(
+                &[
+                    p.into(),
+                    i32t.into(),
+                    i32t.into(),
+                    i32t.into(),
+                    i64t.into(),
+                    i32t.into(),
+                ],
+                false,
+            ),
+        ),
+        (
+            offsets::WAIT,
+            "wait",
+            i32t.fn_type(
+                &[p.into(), i32t.into(), i32t.into(), i64t.into(), i32t.into()],
+                false,
+            ),
+        ),
+        (
+            offsets::MATMUL,
+            "matmul",
+            i32t.fn_type(
+                &[
+                    p.into(),
+                    i32t.into(),
+                    p.into(),
+                    p.into(),
+                    p.into(),
+                    i64t.into(),
+                    i64t.into(),
+                    i64t.into(),
+                ],
+                false,
+            ),
+        ),
+        (
+            offsets::HOST_COLL,
+            "host_coll",
+            i32t.fn_type(
+                &[p.into(), i32t.into(), i32t.into(), p.into(), i64t.into()],
+                false,
+            ),
+        ),
+        (
+            offsets::STAGE_OUT,
+            "stage_out",
+            i32t.fn_type(&[p.into()], false),
+        ),
+    ];
+    let mut loaded = Vec::new();
+    for (off, name, ty) in fns {
+        let ptr = Cg::field(&b, table, t.ptr.into(), &t, off, name)?.into_pointer_value();
+        loaded.push(Intrinsic { ty, ptr });
+    }
+    let intr = Intrinsics {
+        region: loaded[0],
+        signal: loaded[1],
+        wait: loaded[2],
+        matmul: loaded[3],
+        host_coll: loaded[4],
+        stage_out: loaded[5],
+    };
+    let mut cg = Cg {
+        ctx,
+        module,
+        b,
+        t,
+        spec: *spec,
+        opts: *opts,
+        func,
+        fail: Fail {
+            block: fail_block,
+            code,
+            step,
+            need,
+            have,
+        },
+        rt,
+        sizes,
+        counts,
+        epoch,
+        intr,
+        pending: Default::default(),
+        regions: Default::default(),
+        helpers: Default::default(),
+    };
+    let mut ext = extents::Extents::default();
+    ext.resolve_all(&mut cg)?;
+    cg.flush()?;
+    let actions = fusion::schedule(plan, spec.rank, opts.fusion);
+    let mut host_ordinal = 0u32;
+    let steps = &plan.ranks[spec.rank as usize].steps;
+    for action in &actions {
+        // Only signal statuses are ever pending here (every other action flushes after
+        // itself): consecutive signals go out before their statuses are looked at; everything
+        // else needs every earlier step to have succeeded.
+        if !matches!(action, Action::Signal(_) | Action::PutSignals(_)) {
+            cg.flush()?;
+        }
+        match action {
+            Action::Wait(i) => {
+                if opts.fault == Some(Fault::DropWait(steps[*i].id)) {
+                    continue;
+                }
+                sync::wait(&cg, &steps[*i])?
+            }
+            Action::Signal(i) => sync::signal_step(&cg, &steps[*i])?,
+            Action::Matmul(i) => sync::matmul(&cg, &ext, &steps[*i])?,
+            Action::HostColl(i) => {
+                sync::host_coll(&cg, &ext, &steps[*i], host_ordinal)?;
+                host_ordinal += 1;
+            }
+            Action::Pass(pass) => elements::pass(&cg, &ext, pass)?,
+            Action::PutSignals(list) => {
+                for i in list {
+                    sync::put_signal(&cg, &steps[*i])?;
+                }
+            }
+        }
+        // A failed wait, matmul or host collective must stop the kernel before it tells a
+        // peer anything more.
+        if matches!(
+            action,
+            Action::Wait(_) | Action::Matmul(_) | Action::HostColl(_)
+        ) {
+            cg.flush()?;
+        }
+    }
+    // avg = sum, then one division by P over every written role.
+    if spec.op == ReduceOp::Avg && plan.collective.reduces() {
+        for (i, buf) in plan.buffers.iter().enumerate() {
+            if matches!(buf.role, BufferRole::Output | BufferRole::InOut) {
+                elements::scale_avg(&cg, &ext, i as u32)?;
+            }
+        }
+    }
+    sync::finish(&cg)?;
+    cg.flush()?;
+    cg.b.build_return(Some(&cg.t.i32.const_zero()))?;
+    // The failure exit last, for reading.
+    if let Some(last) = cg.func.get_last_basic_block() {
+        if last != cg.fail.block {
+            cg.fail
+                .block
+                .move_after(last)
+                .map_err(|_| JitError::llvm("block order"))?;
+        }
+    }
+    if cg.fail.code.count_incoming() == 0 {
+        // Nothing can fail: drop the exit.
+        // SAFETY: the block has no predecessors.
+        unsafe { cg.fail.block.delete() }.map_err(|_| JitError::llvm("delete fail block"))?;
+    }
+    cg.module
+        .verify()
+        .map_err(|e| JitError::llvm(format!("generated IR does not verify: {e}")))?;
+    Ok(cg.module)
+}
+
+/// The unoptimised IR of one kernel, as text.
+pub fn emit_llvm(spec: &KernelSpec<'_>, opts: &LowerOptions) -> Result<String, JitError> {
+    let ctx = Context::create();
+    let m = lower(&ctx, spec, opts)?;
+    Ok(m.print_to_string().to_string())
+}

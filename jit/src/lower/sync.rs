@@ -1,0 +1,219 @@
+//! Steps that go through the runtime: waits, signals, matmul, host collectives, and the
+//! kernel's exit (stage-out, then the launch credits).
+
+use super::extents::Extents;
+use super::Cg;
+use crate::abi;
+use crate::JitError;
+use inkwell::values::{IntValue, PointerValue};
+use symsched_plan::{Op, Rank, Region, SignalMode, SignalUpdate, Step};
+
+type R<T> = Result<T, JitError>;
+
+impl<'ctx> Cg<'ctx, '_> {
+    /// The address of `n` elements of region `r` on `rank`, through the `region` intrinsic
+    /// (which bounds-checks them); leaves with [`abi::STATUS_INTRINSIC`] on null.
+    pub fn region_ptr(
+        &self,
+        ext: &Extents<'ctx>,
+        rank: Rank,
+        r: &Region,
+        n: IntValue<'ctx>,
+        step: u32,
+    ) -> R<PointerValue<'ctx>> {
+        // The kernel is straight-line between its checks, so an address taken earlier (for the
+        // same count) dominates every later use: ask the runtime once.
+        if let Some(p) = self.regions.borrow().get(&(rank, *r, n)) {
+            return Ok(*p);
+        }
+        let plan = self.plan();
+        let decl = &plan.buffers[r.buffer as usize];
+        let size = self.spec.types.of(decl.elem).size();
+        let span = ext.span(rank, r, plan);
+        let off = self.mul_k(span.off, size)?;
+        let len = self.mul_k(n, size)?;
+        let mut name = format!("{}[{}", decl.name, r.first);
+        if r.count != 1 {
+            name.push_str(&format!("+{}", r.count));
+        }
+        name.push(']');
+        if rank != self.me() {
+            name.push_str(&format!("@{rank}"));
+        }
+        let p = self
+            .call(
+                self.intr.region,
+                &[
+                    self.i32c(rank).into(),
+                    self.i32c(r.buffer).into(),
+                    off.into(),
+                    len.into(),
+                ],
+                &name,
+            )?
+            .into_pointer_value();
+        let null = self.b.build_is_null(p, "")?;
+        // Checked with the step's other addresses, before any of them is used.
+        self.defer_failure(
+            null,
+            abi::STATUS_INTRINSIC,
+            step,
+            self.i64c(0),
+            self.i64c(0),
+        )?;
+        self.regions.borrow_mut().insert((rank, *r, n), p);
+        Ok(p)
+    }
+
+    fn send(&self, u: &SignalUpdate, step: u32) -> R<()> {
+        let value = match u.mode {
+            SignalMode::Add => self.i64c(u.value),
+            SignalMode::Set => {
+                let e = self.mul_k(self.epoch, u.stride)?;
+                self.add_k(e, u.value)?
+            }
+        };
+        let mode = match u.mode {
+            SignalMode::Add => abi::SIGNAL_ADD,
+            SignalMode::Set => abi::SIGNAL_SET,
+        };
+        let st = self
+            .call(
+                self.intr.signal,
+                &[
+                    self.i32c(u.peer).into(),
+                    self.i32c(u.slot).into(),
+                    self.i32c(mode).into(),
+                    value.into(),
+                    self.i32c(step).into(),
+                ],
+                "sig",
+            )?
+            .into_int_value();
+        self.check_status(st, step)
+    }
+}
+
+/// `wait slot cmp epoch·stride + offset`.
+pub(crate) fn wait(cg: &Cg<'_, '_>, step: &Step) -> R<()> {
+    let Op::Wait { slot, cmp, target } = &step.op else {
+        unreachable!("a wait action holds a wait step")
+    };
+    let e = cg.mul_k(cg.epoch, target.stride)?;
+    let t = cg.add_k(e, target.offset)?;
+    let st = cg
+        .call(
+            cg.intr.wait,
+            &[
+                cg.i32c(*slot).into(),
+                cg.i32c(cmp.code()).into(),
+                t.into(),
+                cg.i32c(step.id).into(),
+            ],
+            "waited",
+        )?
+        .into_int_value();
+    cg.check_status(st, step.id)
+}
+
+/// A standalone signal step.
+pub(crate) fn signal_step(cg: &Cg<'_, '_>, step: &Step) -> R<()> {
+    let Op::Signal { update } = &step.op else {
+        unreachable!("a signal action holds a signal step")
+    };
+    cg.send(update, step.id)
+}
+
+/// The signal of a put whose data a pass has moved.
+pub(crate) fn put_signal(cg: &Cg<'_, '_>, step: &Step) -> R<()> {
+    let Op::Put {
+        signal: Some(u), ..
+    } = &step.op
+    else {
+        unreachable!("put signals are listed for puts with a signal")
+    };
+    cg.send(u, step.id)
+}
+
+pub(crate) fn matmul<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, step: &Step) -> R<()> {
+    let Op::Matmul { c, a, b } = &step.op else {
+        unreachable!("a matmul action holds a matmul step")
+    };
+    let i = cg.plan().ranks[cg.me() as usize]
+        .steps
+        .iter()
+        .position(|s| s.id == step.id)
+        .expect("the step is the rank's");
+    let [m, k, n, mn, mk, kn] = ext.dims(i);
+    let me = cg.me();
+    let cp = cg.region_ptr(ext, me, c, mn, step.id)?;
+    let ap = cg.region_ptr(ext, me, a, mk, step.id)?;
+    let bp = cg.region_ptr(ext, me, b, kn, step.id)?;
+    cg.flush()?;
+    let st = cg
+        .call(
+            cg.intr.matmul,
+            &[
+                cg.i32c(step.id).into(),
+                cp.into(),
+                ap.into(),
+                bp.into(),
+                m.into(),
+                k.into(),
+                n.into(),
+            ],
+            "mm",
+        )?
+        .into_int_value();
+    cg.check_status(st, step.id)
+}
+
+pub(crate) fn host_coll<'ctx>(
+    cg: &Cg<'ctx, '_>,
+    ext: &Extents<'ctx>,
+    step: &Step,
+    ordinal: u32,
+) -> R<()> {
+    let Op::HostColl { region, .. } = &step.op else {
+        unreachable!("a host collective action holds a host collective step")
+    };
+    let i = cg.plan().ranks[cg.me() as usize]
+        .steps
+        .iter()
+        .position(|s| s.id == step.id)
+        .expect("the step is the rank's");
+    let n = ext.moved(i);
+    let p = cg.region_ptr(ext, cg.me(), region, n, step.id)?;
+    cg.flush()?;
+    let st = cg
+        .call(
+            cg.intr.host_coll,
+            &[
+                cg.i32c(step.id).into(),
+                cg.i32c(ordinal).into(),
+                p.into(),
+                n.into(),
+            ],
+            "hc",
+        )?
+        .into_int_value();
+    cg.check_status(st, step.id)
+}
+
+/// Stage-out, then the exit signals (the launch credits), in that order.
+pub(crate) fn finish(cg: &Cg<'_, '_>) -> R<()> {
+    cg.flush()?;
+    let st = cg.call(cg.intr.stage_out, &[], "staged")?.into_int_value();
+    cg.check_status(st, abi::NO_STEP)?;
+    // No credit goes out after a failed stage-out.
+    cg.flush()?;
+    for u in &cg.plan().ranks[cg.me() as usize].exit_signals {
+        cg.send(u, abi::NO_STEP)?;
+    }
+    Ok(())
+}
+
+/// Whether `v` is the constant zero.
+pub(crate) fn is_const_zero(v: IntValue<'_>) -> bool {
+    v.get_zero_extended_constant() == Some(0)
+}
