@@ -1,0 +1,19 @@
+"""Exception types only the MindSpore side raises (the shared ones live in ``symsched._errors``)."""
+
+from __future__ import annotations
+
+from .._errors import SymschedError, SymschedTypeError
+
+
+class GraphModeError(SymschedError, RuntimeError):
+    """symsched was called under MindSpore graph mode (``GRAPH_MODE`` or inside ``ms.jit``).
+
+    symsched ops run Python (and native code) outside MindSpore's graph compiler: in graph mode
+    the compiler turns them into ``PyExecute`` nodes whose gradients are silently cut to zero,
+    and a traced ``ms.jit`` replays the first call's result without running the op again. Use
+    PyNative mode (the default): ``mindspore.set_context(mode=mindspore.PYNATIVE_MODE)``.
+    """
+
+
+class WrongFrameworkError(SymschedTypeError):
+    """A tensor of another framework (a ``torch.Tensor``) was passed to the MindSpore API."""
