@@ -5,9 +5,17 @@ symsched with, for agreeing the job id, and for the host-collective step of hier
 schedules. ``group`` is a MindSpore group name or None (WORLD), as everywhere on this side;
 roots are group-local here too (mint takes global ranks: this module converts).
 
-mccl on CPU (MindSpore 2.10, measured): all_reduce only with op sum (MAX: "AllReduce only
-support reduce sum on CPU"), no float64 (the kernel fails), send/recv broken. Those calls are
-refused here before anything is sent, with a typed error on every rank that makes them.
+mccl on CPU (MindSpore 2.10, measured in one job under ``symsched launch`` and ``msrun``):
+``all_reduce`` (op sum only: MAX gives "AllReduce only support reduce sum on CPU"),
+``all_gather`` (list form) and ``ops.AllGather``, ``broadcast`` and ``barrier`` work, for float32,
+float16, bfloat16 and int32; float64 fails, and ``all_gather_into_tensor``,
+``reduce_scatter(_tensor)``, ``all_to_all(_single)`` and ``ops.ReduceScatter``/``ops.AlltoAll``
+have no CPU kernel ("The kernel DistCommReduceScatterTensor unregistered"); send/recv are
+broken. So on CPU :func:`all_gather_into_tensor` runs the list form and copies,
+:func:`reduce_scatter_tensor` is an ``all_reduce`` of a copy followed by taking this rank's
+block (same sums, P× the traffic: a reference, not a baseline for speed), and
+:func:`all_to_all_single` is refused. Calls mccl cannot run are refused here before anything is
+sent, with a typed error on every rank that makes them.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from typing import Any, List, Optional, Sequence
 import mindspore as ms
 import numpy as np
 
-from .._errors import SymschedArgumentError, SymschedRuntimeError
+from .._errors import SymschedArgumentError, SymschedRuntimeError, UnavailableError
 from .tensors import check_tensor, dtype_label
 
 _OPS = {"sum": "sum", "max": "max", "min": "min", "prod": "prod"}
@@ -50,7 +58,13 @@ def _check(t: Any, arg: str, op: Optional[str] = None) -> ms.Tensor:
 
 def _run(what: str, fn: Any, *args: Any, **kw: Any) -> Any:
     try:
-        return fn(*args, **kw)
+        out = fn(*args, **kw)
+        # MindSpore runs kernels asynchronously: a failing one would only raise at the next
+        # read. data_ptr() drains the queue, so the failure surfaces here, named.
+        for a in args:
+            if isinstance(a, ms.Tensor):
+                a.data_ptr()
+        return out
     except (SymschedArgumentError, TypeError):
         raise
     except Exception as exc:  # MindSpore's RuntimeError with a C++ stack
@@ -73,18 +87,59 @@ def all_reduce(tensor: ms.Tensor, op: str = "sum", group: Optional[str] = None) 
     _run("all_reduce", _dist().all_reduce, t, _OPS[op], group)
 
 
+def _group_size(group: Optional[str]) -> int:
+    from mindspore.communication import get_group_size
+
+    return int(get_group_size(group) if group is not None else get_group_size())
+
+
+def _group_rank(group: Optional[str]) -> int:
+    from mindspore.communication import get_rank
+
+    if group is None:
+        return int(get_rank())
+    from mindspore.communication import get_group_rank_from_world_rank
+
+    return int(get_group_rank_from_world_rank(get_rank(), group))
+
+
 def all_gather_into_tensor(output: ms.Tensor, input: ms.Tensor, group: Optional[str] = None) -> None:
     """``output`` (P·n) ← every rank's ``input`` (n), in group-rank order."""
     _check(input, "input")
     _check(output, "output")
-    _run("all_gather_into_tensor", _dist().all_gather_into_tensor, output, input, group)
+    p = _group_size(group)
+    if output.size != p * input.size:
+        raise SymschedArgumentError(f"`output` must hold {p} × {input.size} elements, got {output.size}")
+    if not on_cpu():  # pragma: no cover - Ascend/GPU have the fused kernel
+        _run("all_gather_into_tensor", _dist().all_gather_into_tensor, output, input, group)
+        return
+    parts = [ms.Tensor(np.zeros(tuple(input.shape), dtype=ms.dtype_to_nptype(input.dtype)))
+             if input.dtype != ms.bfloat16 else ms.ops.zeros(tuple(input.shape), input.dtype) for _ in range(p)]
+    _run("all_gather", _dist().all_gather, parts, input, group)
+    output.copy_(ms.ops.cat([x.reshape(-1) for x in parts]).reshape(tuple(output.shape)))
+    output.data_ptr()
 
 
 def reduce_scatter_tensor(output: ms.Tensor, input: ms.Tensor, op: str = "sum", group: Optional[str] = None) -> None:
-    """``output`` (n) ← this rank's block of the reduction of every rank's ``input`` (P·n)."""
+    """``output`` (n) ← this rank's block of the reduction of every rank's ``input`` (P·n).
+    On CPU an all_reduce of a copy, then this rank's block (see the module docstring)."""
     _check(input, "input", op)
     _check(output, "output")
-    _run("reduce_scatter_tensor", _dist().reduce_scatter_tensor, output, input, _OPS[op], group)
+    p = _group_size(group)
+    n = output.size
+    if input.size != p * n:
+        raise SymschedArgumentError(f"`input` must hold {p} × {n} elements, got {input.size}")
+    if not on_cpu():  # pragma: no cover
+        _run("reduce_scatter_tensor", _dist().reduce_scatter_tensor, output, input, _OPS[op], group)
+        return
+    full = input.reshape(-1).copy()
+    _run("all_reduce", _dist().all_reduce, full, _OPS[op], group)
+    me = _group_rank(group)
+    # through numpy: InplaceCopy's CPU kernel refuses a sliced view as its source
+    block = full.asnumpy().reshape(-1)[me * n:(me + 1) * n].reshape(tuple(output.shape))
+    output.copy_(ms.Tensor.from_numpy(block.copy()).view(output.dtype) if output.dtype == ms.bfloat16
+                 else ms.Tensor(block))
+    output.data_ptr()
 
 
 def broadcast(tensor: ms.Tensor, src: int, group: Optional[str] = None) -> None:
@@ -95,7 +150,10 @@ def broadcast(tensor: ms.Tensor, src: int, group: Optional[str] = None) -> None:
 
 def all_to_all_single(output: ms.Tensor, input: ms.Tensor, output_split_sizes: Optional[Sequence[int]] = None,
                       input_split_sizes: Optional[Sequence[int]] = None, group: Optional[str] = None) -> None:
-    """All-to-all along dim 0 (rows ``input_split_sizes[j]`` go to group rank j)."""
+    """All-to-all along dim 0 (rows ``input_split_sizes[j]`` go to group rank j); refused on CPU."""
+    if on_cpu():
+        raise UnavailableError("mccl on CPU has no all_to_all kernel (MindSpore 2.10: DistCommAllToAllVSingle "
+                               "unregistered)")
     _check(input, "input")
     _check(output, "output")
     _run("all_to_all_single", _dist().all_to_all_single, output, input,
@@ -114,20 +172,36 @@ def group_name(ranks: Sequence[int]) -> str:
     return str(_run("new_group", _dist().new_group, list(ranks)))
 
 
+# mccl on CPU has no int64 all-gather kernel ("DistCommAllGatherIntoTensor unregistered"): the
+# int helpers below move 62-bit values as two non-negative int32 halves.
+_HALF = 1 << 31
+
+
+def _halves(values: List[int]) -> np.ndarray:
+    if any(not 0 <= v < _HALF * _HALF for v in values):
+        raise SymschedArgumentError(f"values must lie in [0, 2**62), got {values}")
+    return np.array([h for v in values for h in divmod(v, _HALF)], dtype=np.int32)
+
+
+def _join(arr: np.ndarray) -> List[int]:
+    return [int(hi) * _HALF + int(lo) for hi, lo in arr.reshape(-1, 2)]
+
+
 def broadcast_int(value: int, src: int = 0, group: Optional[str] = None) -> int:
-    """Rank ``src``'s ``value`` (a signed 64-bit int) on every rank of ``group``."""
-    t = ms.Tensor(np.array([value], dtype=np.int64))
+    """Group rank ``src``'s ``value`` (in [0, 2**62)) on every rank of ``group``."""
+    t = ms.Tensor(_halves([value if value >= 0 else 0]))
     broadcast(t, src, group)
-    return int(t.asnumpy()[0])
+    return _join(t.asnumpy())[0]
 
 
 def all_gather_ints(values: List[int], group: Optional[str] = None, size: Optional[int] = None) -> List[List[int]]:
-    """Every rank's list of ints (same length everywhere), in group-rank order."""
+    """Every rank's list of ints in [0, 2**62) (same length everywhere), in group-rank order."""
     from mindspore.communication import get_group_size
 
     p = size if size is not None else (get_group_size(group) if group is not None else get_group_size())
-    x = ms.Tensor(np.array(values, dtype=np.int64))
-    out = ms.Tensor(np.zeros(p * len(values), dtype=np.int64))
+    x = ms.Tensor(_halves(values))
+    out = ms.Tensor(np.zeros(p * 2 * len(values), dtype=np.int32))
     all_gather_into_tensor(out, x, group)
-    arr = out.asnumpy().reshape(p, len(values))
-    return [list(map(int, row)) for row in arr]
+    flat = _join(out.asnumpy())
+    n = len(values)
+    return [flat[i * n:(i + 1) * n] for i in range(p)]
