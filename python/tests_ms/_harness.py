@@ -35,14 +35,15 @@ def free_port() -> int:
 
 
 def symsched_bin() -> str:
-    """The ``symsched`` CLI: ``SYMSCHED_BIN``, else the release build of this checkout."""
+    """The ``symsched`` CLI: ``SYMSCHED_BIN``, else this checkout's release or debug build (it
+    only starts processes: either will do)."""
     explicit = os.environ.get("SYMSCHED_BIN")
     if explicit:
         return explicit
     for target in (os.environ.get("CARGO_TARGET_DIR"), os.path.join(ROOT, "target")):
-        if target:
-            path = os.path.join(target, "release", "symsched")
-            if os.access(path, os.X_OK):
+        for profile in ("release", "debug"):
+            path = os.path.join(target or "", profile, "symsched")
+            if target and os.access(path, os.X_OK):
                 return path
     raise AssertionError("the symsched CLI is not built: run `cargo build --release -p symsched-cli` "
                          "(or set SYMSCHED_BIN)")

@@ -24,7 +24,7 @@ def main() -> None:
 
         init()
         return
-    from symsched._mindspore import launch
+    from symsched.mindspore import launch
 
     info = launch.discover(os.environ)
     if comm == "mccl":

@@ -10,8 +10,8 @@ from typing import Any, Dict, List
 import mindspore as ms
 import numpy as np
 
-from symsched._errors import SymschedArgumentError
-from symsched._mindspore import groups, launch, mccl, tensors
+from symsched.mindspore.errors import SymschedArgumentError
+from symsched.mindspore import groups, launch, mccl, tensors
 
 
 def _check(cond: bool, what: str, failures: List[str]) -> None:

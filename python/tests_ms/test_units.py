@@ -10,9 +10,9 @@ import mindspore as ms
 import numpy as np
 import pytest
 
-from symsched._errors import SymschedArgumentError, SymschedTypeError, UnavailableError
-from symsched._mindspore import autograd, groups, launch, mode, profiler, tensors
-from symsched._mindspore.errors import GraphModeError, WrongFrameworkError
+from symsched.mindspore.errors import SymschedArgumentError, SymschedTypeError, UnavailableError
+from symsched.mindspore import autograd, groups, launch, mode, profiler, tensors
+from symsched.mindspore.errors import GraphModeError, WrongFrameworkError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -264,8 +264,8 @@ import os, sys
 sys.path.insert(0, {here!r})
 import _shim; _shim.install()
 import mindspore as ms, numpy as np
-from symsched._mindspore import mode
-from symsched._mindspore.errors import GraphModeError
+from symsched.mindspore import mode
+from symsched.mindspore.errors import GraphModeError
 
 @ms.jit(capture_mode="trace")
 def f(t):

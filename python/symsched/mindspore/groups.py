@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, Optional, Tuple
 
-from .._errors import SymschedArgumentError, SymschedTypeError
+from .errors import SymschedArgumentError, SymschedTypeError
 
 _lock = threading.Lock()
 #: Member ranks per group name. MindSpore names are bound to one rank list for the life of the
@@ -45,7 +45,8 @@ def world_group_name() -> Optional[str]:
     return str(GlobalComm.WORLD_COMM_GROUP)
 
 
-def _name_ranks(name: str, arg: str) -> Tuple[int, ...]:
+def name_ranks(name: str, arg: str = "group") -> Tuple[int, ...]:
+    """World ranks of the MindSpore group ``name``, in group-rank order (cached per name)."""
     with _lock:
         hit = _by_name.get(name)
     if hit is not None:
@@ -79,7 +80,7 @@ def member_ranks(group: Any, world: int, arg: str = "group") -> Tuple[int, ...]:
     if isinstance(group, str):
         if group == world_group_name():
             return tuple(range(world))
-        return _name_ranks(group, arg)
+        return name_ranks(group, arg)
     if isinstance(group, (list, tuple)):
         ranks = tuple(group)
         if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):

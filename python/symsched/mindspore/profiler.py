@@ -40,3 +40,14 @@ def op_range(op: str, nbytes: int, group: str) -> Iterator[None]:
         yield
     finally:
         _mstx.range_end(rid)
+
+
+@contextlib.contextmanager
+def named_range(name: str) -> Iterator[None]:
+    """An mstx range named ``name`` (entered by the core only while :func:`ranges_recorded`)."""
+    rid: Optional[Any] = _mstx.range_start(name, None, "symsched") if ranges_recorded() else None
+    try:
+        yield
+    finally:
+        if rid is not None:
+            _mstx.range_end(rid)

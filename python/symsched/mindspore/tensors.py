@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import mindspore as ms
 import numpy as np
 
-from .._errors import SymschedArgumentError, SymschedTypeError
+from .errors import SymschedArgumentError, SymschedTypeError
 from .errors import WrongFrameworkError
 
 #: Data dtypes of the collectives, with the runtime's names.

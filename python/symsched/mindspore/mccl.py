@@ -25,7 +25,7 @@ from typing import Any, List, Optional, Sequence
 import mindspore as ms
 import numpy as np
 
-from .._errors import SymschedArgumentError, SymschedRuntimeError, UnavailableError
+from .errors import SymschedArgumentError, SymschedRuntimeError, UnavailableError
 from .tensors import check_tensor, dtype_label
 
 _OPS = {"sum": "sum", "max": "max", "min": "min", "prod": "prod"}
@@ -205,3 +205,53 @@ def all_gather_ints(values: List[int], group: Optional[str] = None, size: Option
     flat = _join(out.asnumpy())
     n = len(values)
     return [flat[i * n:(i + 1) * n] for i in range(p)]
+
+
+def broadcast_str(value: str, src: int = 0, group: Optional[str] = None, width: int = 64) -> str:
+    """Group rank ``src``'s ``value`` (ASCII, at most ``width`` bytes) on every rank of ``group``."""
+    raw = value.encode("ascii")
+    if len(raw) > width:
+        raise SymschedArgumentError(f"broadcast_str carries at most {width} bytes, got {len(raw)}")
+    t = ms.Tensor(np.frombuffer(raw.ljust(width, b"\0"), dtype=np.uint8).astype(np.int32))
+    broadcast(t, src, group)
+    return bytes(t.asnumpy().astype(np.uint8)).rstrip(b"\0").decode("ascii")
+
+
+#: mint.distributed's collectives the interop rule watches (their tensor arguments are noted)
+WATCHED = ("all_reduce", "all_gather_into_tensor", "all_gather", "reduce_scatter_tensor", "reduce_scatter",
+           "broadcast", "all_to_all_single", "all_to_all", "reduce")
+
+
+def watch(note: Any) -> Any:
+    """Until the returned function is called, pass every tensor a ``mindspore.mint.distributed``
+    collective receives (and so every call of this module) to ``note(tensor, op)`` before the
+    collective runs. ``note`` raises on a forbidden mix: nothing is sent then."""
+    dist = _dist()
+    saved = {}
+
+    def wrap(name: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for a in list(args) + list(kwargs.values()):
+                if isinstance(a, ms.Tensor):
+                    note(a, name)
+                elif isinstance(a, (list, tuple)):
+                    for x in a:
+                        if isinstance(x, ms.Tensor):
+                            note(x, name)
+            return fn(*args, **kwargs)
+
+        wrapper.__symsched_wrapped__ = fn  # type: ignore[attr-defined]
+        wrapper.__name__ = getattr(fn, "__name__", name)
+        return wrapper
+
+    for name in WATCHED:
+        fn = getattr(dist, name, None)
+        if fn is not None and not hasattr(fn, "__symsched_wrapped__"):
+            saved[name] = fn
+            setattr(dist, name, wrap(name, fn))
+
+    def restore() -> None:
+        for name, fn in saved.items():
+            setattr(dist, name, fn)
+
+    return restore

@@ -21,7 +21,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from .._errors import SymschedArgumentError, UnavailableError
+from .errors import SymschedArgumentError, UnavailableError
 
 #: The launcher names :func:`discover` reports.
 MSRUN, SYMSCHED, NONE = "msrun", "symsched launch", "none"

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from .._errors import SymschedError, SymschedTypeError
+try:  # the framework-neutral core's errors (one home for every shared exception type)
+    from ..core.errors import (SymschedArgumentError, SymschedError, SymschedRuntimeError, SymschedTypeError,
+                               UnavailableError)
+except ImportError:  # pragma: no cover - a tree from before the core split
+    from .._errors import (SymschedArgumentError, SymschedError, SymschedRuntimeError,  # type: ignore[no-redef]
+                           SymschedTypeError, UnavailableError)
+
+__all__ = ["GraphModeError", "WrongFrameworkError", "SymschedArgumentError", "SymschedError", "SymschedRuntimeError",
+           "SymschedTypeError", "UnavailableError"]
 
 
 class GraphModeError(SymschedError, RuntimeError):

@@ -1,0 +1,90 @@
+"""The MindSpore flavour's API, assembled from the core with the MindSpore adapter installed
+(``symsched.mindspore`` loads this module on the first use of one of its names)."""
+
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import Any, Callable, Dict
+
+from ..core import adapter as _adapter
+from .adapter import MindSporeAdapter
+
+_adapter.install(MindSporeAdapter())
+
+from ..core import collectives as _collectives  # noqa: E402
+from ..core import enums as _enums  # noqa: E402
+from ..core import errors as _errors  # noqa: E402
+from ..core import functional as _functional  # noqa: E402
+from ..core import interop as _interop  # noqa: E402
+from ..core import mc2 as _mc2  # noqa: E402
+from ..core import memory as _memory  # noqa: E402
+from ..core import primitives as _primitives  # noqa: E402
+from ..core import profiling as _profiling  # noqa: E402
+from ..core import state as _state  # noqa: E402
+from . import mccl as _mccl  # noqa: E402
+from . import mode as _mode  # noqa: E402
+from .errors import GraphModeError, WrongFrameworkError  # noqa: E402
+from .launch import init_mccl  # noqa: E402
+
+_check = _mode.check
+
+
+def _pynative(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` behind the PyNative guard, and refused by MindSpore's graph compiler."""
+
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        _check(fn.__name__)
+        return fn(*args, **kwargs)
+
+    guarded.__module__ = __name__
+    guarded.__qualname__ = fn.__name__
+    return _mode.forbid_in_graph(guarded)
+
+
+def _namespace(name: str, doc: str, members: Dict[str, Any]) -> types.ModuleType:
+    mod = types.ModuleType(f"{__name__}.{name}", doc)
+    for k, v in members.items():
+        setattr(mod, k, _pynative(v) if callable(v) and not isinstance(v, type) else v)
+    return mod
+
+
+_GUARDED = {
+    **{n: getattr(_state, n) for n in ("availability", "finalize", "init", "is_initialized", "is_shmem_available")},
+    **{n: getattr(_memory, n) for n in ("empty", "free", "is_symmetric", "symm_memory_stats")},
+    **{n: getattr(_primitives, n) for n in (
+        "shmem_put", "shmem_get", "shmem_signal_op", "shmem_wait_for_signal", "shmem_put_with_signal", "barrier")},
+    **{n: getattr(_collectives, n) for n in (
+        "shmem_allgather", "shmem_alltoall", "shmem_allreduce", "shmem_reduce_scatter", "shmem_send",
+        "shmem_recv", "shmem_broadcast")},
+    "fused_all_gather_matmul": _mc2.fused_all_gather_matmul,
+    "fused_matmul_reduce_scatter": _mc2.fused_matmul_reduce_scatter,
+}
+globals().update({n: _pynative(f) for n, f in _GUARDED.items()})
+flush_trace = _profiling.flush_trace
+
+#: ``symm.functional``: the differentiable forms (same names and backward table as PyTorch's).
+functional = _namespace("functional", _functional.__doc__ or "", {
+    n: getattr(_functional, n) for n in (
+        "all_gather", "reduce_scatter", "all_reduce", "copy_to_group", "reduce_from_group", "all_to_all",
+        "broadcast", "send", "recv", "all_gather_matmul", "matmul_reduce_scatter")})
+
+#: ``symm.interop``: the mixing rule (``step``) and mccl's collectives, recorded for it.
+interop = _namespace("interop", _interop.__doc__ or "", {
+    "step": _interop.step,
+    "all_reduce": _mccl.all_reduce, "all_gather_into_tensor": _mccl.all_gather_into_tensor,
+    "reduce_scatter_tensor": _mccl.reduce_scatter_tensor, "broadcast": _mccl.broadcast, "barrier": _mccl.barrier,
+})
+
+CmpOp, ReduceOp, SignalOp = _enums.CmpOp, _enums.ReduceOp, _enums.SignalOp
+for _name in ("ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError",
+              "SymschedConfigError", "SymschedError", "SymschedRuntimeError", "SymschedTypeError", "UnavailableError"):
+    globals()[_name] = getattr(_errors, _name)
+
+__all__ = sorted(list(_GUARDED) + [
+    "CmpOp", "ReduceOp", "SignalOp", "ForbiddenMixError", "NotSymmetricError", "StaleTensorError",
+    "SymschedArgumentError", "SymschedConfigError", "SymschedError", "SymschedRuntimeError", "SymschedTypeError",
+    "UnavailableError", "GraphModeError", "WrongFrameworkError", "functional", "interop", "flush_trace",
+    "init_mccl"])
