@@ -65,11 +65,31 @@ _GUARDED = {
 globals().update({n: _pynative(f) for n, f in _GUARDED.items()})
 flush_trace = _profiling.flush_trace
 
+def recv(shape: Any, dtype: Any, src: int, group: Any = None, requires_grad: bool = True, *,
+         anchor: Any = None) -> Any:
+    """``functional.recv`` (a tensor of ``shape``/``dtype`` from ``src``; its gradient goes back to
+    ``src``). MindSpore runs a backward only on the path from the inputs ``ms.grad``
+    differentiates, and nothing connects a received tensor to them: pass one of those inputs as
+    ``anchor`` (a zero-size slice of it becomes the op's input, so its backward runs). Without an
+    anchor the forward is the same, and the sender's backward would wait for a gradient that is
+    never sent (until the signal timeout)."""
+    if anchor is None:
+        return _functional.recv(shape, dtype, src, group, requires_grad)
+    from ..core import rules as _rules
+    from ..core import validate as _v
+
+    shp = tuple(_v.integer(d, "shape") for d in ([shape] if isinstance(shape, int) else shape))
+    if not isinstance(anchor, _adapter.active().tensor_type):
+        raise _errors.SymschedTypeError(f"`anchor` must be a mindspore.Tensor, got {type(anchor).__name__}")
+    return _rules.apply.Recv(anchor.reshape(-1)[:0].astype(dtype), shp, dtype, src, group)
+
+
 #: ``symm.functional``: the differentiable forms (same names and backward table as PyTorch's).
 functional = _namespace("functional", _functional.__doc__ or "", {
-    n: getattr(_functional, n) for n in (
+    **{n: getattr(_functional, n) for n in (
         "all_gather", "reduce_scatter", "all_reduce", "copy_to_group", "reduce_from_group", "all_to_all",
-        "broadcast", "send", "recv", "all_gather_matmul", "matmul_reduce_scatter")})
+        "broadcast", "send", "all_gather_matmul", "matmul_reduce_scatter")},
+    "recv": recv})
 
 #: ``symm.interop``: the mixing rule (``step``) and mccl's collectives, recorded for it.
 interop = _namespace("interop", _interop.__doc__ or "", {
