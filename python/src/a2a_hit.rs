@@ -38,7 +38,7 @@ fn members<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
     }
 }
 
-/// The checks `_coll._a2a_scan` made per tensor: a CPU strided tensor of `dtype` (and, when
+/// The checks `symsched.torch.adapter.TorchAdapter.scan_list` made per tensor: a CPU strided tensor of `dtype` (and, when
 /// autograd records, not one that requires grad: that call takes the differentiable form).
 /// `dtype` None: the caller already read it.
 fn see(

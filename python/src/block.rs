@@ -1,6 +1,7 @@
 //! A symmetric heap block exported to Python through the buffer protocol, so
-//! `torch.frombuffer(block, dtype=torch.uint8)` makes a zero-copy tensor over it. The block holds
-//! the runtime (and so the heap mapping) alive while any tensor refers to it.
+//! a framework makes a zero-copy tensor over it (`torch.frombuffer(block, dtype=torch.uint8)`,
+//! `numpy.frombuffer`). The block holds the runtime (and so the heap mapping) alive while any
+//! tensor refers to it.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,12 +11,12 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::runtime::Shared;
+use symsched_runtime::Runtime;
 
 /// One allocation of the symmetric heap.
 #[pyclass(module = "symsched._native", frozen)]
 pub struct HeapBlock {
-    pub(crate) rt: Arc<Shared>,
+    pub(crate) rt: Arc<Runtime>,
     /// Offset in the heap segment (the same on every rank).
     #[pyo3(get)]
     pub offset: usize,
@@ -28,7 +29,7 @@ pub struct HeapBlock {
 impl HeapBlock {
     fn addr(&self) -> *mut u8 {
         // SAFETY: offset + nbytes lies inside the mapped heap (checked by the allocator).
-        unsafe { self.rt.runtime.heap().base().add(self.offset) }
+        unsafe { self.rt.heap().base().add(self.offset) }
     }
 
     pub(crate) fn is_freed(&self) -> bool {

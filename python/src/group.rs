@@ -9,34 +9,33 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use symsched_plan::LaunchSizes;
 use symsched_runtime::exec::{DType, ElemTypes, Executor, GroupFabric, LaunchArgs, ReduceOp};
-use symsched_runtime::Group;
+use symsched_runtime::{Group, Runtime};
 
 use crate::errors;
 use crate::plans::{self, Dual};
 use crate::prepared::{self, PyPrepared};
-use crate::runtime::Shared;
 use crate::signals::{self, cmp_from_code, SigOp};
 
 /// One runtime group (`symsched._native.Group`): ordered global ranks, group-local peers.
 #[pyclass(name = "Group", module = "symsched._native", frozen)]
 pub struct PyGroup {
-    shared: Arc<Shared>,
+    runtime: Arc<Runtime>,
     group: Arc<Group>,
     exec: Arc<Executor<GroupFabric>>,
 }
 
 impl PyGroup {
-    pub fn new(shared: Arc<Shared>, group: Arc<Group>) -> PyResult<Self> {
+    pub fn new(runtime: Arc<Runtime>, group: Arc<Group>) -> PyResult<Self> {
         let fabric = GroupFabric::new(group.clone());
         Ok(PyGroup {
-            shared,
+            runtime,
             group,
             exec: Arc::new(Executor::new(fabric)),
         })
     }
 
     fn heap_range(&self) -> (usize, usize) {
-        let h = self.shared.runtime.heap();
+        let h = self.runtime.heap();
         (h.base() as usize, h.size())
     }
 
@@ -171,7 +170,7 @@ impl PyGroup {
             errors::runtime(format!(
                 "rank {} (group {:?}): shmem_wait_for_signal timed out after {} ms waiting for signal at heap \
                  offset {offset} {c:?} {value} (observed {observed})",
-                self.shared.runtime.rank(),
+                self.runtime.rank(),
                 self.group.members(),
                 timeout.as_millis()
             ))
@@ -277,8 +276,10 @@ impl PyGroup {
 
     /// Prepare launches of `schedule` with fixed `params`, element types, reduce op and `sizes`
     /// (compiles and loads the plan once); `Prepared.run(buffers)` then only binds buffers.
-    /// Plans whose extents use alltoallv counts run with `Prepared.run_counts`.
-    #[pyo3(signature = (schedule, params, dtype, op, wire, sizes))]
+    /// Plans whose extents use alltoallv counts run with `Prepared.run_counts`. `check_always`
+    /// exchanges the binding pattern on every launch instead of once per pattern (the Python
+    /// knob `SYMSCHED_CHECK_BINDINGS=always`).
+    #[pyo3(signature = (schedule, params, dtype, op, wire, sizes, check_always=false))]
     #[allow(clippy::too_many_arguments)] // mirrors the Python call: one argument per launch property
     fn prepare(
         &self,
@@ -289,6 +290,7 @@ impl PyGroup {
         op: Option<&str>,
         wire: Option<&str>,
         sizes: BTreeMap<String, u64>,
+        check_always: bool,
     ) -> PyResult<PyPrepared> {
         let size =
             u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
@@ -304,7 +306,6 @@ impl PyGroup {
         let types = ElemTypes::new(data, wire).map_err(errors::exec)?;
         let rop = ReduceOp::parse(op.unwrap_or("sum")).map_err(errors::exec)?;
         let lp = self.exec.load(&plan).map_err(errors::exec)?;
-        let check_always = std::env::var(prepared::CHECK_ENV).is_ok_and(|v| v == "always");
         Ok(PyPrepared {
             exec: self.exec.clone(),
             plan: lp,

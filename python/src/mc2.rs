@@ -236,9 +236,9 @@ pub fn matmul_engine() -> String {
 #[pyfunction]
 pub fn heap_block(rt: PyRef<'_, PyRuntime>) -> HeapBlock {
     HeapBlock {
-        rt: rt.shared.clone(),
+        rt: rt.runtime.clone(),
         offset: 0,
-        nbytes: rt.shared.runtime.heap().size().max(1),
+        nbytes: rt.runtime.heap().size().max(1),
         freed: AtomicBool::new(false),
     }
 }

@@ -6,7 +6,8 @@
 //! peer's buffer addresses from its own bindings: a mismatch would silently write into the
 //! wrong place of a peer's heap. The first launch per local binding pattern exchanges that
 //! pattern through the runtime and compares; later launches with a pattern already checked skip
-//! the exchange (set `SYMSCHED_CHECK_BINDINGS=always` to exchange on every launch). An eager
+//! the exchange (`check_always`, the Python knob `SYMSCHED_CHECK_BINDINGS=always`, exchanges
+//! on every launch). An eager
 //! alltoallv (`run_counts` with receive counts) needs no such check — no peer addresses the
 //! caller's tensors — and checks only before it falls back to the plan for large chunks.
 
@@ -28,9 +29,6 @@ const EMPTY: u64 = u64::MAX - 1;
 
 /// Binding patterns remembered per prepared launch (fresh symmetric tensors add new offsets).
 const MAX_CHECKED: usize = 256;
-
-/// Environment variable that makes every launch exchange its binding pattern.
-pub const CHECK_ENV: &str = "SYMSCHED_CHECK_BINDINGS";
 
 /// A prepared launch (`symsched._native.Prepared`); see the module docs.
 #[pyclass(name = "Prepared", module = "symsched._native", frozen)]

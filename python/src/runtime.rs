@@ -1,4 +1,7 @@
 //! The process's runtime handle: bootstrap, heap allocation, stats, groups.
+//!
+//! Blocks and groups hold the runtime itself (`Arc<Runtime>`, so the heap mapping outlives
+//! every tensor over it); only this handle knows them, never the other way round.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,12 +14,6 @@ use crate::block::HeapBlock;
 use crate::errors;
 use crate::group::PyGroup;
 
-/// The runtime plus the bookkeeping the Python side needs, shared by blocks and groups.
-pub struct Shared {
-    pub runtime: Runtime,
-    pub groups: Mutex<Vec<(Vec<usize>, Py<PyGroup>)>>,
-}
-
 /// None when the runtime can run on this host, else why not.
 pub fn availability() -> Option<String> {
     symsched_runtime::is_available().err()
@@ -25,7 +22,9 @@ pub fn availability() -> Option<String> {
 /// The symsched host runtime of this process (`symsched._native.Runtime`).
 #[pyclass(name = "Runtime", module = "symsched._native", frozen)]
 pub struct PyRuntime {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) runtime: Arc<Runtime>,
+    /// Groups made so far, by member list (a group is set up once per process).
+    groups: Mutex<Vec<(Vec<usize>, Py<PyGroup>)>>,
 }
 
 #[pymethods]
@@ -40,81 +39,64 @@ impl PyRuntime {
             symsched_runtime::exec::trace::set_process_rank(r);
         }
         Ok(PyRuntime {
-            shared: Arc::new(Shared {
-                runtime,
-                groups: Mutex::new(Vec::new()),
-            }),
+            runtime: Arc::new(runtime),
+            groups: Mutex::new(Vec::new()),
         })
     }
 
     #[getter]
     fn rank(&self) -> usize {
-        self.shared.runtime.rank()
+        self.runtime.rank()
     }
 
     #[getter]
     fn world_size(&self) -> usize {
-        self.shared.runtime.world_size()
+        self.runtime.world_size()
     }
 
     #[getter]
     fn local_rank(&self) -> usize {
-        self.shared.runtime.local_rank()
+        self.runtime.local_rank()
     }
 
     /// The private rendezvous directory of this job on this node.
     #[getter]
     fn rendezvous_dir(&self) -> String {
-        self.shared
-            .runtime
-            .config()
-            .rendezvous_dir
-            .display()
-            .to_string()
+        self.runtime.config().rendezvous_dir.display().to_string()
     }
 
     /// Whether this process (local rank 0, directory derived from the environment) owns the
     /// rendezvous directory and so removes it at finalize.
     #[getter]
     fn owns_rendezvous_dir(&self) -> bool {
-        let c = self.shared.runtime.config();
+        let c = self.runtime.config();
         c.owns_rendezvous_dir && c.local_rank == 0
     }
 
     /// Barrier over every rank of the job (used by `symm.finalize`).
     fn world_barrier(&self, py: Python<'_>) -> PyResult<()> {
-        let shared = self.shared.clone();
-        py.detach(move || {
-            shared
-                .runtime
-                .world()
-                .and_then(|w| w.barrier())
-                .map_err(Box::new)
-        })
-        .map_err(errors::rt_boxed)
+        let runtime = self.runtime.clone();
+        py.detach(move || runtime.world().and_then(|w| w.barrier()).map_err(Box::new))
+            .map_err(errors::rt_boxed)
     }
 
     /// Bytes of this rank's heap segment.
     #[getter]
     fn heap_size(&self) -> usize {
-        self.shared.runtime.heap().size()
+        self.runtime.heap().size()
     }
 
     /// Address of this rank's heap segment in this process.
     #[getter]
     fn heap_base(&self) -> usize {
-        self.shared.runtime.heap().base() as usize
+        self.runtime.heap().base() as usize
     }
 
     /// Symmetric allocation of `nbytes` (64-byte aligned); collective in call order.
     fn alloc(&self, nbytes: usize) -> PyResult<HeapBlock> {
-        let a = self
-            .shared
-            .runtime
-            .malloc(nbytes.max(1))
-            .map_err(errors::rt)?;
+        let a = self.runtime.malloc(nbytes.max(1)).map_err(errors::rt)?;
         Ok(HeapBlock {
-            rt: self.shared.clone(),
+            rt: self.runtime.clone(),
             offset: a.offset,
             nbytes: nbytes.max(1),
             freed: AtomicBool::new(false),
@@ -126,7 +108,7 @@ impl PyRuntime {
         if block.freed.swap(true, Ordering::AcqRel) {
             return Err(errors::value("block was already freed"));
         }
-        self.shared.runtime.free(block.offset).map_err(|e| {
+        self.runtime.free(block.offset).map_err(|e| {
             block.freed.store(false, Ordering::Release);
             errors::rt(e)
         })
@@ -139,7 +121,7 @@ impl PyRuntime {
 
     /// `{"allocated", "peak", "free"}` bytes of the symmetric heap.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.shared.runtime.stats();
+        let s = self.runtime.stats();
         let d = PyDict::new(py);
         d.set_item("allocated", s.allocated)?;
         d.set_item("peak", s.peak)?;
@@ -151,19 +133,18 @@ impl PyRuntime {
     /// first use, cached afterwards.
     fn group(&self, py: Python<'_>, members: Vec<usize>) -> PyResult<Py<PyGroup>> {
         {
-            let groups = self.shared.groups.lock().unwrap_or_else(|e| e.into_inner());
+            let groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
             if let Some((_, g)) = groups.iter().find(|(m, _)| *m == members) {
                 return Ok(g.clone_ref(py));
             }
         }
-        let shared = self.shared.clone();
+        let runtime = self.runtime.clone();
         let m = members.clone();
         let g = py
-            .detach(move || shared.runtime.group(&m, false).map_err(Box::new))
+            .detach(move || runtime.group(&m, false).map_err(Box::new))
             .map_err(errors::rt_boxed)?;
-        let pg = Py::new(py, PyGroup::new(self.shared.clone(), g)?)?;
-        self.shared
-            .groups
+        let pg = Py::new(py, PyGroup::new(self.runtime.clone(), g)?)?;
+        self.groups
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((members, pg.clone_ref(py)));
@@ -173,9 +154,9 @@ impl PyRuntime {
     fn __repr__(&self) -> String {
         format!(
             "Runtime(rank={}, world_size={}, heap={} bytes)",
-            self.shared.runtime.rank(),
-            self.shared.runtime.world_size(),
-            self.shared.runtime.heap().size()
+            self.runtime.rank(),
+            self.runtime.world_size(),
+            self.runtime.heap().size()
         )
     }
 }

@@ -14,28 +14,30 @@ The RFC's API (HyperParallel Symmetric Memory, §5.1–5.7) on any ``torch.distr
   ``torch.profiler`` ranges ``symsched::<op>``.
 
 Every ``group`` argument is a torch ``ProcessGroup`` (``dist.new_group``, ``dist.split_group``,
-DeviceMesh groups) or None for WORLD; ranks passed to ops are group-local.
+DeviceMesh groups), a list of global ranks, or None for WORLD; ranks passed to ops are
+group-local.
+
+Layout: :mod:`symsched.core` is the framework-neutral implementation and :mod:`symsched.torch`
+its PyTorch adapter (see :mod:`symsched.core.adapter` for the interface and how another
+framework plugs in). This package is the PyTorch flavour, loaded on first use of a name below
+(``symm.init``, ``symm.empty`` …), so that importing another flavour (``symsched.mindspore``)
+never imports torch; ``symsched.functional``, ``symsched.interop``, ``symsched.memory`` … are the
+modules that implement them.
 """
 
 from __future__ import annotations
 
-from . import functional, interop
-from ._enums import CmpOp, ReduceOp, SignalOp
-from ._errors import (ForbiddenMixError, NotSymmetricError, StaleTensorError, SymschedArgumentError, SymschedError,
-                      SymschedRuntimeError, SymschedTypeError, UnavailableError)
-from ._state import availability, finalize, init, is_initialized, is_shmem_available
-from .collectives import (shmem_allgather, shmem_allreduce, shmem_alltoall, shmem_broadcast, shmem_recv,
-                          shmem_reduce_scatter, shmem_send)
-from .mc2 import fused_all_gather_matmul, fused_matmul_reduce_scatter
-from .memory import empty, free, is_symmetric, symm_memory_stats
-from .primitives import (barrier, shmem_get, shmem_put, shmem_put_with_signal, shmem_signal_op,
-                         shmem_wait_for_signal)
-from .profiling import flush_trace
+import importlib
+from typing import Any, List
+
+from .core.enums import CmpOp, ReduceOp, SignalOp
+from .core.errors import (ForbiddenMixError, NotSymmetricError, StaleTensorError, SymschedArgumentError,
+                          SymschedConfigError, SymschedError, SymschedRuntimeError, SymschedTypeError, UnavailableError)
 
 __all__ = [
     "CmpOp", "ReduceOp", "SignalOp",
-    "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError", "SymschedError",
-    "SymschedRuntimeError", "SymschedTypeError", "UnavailableError",
+    "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError", "SymschedConfigError",
+    "SymschedError", "SymschedRuntimeError", "SymschedTypeError", "UnavailableError",
     "availability", "finalize", "init", "is_initialized", "is_shmem_available",
     "empty", "free", "is_symmetric", "symm_memory_stats",
     "shmem_put", "shmem_get", "shmem_signal_op", "shmem_wait_for_signal", "shmem_put_with_signal", "barrier",
@@ -43,3 +45,23 @@ __all__ = [
     "shmem_broadcast", "fused_all_gather_matmul", "fused_matmul_reduce_scatter",
     "functional", "interop", "flush_trace",
 ]
+
+#: The public submodules (``import symsched.functional`` …), served by the PyTorch flavour.
+_MODULES = ("functional", "collectives", "primitives", "memory", "profiling", "interop", "mc2")
+
+
+def __getattr__(name: str) -> Any:
+    """Load the PyTorch flavour on the first use of one of its names (PEP 562); afterwards the
+    names are plain module attributes, found without this call."""
+    if name.startswith("__") or (name not in __all__ and name not in _MODULES):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import torch as flavour  # installs the PyTorch adapter
+
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    globals().update(flavour.API)
+    return flavour.API[name]
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(__all__) | set(_MODULES))

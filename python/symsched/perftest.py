@@ -268,9 +268,9 @@ def _worker(a: argparse.Namespace) -> None:
         # timed in turns, one batch each per round, so load drifting on a shared machine hits
         # them alike; times are medians over rounds and each ratio is the median of the rounds'
         # ratios.
-        from . import _coll as _c
-        from . import _state as _st
-        from . import mc2 as _mc2
+        from .core import knobs as _knobs
+        from .core import native as _nat
+        from .torch import mc2 as _mc2
 
         def mc2_buf(kind: str, *shape: int) -> torch.Tensor:
             t = symm.empty(shape, torch.float32) if kind == "symmetric" else torch.empty(*shape)
@@ -295,16 +295,16 @@ def _worker(a: argparse.Namespace) -> None:
         # one engine object per variant, made once: a new one would start with no cached views
         torch_engine = _mc2.TorchMatmul() if engine_name == "torch" else None
         blas = _mc2._torch_blas() if engine_name == "torch" else None
-        native = _st.native()
+        native = _nat.native()
 
         def as_push(fn: Callable[[], object]) -> Callable[[], None]:
             def run() -> None:
-                os.environ[_c.MC2_AG_PULL_ENV] = "0"
+                os.environ[_knobs.MC2_AG_PULL.name] = "0"
                 native.set_matmul_engine(torch_engine)
                 try:
                     fn()
                 finally:
-                    os.environ.pop(_c.MC2_AG_PULL_ENV, None)
+                    os.environ.pop(_knobs.MC2_AG_PULL.name, None)
                     native.set_matmul_engine(torch_engine, blas)
             return run
 

@@ -61,7 +61,8 @@ def spy_schedules(seen: List[str]) -> Callable[[], None]:
     """Record the schedule of every launch into ``seen``: the full path (``_launch.run``) and the
     cached launches of forwards and backwards (``_coll._fire``). Returns the function that
     removes the spies."""
-    from symsched import _coll, _launch
+    from symsched.core import coll as _coll
+    from symsched.core import launch as _launch
 
     run, fire = _launch.run, _coll._fire
 

@@ -1,9 +1,11 @@
 """Per-call µs of 8 B and 64 KiB allreduce on 2 ranks (symsched symmetric / ordinary vs gloo).
 
-    python tests/bench_call_overhead.py [PACKAGE_DIR]      # BENCH_RANKS=1: the host-side cost alone
+    python tests/bench_call_overhead.py [PACKAGE_DIR ...]   # BENCH_RANKS=1: the host-side cost alone
 
-PACKAGE_DIR (optional) is put first on PYTHONPATH, to measure another build of the package
-(e.g. an older checkout) in the same conditions. Prints the load average with the numbers:
+Each PACKAGE_DIR (optional) is put first on PYTHONPATH, to measure another build of the package
+(e.g. an older checkout, or ``python/`` of this one) in the same conditions; with several, they
+are timed in turns (``BENCH_TURNS`` rounds, default 3, so load drifting on a shared host hits
+each alike) and the table shows each one's best turn. Prints the load average with the numbers:
 the host is shared, so compare columns of one run rather than runs.
 """
 
@@ -14,18 +16,26 @@ import _harness
 
 
 def main() -> None:
-    env = {}
-    if len(sys.argv) > 1:
-        env["PYTHONPATH"] = sys.argv[1] + os.pathsep + _harness.HERE
-    load = os.getloadavg()
+    dirs = sys.argv[1:] or [""]
+    turns = int(os.environ.get("BENCH_TURNS", "3")) if len(dirs) > 1 else 1
     world = int(os.environ.get("BENCH_RANKS", "2"))
-    res = _harness.run("scen_overhead", "call_overhead", world, timeout=500, env=env, args={})
-    print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+    load = os.getloadavg()
+    best: dict = {}
+    for _ in range(turns):
+        for d in dirs:
+            env = {"PYTHONPATH": d + os.pathsep + _harness.HERE} if d else {}
+            res = _harness.run("scen_overhead", "call_overhead", world, timeout=500, env=env, args={})
+            for nbytes, r in res[0].items():
+                mine = best.setdefault(d, {}).setdefault(nbytes, dict(r))
+                for k, val in r.items():
+                    mine[k] = min(mine[k], val)
+    print(f"{world} ranks; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'bytes':>8} {'symm (sym) us':>14} {'symm (ord) us':>14} {'gloo us':>9} {'gloo/sym':>9}")
-    for nbytes, r in res[0].items():
-        print(f"{nbytes:>8} {r['symsched_symmetric']:>14.1f} {r['symsched_ordinary']:>14.1f} {r['gloo']:>9.1f} "
-              f"{r['gloo'] / r['symsched_symmetric']:>9.1f}")
+    print(f"{'package':<28} {'bytes':>8} {'symm (sym) us':>14} {'symm (ord) us':>14} {'gloo us':>9} {'gloo/sym':>9}")
+    for d in dirs:
+        for nbytes, r in best[d].items():
+            print(f"{(d or 'installed')[-28:]:<28} {nbytes:>8} {r['symsched_symmetric']:>14.2f} "
+                  f"{r['symsched_ordinary']:>14.2f} {r['gloo']:>9.1f} {r['gloo'] / r['symsched_symmetric']:>9.1f}")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ import torch
 import torch.distributed as dist
 
 import symsched as symm
-from symsched import _coll
+from symsched.core import coll as _coll
+from symsched.core import state as _state
 from symsched import memory as _memory
 from symsched.collectives import _grad
 
@@ -79,7 +80,7 @@ def _per_call_us(fn: Callable[[], None], calls: int, sync: bool = True) -> float
 
 
 def _state() -> Dict[str, Any]:
-    info = symm._state.resolve_group(None)
+    info = _state.resolve_group(None)
     return {"gc_counts": gc.get_count(), "gc_objects": len(gc.get_objects()), "fast": len(_coll._fast),
             "prepared": len(info.prepared), "dead": _memory._dead, "allocs": len(_memory._starts),
             "threads": len(os.listdir("/proc/self/task")),

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 import symsched as symm
-from symsched import _coll
+from symsched.core import coll as _coll
 
 
 def _raises(fails: list, exc: type, fn, what: str, *words: str) -> None:

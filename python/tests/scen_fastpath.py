@@ -1,4 +1,4 @@
-"""Scenario: the front-of-call cache of every collective (``symsched._coll._fast``).
+"""Scenario: the front-of-call cache of every collective (``symsched.core.coll._fast``).
 
 A repeated call with the same key must hit the cache (counted through ``_coll._fire``) and give
 the same results as the full path; per-tensor properties the key cannot vouch for must still be
@@ -12,7 +12,7 @@ import torch.distributed as dist
 
 import symsched as symm
 import symsched.functional as F
-from symsched import _coll
+from symsched.core import coll as _coll
 from _common import data
 
 

@@ -9,7 +9,8 @@ import torch
 import symsched as symm
 import symsched.functional as F
 import symsched.mc2 as mc2
-from symsched import _state
+from symsched.core import knobs
+from symsched.core import state as _state
 from _common import data
 
 #: Tolerances of the issue's precision table (bf16 has 8 bits of mantissa, so 8× the fp16 one,
@@ -205,7 +206,7 @@ def schedule_choice_and_cache(rank: int, world: int, args) -> dict:
     unless ``SYMSCHED_MATMUL_BLAS=0``, with torch.mm's values."""
     import os
 
-    from symsched import _coll, _launch
+    from symsched.core import launch as _launch
     from _common import spy_schedules
 
     symm.init()
@@ -229,7 +230,7 @@ def schedule_choice_and_cache(rank: int, world: int, args) -> dict:
             results = {}
             for pull in ("1", "0"):  # "0": both knobs flipped
                 if pull == "0":
-                    os.environ[_coll.MC2_AG_PULL_ENV], os.environ[_coll.MC2_RS_PULL_ENV] = "0", "1"
+                    os.environ[knobs.MC2_AG_PULL.name], os.environ[knobs.MC2_RS_PULL.name] = "0", "1"
                 for kind in ("ordinary", "symmetric"):
                     if kind == "symmetric":
                         g = symm.empty((world * m, k), dtype)
@@ -256,8 +257,8 @@ def schedule_choice_and_cache(rank: int, world: int, args) -> dict:
                 if outs[0].data_ptr() == outs[1].data_ptr() or not all(torch.equal(o, outs[0]) for o in outs):
                     fails.append(f"{dtype} pull={pull}: cached calls must return new, equal outputs")
                 results[(pull, "rs")] = outs[0]
-            os.environ.pop(_coll.MC2_AG_PULL_ENV)
-            os.environ.pop(_coll.MC2_RS_PULL_ENV)
+            os.environ.pop(knobs.MC2_AG_PULL.name)
+            os.environ.pop(knobs.MC2_RS_PULL.name)
             g0, c0 = results[("1", "ordinary")]
             for key, (g1, c1) in ((k_, v_) for k_, v_ in results.items() if k_[1] != "rs"):
                 if not torch.equal(g1, g0) or not torch.equal(c1, c0):
@@ -285,8 +286,8 @@ def schedule_choice_and_cache(rank: int, world: int, args) -> dict:
     finally:
         restore()
         _launch.run = full
-        os.environ.pop(_coll.MC2_AG_PULL_ENV, None)
-        os.environ.pop(_coll.MC2_RS_PULL_ENV, None)
+        os.environ.pop(knobs.MC2_AG_PULL.name, None)
+        os.environ.pop(knobs.MC2_RS_PULL.name, None)
 
     # the direct BLAS path and the Python engine agree with torch.mm
     for blas in ("0", "1"):

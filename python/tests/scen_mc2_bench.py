@@ -12,7 +12,9 @@ import torch.distributed as dist
 
 import symsched as symm
 import symsched.mc2 as mc2
-from symsched import _coll, _state
+from symsched.core import coll as _coll
+from symsched.core import knobs
+from symsched.core import state as _state
 
 
 def _turns(fns: Dict[str, Callable[[], object]], iters: int, rounds: int) -> Dict[str, object]:
@@ -43,11 +45,11 @@ def _variant(fn: Callable[[], object], pull: bool, blas: bool) -> Callable[[], N
     lib = mc2._torch_blas() if blas else None
 
     def run() -> None:
-        os.environ[_coll.MC2_AG_PULL_ENV] = os.environ[_coll.MC2_RS_PULL_ENV] = "1" if pull else "0"
+        os.environ[knobs.MC2_AG_PULL.name] = os.environ[knobs.MC2_RS_PULL.name] = "1" if pull else "0"
         native.set_matmul_engine(eng, lib)
         fn()
-        os.environ.pop(_coll.MC2_AG_PULL_ENV)
-        os.environ.pop(_coll.MC2_RS_PULL_ENV)
+        os.environ.pop(knobs.MC2_AG_PULL.name)
+        os.environ.pop(knobs.MC2_RS_PULL.name)
     return run
 
 

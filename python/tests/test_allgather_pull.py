@@ -23,7 +23,7 @@ import _harness
 
 def _spy() -> List[str]:
     """Record the schedule of every launch, on the full path and on both cached paths."""
-    from symsched import _autograd
+    from symsched.core import rules as _autograd
     from _common import spy_schedules
 
     seen: List[str] = []
@@ -41,7 +41,8 @@ def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
 
     import symsched as symm
     import symsched.functional as F
-    from symsched import _autograd, _coll
+    from symsched.core import coll as _coll
+    from symsched.core import rules as _autograd
     from _common import DTYPES, data
 
     symm.init()

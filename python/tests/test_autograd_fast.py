@@ -1,4 +1,4 @@
-"""The cached backward path (``symsched._autograd._duals``): a repeated backward goes straight to
+"""The cached backward path (``symsched.core.rules._duals``): a repeated backward goes straight to
 the prepared dual launch, gives the full path's gradients bit for bit, and still handles an
 incoming gradient the forward's validation cannot vouch for.
 
@@ -39,7 +39,9 @@ def cached(rank: int, world: int, args: Any) -> Dict[str, Any]:
 
     import symsched as symm
     import symsched.functional as F
-    from symsched import _autograd, _coll, _launch
+    from symsched.core import coll as _coll
+    from symsched.core import launch as _launch
+    from symsched.core import rules as _autograd
 
     symm.init()
     fails: List[str] = []

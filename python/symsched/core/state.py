@@ -2,9 +2,10 @@
 
 The native runtime is started once per process. Bootstrap is collective over the ranks of the
 node: every local rank must reach :func:`init` (directly, or through the first ``symm.empty`` or
-collective on WORLD). Inside a ``torch.distributed`` job the rank variables come from the job
-and a job id is agreed through the job's store, so two jobs that reuse a ``MASTER_PORT`` never
-meet in the same rendezvous directory.
+collective on WORLD). Inside a framework's distributed job the rank variables come from the job
+(:meth:`~symsched.core.adapter.FrameworkAdapter.job`) and a job id is agreed through the job's
+store, so two jobs that reuse a ``MASTER_PORT`` never meet in the same rendezvous directory;
+without one, the launcher variables (``RANK`` …, as ``symsched launch`` sets them) are used.
 """
 
 from __future__ import annotations
@@ -17,17 +18,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-import torch.distributed as dist
+from . import adapter, knobs, profiling
+from .errors import SymschedArgumentError, SymschedConfigError, SymschedRuntimeError, SymschedTypeError, UnavailableError
+from .native import IMPORT_ERROR
+from .native import module as _native
+from .native import native
 
-from ._errors import SymschedArgumentError, SymschedRuntimeError, SymschedTypeError, UnavailableError
-
-try:  # the compiled module is absent when the package is imported from a source tree
-    from . import _native  # type: ignore[attr-defined]
-
-    _IMPORT_ERROR: Optional[str] = None
-except ImportError as exc:  # pragma: no cover - exercised only on broken installs
-    _native = None  # type: ignore[assignment]
-    _IMPORT_ERROR = f"the native module symsched._native could not be imported: {exc}"
+__all__ = ["native", "availability", "is_shmem_available", "init", "finalize", "runtime", "is_initialized",
+           "GroupInfo", "group_ranks", "resolve_group", "check_peer", "world_size", "global_rank"]
 
 _lock = threading.RLock()
 _runtime: Any = None
@@ -37,23 +35,18 @@ _groups: Dict[Tuple[int, ...], "GroupInfo"] = {}
 _STORE_KEY = "symsched/job_id"
 
 
-def native() -> Any:
-    """The ``symsched._native`` module, or :class:`UnavailableError` when it cannot be loaded."""
-    if _native is None:
-        raise UnavailableError(_IMPORT_ERROR or "symsched._native is missing")
-    return _native
-
-
 def availability() -> Optional[str]:
     """None when symmetric memory can be used in this process, else the reason it cannot."""
     if _native is None:
-        return _IMPORT_ERROR
+        return IMPORT_ERROR
     reason = _native.availability()
     if reason:
         return reason
-    if _runtime is None and not dist.is_initialized() and "RANK" not in os.environ:
-        return ("no distributed job: call torch.distributed.init_process_group(...) (or run under "
-                "torchrun) before using symsched")
+    if not adapter.is_bound():
+        return "no framework is bound to symsched: import symsched (PyTorch) first"
+    fw = adapter.active()
+    if _runtime is None and fw.job() is None and not knobs.RANK.is_set():
+        return fw.job_hint
     return None
 
 
@@ -62,30 +55,21 @@ def is_shmem_available() -> bool:
     return availability() is None
 
 
-def _job_id_from_store() -> str:
-    """Agree on a job id through the torch store (rank 0 writes, everyone reads)."""
-    if os.environ.get("SYMSCHED_JOB_ID"):
-        return os.environ["SYMSCHED_JOB_ID"]
-    rank = dist.get_rank()
-    try:
-        store = dist.distributed_c10d._get_default_store()  # noqa: SLF001 - the job's own store
-    except Exception:  # pragma: no cover - stores are always present for gloo jobs
-        store = None
-    if store is not None:
-        if rank == 0:
-            store.set(_STORE_KEY, uuid.uuid4().hex[:16])
-        return store.get(_STORE_KEY).decode()
-    box = [uuid.uuid4().hex[:16] if rank == 0 else None]
-    dist.broadcast_object_list(box, src=0)
-    return str(box[0])
+def _job_id(fw: adapter.FrameworkAdapter, rank: int) -> str:
+    """The job id: ``SYMSCHED_JOB_ID``, else one rank 0 makes, agreed through the job's store."""
+    given = knobs.JOB_ID.get()
+    if given is not None:
+        return given
+    return fw.share_from_rank0(_STORE_KEY, uuid.uuid4().hex[:16] if rank == 0 else None)
 
 
 def init() -> None:
     """Start the symmetric-memory runtime (idempotent).
 
-    Collective over the ranks of this node. Inside a ``torch.distributed`` job the ranks are
-    the job's; otherwise the torchrun variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-    MASTER_PORT) are read.
+    Collective over the ranks of this node. Validates every knob first (a bad value raises
+    :class:`~symsched.SymschedConfigError` on every rank, before anything is set up). Inside a
+    framework's distributed job the ranks are the job's; otherwise the launcher variables
+    (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_PORT) are read by the runtime.
     """
     global _runtime
     with _lock:
@@ -95,23 +79,32 @@ def init() -> None:
         reason = nat.availability()
         if reason:
             raise UnavailableError(reason)
-        if dist.is_initialized():
-            os.environ["RANK"] = str(dist.get_rank())
-            os.environ["WORLD_SIZE"] = str(dist.get_world_size())
+        if not adapter.is_bound():
+            raise UnavailableError("no framework is bound to symsched: import symsched (PyTorch) first")
+        fw = adapter.active()
+        knobs.check_all()
+        engine = knobs.MATMUL_ENGINE.get()
+        if engine not in (None, "builtin", fw.name):
+            raise SymschedConfigError(
+                f"{knobs.MATMUL_ENGINE.name}={engine!r} names another framework: this process runs symsched "
+                f"for {fw.name} (accepted here: builtin, {fw.name})")
+        job = fw.job()
+        if job is not None:
+            rank, world = job
+            # the runtime bootstraps from the environment: hand it the job's ranks and id
+            os.environ["RANK"] = str(rank)
+            os.environ["WORLD_SIZE"] = str(world)
             os.environ.setdefault("MASTER_PORT", "0")
-            os.environ["SYMSCHED_JOB_ID"] = _job_id_from_store()
-            if dist.get_rank() == 0:
-                from .profiling import reset_trace_file
-
-                reset_trace_file()
-        elif "RANK" not in os.environ:
-            raise UnavailableError(
-                "no distributed job: call torch.distributed.init_process_group(...) (or run under "
-                "torchrun) before using symsched")
+            os.environ[knobs.JOB_ID.name] = _job_id(fw, rank)
+            if rank == 0:
+                profiling.reset_trace_file()
+        elif not knobs.RANK.is_set():
+            raise UnavailableError(fw.job_hint)
         try:
             _runtime = nat.Runtime.from_env()
         except Exception as exc:  # the native error text is the useful part
             raise SymschedRuntimeError(f"symsched runtime failed to start: {exc}") from exc
+        profiling.set_rank(int(_runtime.rank))
         atexit.register(_atexit)
 
 
@@ -123,9 +116,7 @@ def finalize() -> None:
     if _runtime is None or _finalized:
         return
     _finalized = True
-    from .profiling import flush_trace
-
-    flush_trace()
+    profiling.flush_trace()
     try:
         _runtime.world_barrier()
     finally:
@@ -150,6 +141,18 @@ def runtime() -> Any:
 def is_initialized() -> bool:
     """Whether :func:`init` has run in this process."""
     return _runtime is not None
+
+
+def world_size() -> int:
+    """Ranks in the job: the framework job's, else the runtime's."""
+    job = adapter.active().job()
+    return job[1] if job is not None else int(runtime().world_size)
+
+
+def global_rank() -> int:
+    """This process's rank in the job: the framework job's, else the runtime's."""
+    job = adapter.active().job()
+    return job[0] if job is not None else int(runtime().rank)
 
 
 @dataclass(frozen=True)
@@ -182,34 +185,22 @@ class GroupInfo:
 _by_object: Dict[int, Tuple[Any, "GroupInfo"]] = {}
 
 
-def _world() -> int:
-    return dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def _global_rank() -> int:
-    return dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
-
-
 def group_ranks(group: Any, arg: str = "group") -> Tuple[int, ...]:
-    """Global ranks of ``group`` in group-rank order (None = WORLD)."""
-    if group is None or (dist.is_initialized() and group is dist.group.WORLD):
-        return tuple(range(_world()))
+    """Global ranks of ``group`` in group-rank order: None = WORLD, a list or tuple of global
+    ranks, or a framework group object (:meth:`~symsched.core.adapter.FrameworkAdapter.group_ranks`)."""
+    fw = adapter.active()
+    if group is None or fw.is_world(group):
+        return tuple(range(world_size()))
     if isinstance(group, (list, tuple)):
         ranks = tuple(group)
         if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
             raise SymschedTypeError(f"`{arg}` as a rank list must hold ints, got {list(group)!r}")
         return ranks
-    if not isinstance(group, dist.ProcessGroup):
-        raise SymschedTypeError(
-            f"`{arg}` must be a torch.distributed ProcessGroup or None (WORLD), got {type(group).__name__}")
-    try:
-        return tuple(dist.get_process_group_ranks(group))
-    except Exception as exc:
-        raise SymschedArgumentError(f"`{arg}`: cannot read the ranks of this ProcessGroup: {exc}") from exc
+    return tuple(fw.group_ranks(group, arg))
 
 
 def resolve_group(group: Any, arg: str = "group") -> GroupInfo:
-    """Map a ProcessGroup (or None = WORLD) to the runtime group, cached per rank list."""
+    """Map a group (None = WORLD) to the runtime group, cached per rank list."""
     hit = _by_object.get(id(group))
     if hit is not None and hit[0] is group:
         return hit[1]
@@ -221,12 +212,12 @@ def resolve_group(group: Any, arg: str = "group") -> GroupInfo:
 
 def _resolve(group: Any, arg: str) -> GroupInfo:
     ranks = group_ranks(group, arg)
-    me = _global_rank()
+    me = global_rank()
     if not ranks:
         raise SymschedArgumentError(f"`{arg}` is empty")
     if len(set(ranks)) != len(ranks):
         raise SymschedArgumentError(f"`{arg}` lists a rank twice: {list(ranks)}")
-    world = _world()
+    world = world_size()
     bad = [r for r in ranks if not 0 <= r < world]
     if bad:
         raise SymschedArgumentError(f"`{arg}` names ranks {bad} outside the world of size {world}")

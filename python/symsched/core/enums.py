@@ -1,11 +1,12 @@
-"""Reduce ops, compare ops and signal ops, accepting CANN's numbering and strings."""
+"""Reduce ops, compare ops and signal ops, accepting CANN's numbering and strings (and any
+framework's reduce-op enum by its name)."""
 
 from __future__ import annotations
 
 import enum
 from typing import Union
 
-from ._errors import SymschedArgumentError, SymschedTypeError
+from .errors import SymschedArgumentError, SymschedTypeError
 
 
 class CmpOp(enum.IntEnum):

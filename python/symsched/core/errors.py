@@ -1,4 +1,4 @@
-"""Exception types raised by symsched.
+"""Exception types raised by symsched (framework-neutral).
 
 Every error a user can cause by passing a bad argument is a ``ValueError`` or ``TypeError``
 subclass, so ordinary ``except ValueError`` handling keeps working; runtime failures (timeouts,
@@ -43,3 +43,8 @@ class ForbiddenMixError(SymschedError, RuntimeError):
     the same communication stage: each library synchronises differently, so the result is
     inconsistent. See :mod:`symsched.interop`.
     """
+
+
+class SymschedConfigError(SymschedArgumentError):
+    """An environment variable (a knob) holds a value its entry in the knob table does not allow;
+    the message names the variable, the value and what is accepted (``symsched.core.knobs``)."""

@@ -1,0 +1,520 @@
+"""The collectives' kernels (validated, not differentiable) and the call protocol they all follow.
+
+The public in-place and functional forms (:mod:`symsched.core.collectives`,
+:mod:`symsched.core.functional`) and the autograd rules wrap these.
+
+**The call protocol.** Every collective call goes: *validate* (each argument, named in the
+error, before anything is sent, so a bad call on one rank fails there without leaving a
+half-started collective behind; peers still block in their own call until the signal timeout)
+→ *bind* (group, schedule, role buffers as ``(address, bytes)``) → *record* the buffers it
+communicates for the interop rule (:mod:`symsched.core.interop`; a forbidden mix raises here,
+before anything is sent) → *launch* (the native prepared launch, inside the op's profiler
+range and trace event when either watches). :func:`_call` is that path; a repeated call takes
+its cached half, :func:`_fire` (record → launch), through the front-of-call cache below.
+
+**The front-of-call cache** (``_fast``): calls already validated once, per key of everything
+their launch depends on (collective, ``id(group)``, dtypes, element counts, op, wire argument,
+the knobs' raw values read, peers and counts): the group object (held so its id cannot be
+reused while cached), the prepared native launch and the byte size of each role buffer. A hit
+skips what only depends on the key (argument parsing, group mapping, schedule choice); what
+depends on the tensors themselves (host memory, layout, contiguity: the adapter's
+:meth:`~symsched.core.adapter.FrameworkAdapter.plain`; released memory) is still checked on
+every call. Observed calls (profiler on, ``SYMSCHED_TRACE`` set) and rank lists passed as
+``group`` (mutable) always take the full path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
+
+from . import adapter, dtypes, knobs, launch, memory, schedules, state
+from . import validate as v
+from .adapter import Span
+from .enums import ReduceOp, ReduceOpLike, parse_reduce_op
+from .errors import SymschedArgumentError, SymschedError, SymschedTypeError
+from .interop import local as _interop
+from .interop import note_symsched
+
+#: runtime names of the data types every collective accepts
+DTYPES = tuple(dtypes.DATA)
+FLOATS = tuple(sorted(dtypes.FLOATS))
+
+_wire_env = knobs.LOW_PRECISION_DTYPE.raw
+_one_shot_env = knobs.ALLREDUCE_ONE_SHOT_MAX_BYTES.raw
+_ar_pull_env = knobs.ALLREDUCE_PULL_MIN_BYTES.raw
+_pull_env = knobs.ALLGATHER_PULL_MIN_BYTES.raw
+_mc2_ag_pull_env = knobs.MC2_AG_PULL.raw
+_mc2_rs_pull_env = knobs.MC2_RS_PULL.raw
+_trace_env = knobs.TRACE.raw
+
+# The adapter members the fast paths call, bound once it is installed (see ``_bind``).
+_fw: Any = adapter.active()
+_plain: Callable[[Any], Optional[Tuple[Any, int, int]]] = lambda t: None  # noqa: E731
+_profiler_enabled: Callable[[], bool] = lambda: False  # noqa: E731
+_Tensor: type = type(None)
+#: the native cached alltoall (``_native.alltoall_hit``) when the adapter has one
+_native_a2a: Optional[Callable[..., bool]] = None
+
+
+@adapter.on_install
+def _bind(fw: adapter.FrameworkAdapter) -> None:
+    global _fw, _plain, _profiler_enabled, _Tensor, _native_a2a
+    _fw, _plain, _profiler_enabled, _Tensor = fw, fw.plain, fw.profiler_enabled, fw.tensor_type
+    _native_a2a = fw.native_alltoall_hit
+
+
+def _observed() -> bool:
+    """Whether the profiler or the trace watches ops (they take the instrumented path)."""
+    return bool(_profiler_enabled() or _trace_env())
+
+
+# ------------------------------------------------------------------------- the call protocol
+
+Key = Optional[Tuple[Any, ...]]
+_fast: Dict[Tuple[Any, ...], Tuple[Any, Any, Tuple[int, ...]]] = {}
+_FAST_MAX = 4096
+
+
+def _hit(key: Tuple[Any, ...], group: Any) -> Optional[Tuple[Any, Any, Tuple[int, ...]]]:
+    """The cached launch for ``key``, or None when the full path must run."""
+    try:
+        hit = _fast.get(key)
+    except TypeError:  # an unhashable argument: the full path reports it
+        return None
+    # _observed() inlined: every cached call pays it
+    if hit is None or hit[0] is not group or _profiler_enabled() or _trace_env():
+        return None
+    return hit
+
+
+def _remember(key: Key, group: Any, prepared: Any, nbytes: Tuple[int, ...]) -> None:
+    # a rank list can be mutated in place behind an unchanged id: only immutable groups are cached
+    if key is None or isinstance(group, list):
+        return
+    if len(_fast) >= _FAST_MAX:
+        _fast.clear()
+    try:
+        _fast[key] = (group, prepared, nbytes)
+    except TypeError:  # an unhashable (but valid) argument: such calls always take the full path
+        pass
+
+
+def _fire(op_name: str, group: Any, prepared: Any, buffers: List[Tuple[int, int]],
+          counts: Optional[Tuple[List[int], Sequence[int]]] = None, written: Any = None) -> None:
+    """The cached half of the protocol: record ``written`` (a tensor or a tuple of them) for
+    the interop rule, then launch ``prepared``, mapping native errors as :func:`launch.run`.
+
+    ``group`` is the caller's group argument, or an already resolved ``GroupInfo`` (backward
+    passes, which record nothing: their buffers are fresh); it is only resolved to name the
+    ranks in an error."""
+    if written is not None and _interop.__dict__.get("records") is not None:
+        note_symsched(written, op_name)
+    try:
+        if counts is None:
+            prepared.run(buffers)
+        else:
+            prepared.run_counts(buffers, counts[0], counts[1])
+    except (SymschedError, TypeError):
+        raise
+    except Exception as exc:
+        _native_error(op_name, group, prepared, exc)
+
+
+def _call(key: Key, group: Any, op_name: str, info: state.GroupInfo, schedule: str,
+          buffers: List[Tuple[int, int]], dtype: str, sizes: Dict[str, int], written: Any,
+          cached: Tuple[int, ...], **launch_args: Any) -> Any:
+    """The validated half of the protocol: record ``written`` for the interop rule, launch
+    (profiled: :func:`launch.run`), and remember the launch under ``key`` with ``cached`` (the
+    role buffers' byte sizes, and whatever else a hit needs). Returns the prepared launch."""
+    note_symsched(written, op_name)
+    prepared = launch.run(op_name, info, schedule, buffers, dtype, sizes, **launch_args)
+    _remember(key, group, prepared, cached)
+    return prepared
+
+
+def _native_error(op_name: str, group: Any, prepared: Any, exc: Exception) -> NoReturn:
+    info = group if isinstance(group, state.GroupInfo) else state.resolve_group(group)
+    launch.native_error(op_name, info, prepared.schedule, exc)
+
+
+def _buf(s: Span) -> Tuple[int, int]:
+    return (s.ptr, s.nbytes)
+
+
+def _bufs(ts: Sequence[Any], nbytes: Sequence[int]) -> List[Tuple[int, int]]:
+    """``(address, bytes)`` of plain tensors ``ts`` with the cached byte sizes."""
+    return [(_plain(t)[2], n) for t, n in zip(ts, nbytes)]  # type: ignore[index]
+
+
+def _reduce_op(op: ReduceOpLike, s: Span) -> ReduceOp:
+    r = parse_reduce_op(op)
+    if r is ReduceOp.AVG and s.name not in dtypes.FLOATS:
+        raise SymschedArgumentError(f"`op`='avg' needs a floating dtype, got {s.dtype}")
+    return r
+
+
+def _wire_for(r: ReduceOp, low_precision_dtype: Any, data: str) -> Optional[str]:
+    """The wire format of a reduction: explicit or env default, never for max/min (a narrower
+    wire would return values no rank holds), which is an error only when asked explicitly."""
+    wire = v.wire(low_precision_dtype, data)
+    if wire is not None and r in (ReduceOp.MAX, ReduceOp.MIN):
+        if low_precision_dtype is not None:
+            raise SymschedArgumentError(f"`low_precision_dtype` applies to 'sum'/'avg' only, got op='{r.value}'")
+        return None
+    return wire
+
+
+def _symmetric(ptr: int) -> bool:
+    """Whether a tensor at ``ptr`` starts in a live symmetric block (cheap when nothing was
+    allocated): the all-gather schedules depend on it, so it is part of the call's cache key."""
+    return bool(memory._starts) and memory.symmetric(ptr, 0)
+
+
+# ------------------------------------------------------------------------------ collectives
+
+
+def allgather(output: Any, input: Any, group: Any = None) -> None:
+    """``output`` (P·n elements) ← concatenation of every rank's ``input`` (n elements).
+
+    A symmetric ``output`` is written by the push schedule (peers put into it in place); a
+    private one by the pull schedule at or above ``SYMSCHED_ALLGATHER_PULL_MIN_BYTES`` (each rank
+    reads peers' staged inputs straight into its own output, with no staging of the output)."""
+    po, pi = _plain(output), _plain(input)
+    key: Key = None
+    if po is not None and pi is not None:
+        key = ("allgather", id(group), po[0], po[1], pi[0], pi[1], _symmetric(po[2]), _pull_env())
+        hit = _hit(key, group)
+        if hit is not None and (not memory._dead or (memory.live(pi[2], hit[2][0])
+                                                     and memory.live(po[2], hit[2][1]))):
+            _fire("allgather", group, hit[1], [(pi[2], hit[2][0]), (po[2], hit[2][1])], None, output)
+            return
+    so = v.tensor(output, "output_tensor", names=DTYPES)
+    si = v.tensor(input, "input_tensor", names=DTYPES)
+    v.same_dtype(so, "output_tensor", si, "input_tensor")
+    info = state.resolve_group(group)
+    if so.numel != info.size * si.numel:
+        raise SymschedArgumentError(
+            f"`output_tensor` must have group size × input elements = {info.size} × {si.numel} = "
+            f"{info.size * si.numel}, got {so.numel}")
+    schedule = schedules.allgather(so.nbytes, _symmetric(so.ptr), info.size, schedules.allgather_candidates())
+    _call(key, group, "allgather", info, schedule, [_buf(si), _buf(so)], si.name, {"n": si.numel}, output,
+          (si.nbytes, so.nbytes), nbytes=so.nbytes)
+
+
+def reduce_scatter(output: Any, input: Any, op: ReduceOpLike = "sum", group: Any = None,
+                   low_precision_dtype: Any = None) -> None:
+    """``output`` (n) ← block ``rank`` of the element-wise reduction of every rank's ``input`` (P·n).
+
+    With a wire format (per call, or ``SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE``) peers' blocks
+    travel narrowed and are accumulated in f32; this rank's own block stays full precision."""
+    po, pi = _plain(output), _plain(input)
+    key: Key = None
+    if po is not None and pi is not None:
+        key = ("reduce_scatter", id(group), po[0], po[1], pi[0], pi[1], op, low_precision_dtype, _wire_env())
+        hit = _hit(key, group)
+        if hit is not None and (not memory._dead or (memory.live(pi[2], hit[2][0])
+                                                     and memory.live(po[2], hit[2][1]))):
+            _fire("reduce_scatter", group, hit[1], [(pi[2], hit[2][0]), (po[2], hit[2][1])], None, input)
+            return
+    so = v.tensor(output, "output_tensor", names=DTYPES)
+    si = v.tensor(input, "input_tensor", names=DTYPES)
+    v.same_dtype(so, "output_tensor", si, "input_tensor")
+    r = _reduce_op(op, si)
+    wire = _wire_for(r, low_precision_dtype, si.name)
+    info = state.resolve_group(group)
+    if si.numel != info.size * so.numel:
+        raise SymschedArgumentError(
+            f"`input_tensor` must have group size × output elements = {info.size} × {so.numel} = "
+            f"{info.size * so.numel}, got {si.numel}")
+    _call(key, group, "reduce_scatter", info, schedules.reduce_scatter(wire), [_buf(si), _buf(so)], si.name,
+          {"n": so.numel}, input, (si.nbytes, so.nbytes), reduce=r, wire=wire, nbytes=si.nbytes)
+
+
+def allreduce(tensor: Any, op: ReduceOpLike = "sum", group: Any = None, low_precision_dtype: Any = None) -> None:
+    """In place: ``tensor`` ← element-wise reduction over the group, identical on every rank."""
+    p = _plain(tensor)
+    key: Key = None
+    if p is not None:
+        key = ("allreduce", id(group), op, p[0], p[1], low_precision_dtype, _wire_env(), _one_shot_env(),
+               _ar_pull_env())
+        hit = _hit(key, group)
+        if hit is not None and (not memory._dead or memory.live(p[2], hit[2][0])):
+            _fire("allreduce", group, hit[1], [(p[2], hit[2][0])], None, tensor)
+            return
+    s = v.tensor(tensor, "tensor", names=DTYPES)
+    r = _reduce_op(op, s)
+    wire = _wire_for(r, low_precision_dtype, s.name)
+    info = state.resolve_group(group)
+    _call(key, group, "allreduce", info, schedules.allreduce(s.nbytes, wire), [_buf(s)], s.name, {"n": s.numel},
+          tensor, (s.nbytes,), reduce=r, wire=wire, nbytes=s.nbytes)
+
+
+#: The native cached alltoall per ``(id(group), dtype)``: the group object (held so its id
+#: cannot be reused while cached) and the prepared ``alltoallv_push`` launch, which does not
+#: depend on the counts. ``_native_a2a`` checks a call's tensors and counts against it and
+#: launches in one native call (see ``alltoall_hit``).
+_a2a_native: Dict[Tuple[int, Any], Tuple[Any, Any]] = {}
+
+
+def alltoall_hit(send_tensor_list: Any, receive_tensor: Any, receive_list: Any, group: Any, grad: bool) -> bool:
+    """Run an alltoall whose group and dtype were launched before, in one native call that
+    makes the cached path's checks (``_native.alltoall_hit``), and return True; return False,
+    having sent nothing, when the call is not such a hit or a check declines (the full path
+    then validates and reports). ``grad``: autograd is recording, so a send tensor that
+    requires grad declines (it takes the differentiable form)."""
+    if not isinstance(receive_tensor, _Tensor):
+        return False
+    dtype = receive_tensor.dtype
+    hit = _a2a_native.get((id(group), dtype))
+    # _observed() inlined: every call pays it
+    if hit is None or hit[0] is not group or _profiler_enabled() or _trace_env():
+        return False
+    native_hit = _native_a2a
+    if native_hit is None:
+        return False
+    note_symsched(receive_tensor, "alltoall")  # inside interop.step(), a mix raises here
+    try:
+        # with released records kept, the native call looks heap buffers up in them
+        return native_hit(hit[1], send_tensor_list, receive_tensor, dtype, receive_list, grad,
+                          (memory._starts, memory._allocs) if memory._dead else None)
+    except (SymschedError, TypeError):
+        raise
+    except Exception as exc:
+        _native_error("alltoall", group, hit[1], exc)
+
+
+def alltoall(send_tensor_list: Sequence[Any], receive_tensor: Any, receive_list: Any, group: Any = None, *,
+             tried: bool = False) -> None:
+    """All-to-all-v: ``send_tensor_list[j]`` goes to rank j; ``receive_tensor`` holds, in rank
+    order, ``receive_list[j]`` elements from each rank j.
+
+    One round per call: the runtime's eager protocol sends each rank a header carrying the
+    sender's send and receive counts (with chunks up to 4 KiB inline) into a landing slot of
+    the receiver, which checks the whole count matrix (a mismatch is an argument error on every
+    rank, with no output written) and then copies the chunks out; larger chunks it copies
+    straight from the sender's memory. Chunks of a symmetric send list (views of one
+    ``symm.empty`` tensor) go this way at any size; chunks over 64 KiB of an ordinary send list
+    run the ``alltoallv_push`` plan after that round, with the matrix the headers carried.
+    Under ``SYMSCHED_TRACE`` each call's steps appear as ``alltoallv_eager`` events.
+
+    A call whose group and dtype ran before is checked and launched natively
+    (``alltoall_hit``), unless the caller already tried that (``tried``); a send list that is
+    not one buffer in order takes the cached Python path below, which concatenates it."""
+    if not tried and alltoall_hit(send_tensor_list, receive_tensor, receive_list, group, False):
+        return
+    key: Key = None
+    if isinstance(send_tensor_list, (list, tuple)) and isinstance(receive_list, (list, tuple)) and send_tensor_list:
+        pr = _plain(receive_tensor)
+        scan = None if pr is None else _fw.scan_list(send_tensor_list, pr[0], _fw.itemsize(pr[0]),
+                                                     memory.live if memory._dead else None)
+        if pr is not None and scan is not None:
+            send, span = scan
+            # every send tensor has the receive tensor's dtype (checked by the scan), so the
+            # dtype once and the counts identify the call; the types too: True == 1 must not
+            # let a bool count past validation
+            key = ("alltoall", id(group), pr[0], pr[1], tuple(send), tuple(receive_list),
+                   tuple(map(type, receive_list)))
+            hit = _hit(key, group)
+            if hit is not None and (not memory._dead or memory.live(pr[2], hit[2][1])):
+                flat = None
+                if span is None:
+                    flat = _fw.concat(send_tensor_list)
+                    span = (_plain(flat)[2], hit[2][0])  # type: ignore[index]
+                _fire("alltoall", group, hit[1], [span, (pr[2], hit[2][1])], (send, receive_list), receive_tensor)
+                return
+    info = state.resolve_group(group)
+    if not isinstance(send_tensor_list, (list, tuple)):
+        raise SymschedTypeError("`send_tensor_list` must be a list of tensors, one per group rank")
+    if len(send_tensor_list) != info.size:
+        raise SymschedArgumentError(
+            f"`send_tensor_list` must have one tensor per group rank ({info.size}), got {len(send_tensor_list)}")
+    sr = v.tensor(receive_tensor, "receive_tensor", names=DTYPES)
+    sends = []
+    for i, t in enumerate(send_tensor_list):
+        s = v.tensor(t, f"send_tensor_list[{i}]", names=DTYPES, contiguous=False)
+        v.same_dtype(s, f"send_tensor_list[{i}]", sr, "receive_tensor")
+        sends.append(s.numel)
+    recv = v.counts(receive_list, "receive_list", info.size)
+    if sum(recv) != sr.numel:
+        raise SymschedArgumentError(
+            f"`receive_tensor` must hold sum(receive_list) = {sum(recv)} elements, got {sr.numel}")
+    flat = _fw.packed(send_tensor_list)
+    if flat is None:
+        flat = _fw.concat(send_tensor_list) if sum(sends) else _fw.empty((0,), sr.dtype)
+    sf = _fw.span(flat, "send_tensor_list")
+    prepared = _call(key, group, "alltoall", info, "alltoallv_push", [_buf(sf), _buf(sr)], sr.name, {},
+                     receive_tensor, (sf.nbytes, sr.nbytes), send_counts=sends, recv_counts=recv, nbytes=sf.nbytes)
+    # a rank list can change behind an unchanged id; an adapter may have no native call
+    if _native_a2a is not None and not isinstance(group, list):
+        if len(_a2a_native) >= _FAST_MAX:
+            _a2a_native.clear()
+        _a2a_native[(id(group), sr.dtype)] = (group, prepared)
+
+
+def broadcast(tensor: Any, src: int, group: Any = None) -> None:
+    """In place: ``tensor`` ← ``src``'s tensor (``src`` group-local)."""
+    p = _plain(tensor)
+    key: Key = None
+    if p is not None:
+        key = ("broadcast", id(group), p[0], p[1], src, type(src))
+        hit = _hit(key, group)
+        if hit is not None and (not memory._dead or memory.live(p[2], hit[2][0])):
+            _fire("broadcast", group, hit[1], [(p[2], hit[2][0])], None, tensor)
+            return
+    s = v.tensor(tensor, "tensor", names=DTYPES)
+    info = state.resolve_group(group)
+    root = state.check_peer(src, info, "src")
+    _call(key, group, "broadcast", info, "broadcast_push", [_buf(s)], s.name, {"n": s.numel}, tensor, (s.nbytes,),
+          params={"root": root}, nbytes=s.nbytes)
+
+
+def reduce(tensor: Any, dst: int, op: ReduceOpLike = "sum", group: Any = None) -> None:
+    """In place on ``dst``: ``tensor`` ← reduction over the group; other ranks' tensors unspecified."""
+    p = _plain(tensor)
+    key: Key = None
+    if p is not None:
+        key = ("reduce", id(group), p[0], p[1], dst, type(dst), op)
+        hit = _hit(key, group)
+        if hit is not None and (not memory._dead or memory.live(p[2], hit[2][0])):
+            _fire("reduce", group, hit[1], [(p[2], hit[2][0])], None, tensor)
+            return
+    s = v.tensor(tensor, "tensor", names=DTYPES)
+    r = _reduce_op(op, s)
+    info = state.resolve_group(group)
+    root = state.check_peer(dst, info, "dst")
+    _call(key, group, "reduce", info, "reduce_push", [_buf(s)], s.name, {"n": s.numel}, tensor, (s.nbytes,),
+          params={"root": root}, reduce=r, nbytes=s.nbytes)
+
+
+def pair(peer: int, info: state.GroupInfo, arg: str) -> Tuple[state.GroupInfo, int, int]:
+    """The two-rank group {me, peer} (sorted by global rank) and the local indices of (me, peer)."""
+    p = state.check_peer(peer, info, arg)
+    if p == info.rank:
+        raise SymschedArgumentError(f"`{arg}`={peer} is this rank itself; send/recv need a different peer")
+    me_g, peer_g = info.ranks[info.rank], info.ranks[p]
+    ranks = tuple(sorted((me_g, peer_g)))
+    pinfo = state.resolve_group(list(ranks), arg="group")
+    return pinfo, ranks.index(me_g), ranks.index(peer_g)
+
+
+def _p2p(op_name: str, tensor: Any, peer: int, group: Any, arg: str, sending: bool) -> None:
+    p = _plain(tensor)
+    key: Key = None
+    if p is not None:
+        key = (op_name, id(group), p[0], p[1], peer, type(peer))
+        hit = _hit(key, group)
+        if hit is not None and (not memory._dead or memory.live(p[2], hit[2][0])):
+            _fire(op_name, group, hit[1], [(p[2], hit[2][0])], None, tensor)
+            return
+    s = v.tensor(tensor, "tensor", names=DTYPES)
+    pinfo, me, other = pair(peer, state.resolve_group(group), arg)
+    params = {"src": me, "dst": other} if sending else {"src": other, "dst": me}
+    _call(key, group, op_name, pinfo, "sendrecv_pair", [_buf(s)], s.name, {"n": s.numel}, tensor, (s.nbytes,),
+          params=params, nbytes=s.nbytes)
+
+
+def send(tensor: Any, dst_rank: int, group: Any = None) -> None:
+    """Point-to-point send to ``dst_rank`` (group-local); pairs with ``recv`` on that rank."""
+    _p2p("send", tensor, dst_rank, group, "dst_rank", True)
+
+
+def recv(tensor: Any, src_rank: int, group: Any = None) -> None:
+    """Point-to-point receive from ``src_rank`` (group-local) into ``tensor`` (same numel and dtype)."""
+    _p2p("recv", tensor, src_rank, group, "src_rank", False)
+
+
+# ------------------------------------------------------------------------------------- MC2
+
+
+def _mc2_front(name: str, group: Any, ts: Sequence[Any], *extra: Any) -> Tuple[Key, List[int]]:
+    """The cache key of an MC2 call — every operand's dtype and shape (validation relates the
+    shapes, not just the element counts), plus what the schedule choice reads — and the
+    operands' addresses; ``(None, [])`` when an operand is not plain."""
+    key: List[Any] = [name, id(group)]
+    ptrs: List[int] = []
+    for t in ts:
+        p = _plain(t)
+        if p is None:
+            return None, []
+        key += (p[0], _fw.shape(t))
+        ptrs.append(p[2])
+    return tuple(key) + extra, ptrs
+
+
+def _all_live(ptrs: Sequence[int], nbytes: Sequence[int]) -> bool:
+    return all(memory.live(p, n) for p, n in zip(ptrs, nbytes))
+
+
+def allgather_matmul(a: Any, b: Any, gather_out: Any, c: Any, group: Any = None) -> None:
+    """MC2: ``gather_out`` ← allgather(a) (P·m×k) and ``c`` ← gather_out @ b (P·m×n), each block
+    multiplied as soon as it arrives. A private ``gather_out`` runs the pull schedule, a
+    symmetric one the push schedule (:func:`schedules.mc2`)."""
+    ts = (a, b, gather_out, c)
+    key, ptrs = _mc2_front("allgather_matmul", group, ts)
+    if key is not None:
+        key += (_symmetric(ptrs[2]), _mc2_ag_pull_env())
+        hit = _hit(key, group)
+        if hit is not None and (not memory._dead or _all_live(ptrs, hit[2])):
+            _fire("fused_all_gather_matmul", group, hit[1], list(zip(ptrs, hit[2])), None, (gather_out, c))
+            return
+    sa, sb = v.matrix(a, "a", FLOATS), v.matrix(b, "b", FLOATS)
+    sg, sc = v.matrix(gather_out, "gather_out", FLOATS), v.matrix(c, "c", FLOATS)
+    for name, s in (("b", sb), ("gather_out", sg), ("c", sc)):
+        v.same_dtype(s, name, sa, "a")
+    info = state.resolve_group(group)
+    m, k = sa.shape
+    k2, n = sb.shape
+    if k2 != k:
+        raise SymschedArgumentError(f"`b` must have {k} rows (a is {m}×{k}), got {k2}")
+    if sg.shape != (info.size * m, k):
+        raise SymschedArgumentError(f"`gather_out` must be {info.size * m}×{k}, got {sg.shape}")
+    if sc.shape != (info.size * m, n):
+        raise SymschedArgumentError(f"`c` must be {info.size * m}×{n}, got {sc.shape}")
+    schedule = schedules.mc2("allgather_matmul", "allgather_matmul_pull", knobs.MC2_AG_PULL,
+                             not _symmetric(sg.ptr), info.size)
+    spans = (sa, sb, sg, sc)
+    _call(key, group, "fused_all_gather_matmul", info, schedule, [_buf(s) for s in spans], sa.name,
+          {"m": m, "k": k, "n": n}, (gather_out, c), tuple(s.nbytes for s in spans), nbytes=sg.nbytes)
+
+
+def matmul_reduce_scatter(a: Any, b: Any, out: Optional[Any], op: ReduceOpLike = "sum", group: Any = None) -> Any:
+    """MC2: ``out`` (m×n) ← block ``rank`` of reduce_scatter(a @ b) with a P·m×k, b k×n; a new
+    tensor when ``out`` is None. Returns ``out``. Runs the push schedule unless
+    ``SYMSCHED_MC2_RS_PULL=1``."""
+    key, ptrs = _mc2_front("matmul_reduce_scatter", group, (a, b) if out is None else (a, b, out))
+    if key is not None:
+        key += (op, _mc2_rs_pull_env(), out is None)
+        hit = _hit(key, group)
+        if hit is not None and (not memory._dead or _all_live(ptrs, hit[2])):
+            # the cached sizes: the three role buffers' bytes, then the output's shape (for a new output)
+            nbytes, shape = hit[2][:3], hit[2][3:]
+            if out is None:
+                out = _fw.empty(shape, a.dtype)
+                ptrs.append(_plain(out)[2])  # type: ignore[index]
+            _fire("fused_matmul_reduce_scatter", group, hit[1], list(zip(ptrs, nbytes)), None, out)
+            return out
+    sa, sb = v.matrix(a, "x1", FLOATS), v.matrix(b, "x2", FLOATS)
+    v.same_dtype(sb, "x2", sa, "x1")
+    r = _reduce_op(op, sa)
+    if r not in (ReduceOp.SUM, ReduceOp.AVG):
+        raise SymschedArgumentError(f"`reduce_op` must be 'sum' or 'avg' for matmul_reduce_scatter, got '{r.value}'")
+    info = state.resolve_group(group)
+    mp, k = sa.shape
+    k2, n = sb.shape
+    if k2 != k:
+        raise SymschedArgumentError(f"`x2` must have {k} rows (x1 is {mp}×{k}), got {k2}")
+    if mp % info.size:
+        raise SymschedArgumentError(f"`x1` rows ({mp}) must be a multiple of the group size {info.size}")
+    m = mp // info.size
+    if out is None:
+        out = _fw.empty((m, n), sa.dtype)
+    so = v.matrix(out, "output", FLOATS)
+    v.same_dtype(so, "output", sa, "x1")
+    if so.shape != (m, n):
+        raise SymschedArgumentError(f"`output` must be {m}×{n}, got {so.shape}")
+    schedule = schedules.mc2("matmul_reduce_scatter", "matmul_reduce_scatter_pull", knobs.MC2_RS_PULL, True,
+                             info.size)
+    _call(key, group, "fused_matmul_reduce_scatter", info, schedule, [_buf(sa), _buf(sb), _buf(so)], sa.name,
+          {"m": m, "k": k, "n": n}, out, (sa.nbytes, sb.nbytes, so.nbytes, m, n), reduce=r,
+          nbytes=so.nbytes * info.size)
+    return out
