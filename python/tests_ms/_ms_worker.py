@@ -11,10 +11,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _shim  # noqa: E402
-
-_shim.install()
-
 
 def main() -> None:
     module, func, tmp, comm = sys.argv[1:5]

@@ -1,13 +1,9 @@
-"""pytest set-up of the MindSpore suite: ``symsched`` importable without torch (see _shim)."""
+"""pytest set-up of the MindSpore suite."""
 
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import _shim  # noqa: E402
-
-_shim.install()
 
 
 import pytest  # noqa: E402

@@ -262,7 +262,6 @@ def _guarded_deep(t):
 _TRACE_SCRIPT = """
 import os, sys
 sys.path.insert(0, {here!r})
-import _shim; _shim.install()
 import mindspore as ms, numpy as np
 from symsched.mindspore import mode
 from symsched.mindspore.errors import GraphModeError

@@ -1,13 +1,9 @@
-"""Exception types only the MindSpore side raises (the shared ones live in ``symsched._errors``)."""
+"""Exception types only the MindSpore side raises (the shared ones live in ``symsched.core.errors``;
+re-exported here so the MindSpore modules import their errors from one place)."""
 
 from __future__ import annotations
 
-try:  # the framework-neutral core's errors (one home for every shared exception type)
-    from ..core.errors import (SymschedArgumentError, SymschedError, SymschedRuntimeError, SymschedTypeError,
-                               UnavailableError)
-except ImportError:  # pragma: no cover - a tree from before the core split
-    from .._errors import (SymschedArgumentError, SymschedError, SymschedRuntimeError,  # type: ignore[no-redef]
-                           SymschedTypeError, UnavailableError)
+from ..core.errors import SymschedArgumentError, SymschedError, SymschedRuntimeError, SymschedTypeError, UnavailableError
 
 __all__ = ["GraphModeError", "WrongFrameworkError", "SymschedArgumentError", "SymschedError", "SymschedRuntimeError",
            "SymschedTypeError", "UnavailableError"]
