@@ -30,6 +30,11 @@ def _zeros(shape: Tuple[int, ...], dtype: Any) -> ms.Tensor:
     return ms.ops.zeros(tuple(shape), dtype)
 
 
+def _partial(t: ms.Tensor) -> bool:
+    """Whether ``t`` views only part of its storage."""
+    return int(t.storage_offset()) != 0 or int(t.untyped_storage().nbytes()) != t.size * tensors.ITEMSIZE[t.dtype]
+
+
 class MindSporeAdapter(_adapter.FrameworkAdapter):
     """symsched for MindSpore (PyNative): host tensors, group names, msrun or symsched launch."""
 
@@ -187,8 +192,18 @@ class MindSporeAdapter(_adapter.FrameworkAdapter):
 
     @staticmethod
     def copy_into(dst: Any, src: Any) -> None:
+        # MindSpore 2.10 CPU's InplaceCopy fails on a source that views part of a larger storage
+        # from its start, and a copy_ into such a view of the destination silently writes
+        # nothing (both measured): own the source, and write a partial view through memory
         s = src.reshape(tuple(dst.shape))
-        dst.copy_(s if s.is_contiguous() else s.contiguous())
+        if not s.is_contiguous() or _partial(s):
+            s = s.copy()
+        if _partial(dst):
+            nbytes = dst.size * tensors.ITEMSIZE[dst.dtype]
+            if nbytes:
+                ctypes.memmove(int(dst.data_ptr()), int(s.data_ptr()), nbytes)
+            return
+        dst.copy_(s)
 
     @staticmethod
     def div_(t: Any, divisor: int) -> Any:
