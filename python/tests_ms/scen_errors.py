@@ -65,11 +65,21 @@ def bad_input(rank: int, world: int, args: Any) -> dict:
     def in_graph_mode() -> None:
         ms.set_context(mode=ms.GRAPH_MODE)
         try:
-            symm.shmem_allreduce(ms.Tensor(np.ones(2, np.float32)), "sum")
+            # the same call as the follow-ups: it would hit the cached fast path
+            symm.shmem_allreduce(ms.Tensor(np.ones(4, np.float32)), "sum")
         finally:
             ms.set_context(mode=ms.PYNATIVE_MODE)
 
     expect("graph mode", symm.GraphModeError, "silently zeroes the gradients", in_graph_mode)
+
+    def functional_in_graph_mode() -> None:
+        ms.set_context(mode=ms.GRAPH_MODE)
+        try:
+            symm.functional.all_gather(ms.Tensor(np.ones(4, np.float32)))
+        finally:
+            ms.set_context(mode=ms.PYNATIVE_MODE)
+
+    expect("graph mode (functional)", symm.GraphModeError, "PyNative", functional_in_graph_mode)
     return {"failures": failures, "seen": seen}
 
 

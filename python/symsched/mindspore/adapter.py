@@ -21,6 +21,7 @@ from . import autograd, groups, launch, mccl, mode, profiler, tensors
 
 _Tensor = ms.Tensor
 _record = autograd.recording
+_ctx, _GRAPH, _jit_context = mode._ctx, mode._GRAPH, mode._jit_context  # noqa: SLF001 - the inlined guard
 
 
 def _zeros(shape: Tuple[int, ...], dtype: Any) -> ms.Tensor:
@@ -48,20 +49,24 @@ class MindSporeAdapter(_adapter.FrameworkAdapter):
     default_dtype = ms.float32
     #: MindSpore has no per-tensor ``requires_grad`` for ``ms.grad``'s inputs: while it records,
     #: every tensor is treated as possibly differentiated (``requires_grad`` below)
-    grad_enabled = staticmethod(_record)
-    profiler_enabled = staticmethod(profiler.ranges_recorded)
+    grad_enabled = staticmethod(autograd.recording_fn())
+    profiler_enabled = staticmethod(profiler.enabled_fn())
     native_alltoall_hit = None  # the native cached alltoall reads torch tensors
 
     # ------------------------------------------------------- tensors <-> heap spans
 
     @staticmethod
     def plain(t: Any) -> Optional[Tuple[Any, int, int]]:
-        if isinstance(t, _Tensor) and t.is_contiguous():
+        # Every collective's cached call passes here first, so the PyNative guard lives here
+        # (and in span, for the full path) rather than in a wrapper around each entry point:
+        # under graph mode the full path runs and span raises GraphModeError.
+        if isinstance(t, _Tensor) and t.is_contiguous() and _ctx._mode != _GRAPH and _jit_context() is None:
             # data_ptr() last: it drains MindSpore's op queue (tensors module docstring)
             return t.dtype, t.size, t.data_ptr()
         return None
 
     def span(self, t: Any, arg: str) -> Span:
+        mode.check(arg)
         t = tensors.check_tensor(t, arg)
         dtype = t.dtype
         shape = tuple(t.shape)

@@ -25,3 +25,9 @@ _pe = _api._pynative_executor  # noqa: SLF001
 def recording() -> bool:
     """Whether MindSpore is recording a graph for ``ms.grad`` right now (PyNative)."""
     return bool(_pe.grad_flag())
+
+
+def recording_fn() -> Any:
+    """:func:`recording` as the cheapest callable: the executor's bound ``grad_flag`` itself (the
+    core calls it on every in-place collective; a Python wrapper doubled its cost)."""
+    return _pe.grad_flag

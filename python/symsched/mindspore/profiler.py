@@ -24,6 +24,13 @@ def ranges_recorded() -> bool:
     return bool(_mstx is not None and getattr(_mstx, "enable", False))
 
 
+def enabled_fn() -> Any:
+    """:func:`ranges_recorded` as the cheapest callable for the core's per-call check. Whether
+    mstx records is fixed when MindSpore is imported (``mstx.enable`` reads ``LD_PRELOAD``), so
+    without mstx this is the builtin ``bool`` (``bool()`` is False) and costs no Python frame."""
+    return ranges_recorded if ranges_recorded() else bool
+
+
 def range_name(op: str, nbytes: int, group: str) -> str:
     """The range name: ``symsched::<op> bytes=<B> group=<ranks>`` (as on the PyTorch side)."""
     return f"symsched::{op} bytes={nbytes} group={group}"
