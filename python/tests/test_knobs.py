@@ -45,6 +45,7 @@ def _refused(knob: knobs.Knob, raw: str) -> str:
     (knobs.TRACE, "/nonexistent-symsched-dir/trace.json"),
     (knobs.TRACE, "/"),
     (knobs.JOB_ID, "../../etc"),
+    (knobs.JOB_ID, ".."),
     (knobs.RANK, "one"),
 ])
 def test_garbage_values_are_typed_errors(knob: knobs.Knob, raw: str) -> None:
@@ -70,6 +71,7 @@ def test_good_values_and_defaults() -> None:
     assert knobs.LOW_PRECISION_DTYPE.parse("torch.float8_e4m3fn") == "f8e4m3"
     assert knobs.LOW_PRECISION_DTYPE.parse("none") is None
     assert knobs.JOB_ID.parse("0123abcd-ef.x_y") == "0123abcd-ef.x_y"
+    assert knobs.JOB_ID.parse("job:42") == "job:42"
     assert knobs.RANK.parse("3") == 3
 
 

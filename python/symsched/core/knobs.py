@@ -147,8 +147,9 @@ def writable_file(text: str) -> str:
 
 
 def job_id(text: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", text):
-        raise ValueError("not 1-64 letters, digits, '.', '_' or '-' (it names a directory)")
+    """Part of the rendezvous directory's name: no path separator, not '.' or '..'."""
+    if len(text) > 128 or "/" in text or text in (".", "..") or not text.isprintable():
+        raise ValueError("not a directory-name part (no '/', not '.' or '..', printable, at most 128 characters)")
     return text
 
 
@@ -195,7 +196,7 @@ MC2_RS_PULL = Knob(
 
 MATMUL_ENGINE = Knob(
     "SYMSCHED_MATMUL_ENGINE", None, choice("builtin", "torch", "mindspore"), "builtin, torch, mindspore",
-    "at import (applied when valid) and at init (validated)",
+    "when the framework's flavour loads (applied when valid) and at init (validated)",
     "kernel of MC2 matmul steps: the framework's own matmul (the default: the running framework's "
     "name) or the executor's bit-exact reference kernel (`builtin`)", shown_default="the framework")
 
@@ -218,7 +219,7 @@ TRACE = Knob(
     "or `symm.flush_trace()` (the executor reads it too)")
 
 JOB_ID = Knob(
-    "SYMSCHED_JOB_ID", None, job_id, "1-64 of [A-Za-z0-9._-]", "at init",
+    "SYMSCHED_JOB_ID", None, job_id, "up to 128 printable characters without '/' (not '.' or '..')", "at init",
     "the job's id in the rendezvous directory name; unset: agreed through the framework's store "
     "(set by init itself for the runtime)")
 
