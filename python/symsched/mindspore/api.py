@@ -41,8 +41,14 @@ _TENSOR_CHECKED = frozenset({
     "all_gather_matmul", "matmul_reduce_scatter"})
 
 
+#: Diagnostics answer in any mode (they send nothing and compute no gradient).
+_UNGUARDED = frozenset({"availability", "is_shmem_available", "is_initialized", "symm_memory_stats", "is_symmetric"})
+
+
 def _pynative(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` behind the PyNative guard, and refused by MindSpore's graph compiler."""
+    if fn.__name__ in _UNGUARDED:
+        return fn
     if fn.__name__ in _TENSOR_CHECKED and fn.__module__.startswith("symsched.core"):
         _mode.forbid_in_graph(fn)
         return fn
@@ -75,6 +81,43 @@ _GUARDED = {
     "fused_all_gather_matmul": _mc2.fused_all_gather_matmul,
     "fused_matmul_reduce_scatter": _mc2.fused_matmul_reduce_scatter,
 }
+def versions_reason(ms_version: str, np_version: str) -> Any:
+    """Why this MindSpore/numpy pair cannot serve symsched (None when it can). MindSpore 2.10's
+    wheel is built against numpy 1.x: under numpy 2 its bfloat16 fails ("The Numpy bfloat16 data
+    type is not supported now") and it warns of an ABI mismatch on import."""
+    if int(np_version.split(".")[0]) >= 2:
+        return (f"numpy {np_version} with MindSpore {ms_version}: MindSpore's CPU wheel is built against numpy 1.x "
+                f"(bfloat16 tensors fail under numpy 2); install numpy<2 (scripts/ms_env.sh does)")
+    return None
+
+
+def availability() -> Any:
+    """None when symmetric memory can be used in this process, else the reason it cannot
+    (the MindSpore/numpy versions first, then the core's checks)."""
+    import mindspore
+    import numpy
+
+    return versions_reason(mindspore.__version__, numpy.__version__) or _state.availability()
+
+
+def is_shmem_available() -> bool:
+    """True when :func:`availability` reports no problem."""
+    return availability() is None
+
+
+def init() -> None:
+    """``symm.init`` (collective): refuses a MindSpore/numpy pair that cannot work, then starts
+    the runtime."""
+    import mindspore
+    import numpy
+
+    why = versions_reason(mindspore.__version__, numpy.__version__)
+    if why is not None:
+        raise _errors.UnavailableError(why)
+    _state.init()
+
+
+_GUARDED.update({"availability": availability, "is_shmem_available": is_shmem_available, "init": init})
 globals().update({n: _pynative(f) for n, f in _GUARDED.items()})
 flush_trace = _profiling.flush_trace
 
