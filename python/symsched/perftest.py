@@ -105,6 +105,23 @@ def sizes(a: argparse.Namespace) -> List[int]:
 
 # ----------------------------------------------------------------------------------------- worker
 
+def element_count(op: str, size: int, world: int) -> int:
+    """fp32 elements of the row for ``size`` bytes (nccl-tests' sizes): a multiple of the group
+    size for the ops that split their buffer among the ranks."""
+    n = max(1, size // 4)
+    if op in ("allgather", "reduce_scatter", "alltoall"):
+        n = max(world, (n // world) * world)
+    return n
+
+
+def batch_calls(a: argparse.Namespace, nbytes: int) -> int:
+    """Calls per timed batch: ``--iters``, else about 20 MB moved per batch (5 to 200 calls);
+    per call with ``--per-iter`` (3 to 50)."""
+    if a.per_iter:
+        return a.iters or max(3, min(50, int(64e6 / max(nbytes, 1))))
+    return a.iters or max(5, min(200, int(20e6 / max(nbytes, 1))))
+
+
 def _bind_cpu(rank: int, world: int) -> Optional[int]:
     """Bind the calling thread to its own CPU (rank order over the usable CPUs) when there is one
     per rank; returns the CPU, or None when left unbound (oversubscribed, or no affinity API)."""
@@ -121,7 +138,7 @@ def _worker(a: argparse.Namespace) -> None:
     if a.framework == "mindspore":
         from .mindspore.perftest import worker
 
-        worker(a, sizes, _print_row, _bind_cpu)
+        worker(a)
         return
     import warnings
 
@@ -188,20 +205,12 @@ def _worker(a: argparse.Namespace) -> None:
             per_batch.append(slowest((time.perf_counter() - t0) / iters))
         return min(per_batch) if a.stat == "min" else statistics.median(per_batch)
 
-    def n_iters(nbytes: int) -> int:
-        if a.per_iter:
-            return a.iters or max(3, min(50, int(64e6 / max(nbytes, 1))))
-        # about 20 MB moved per batch, between 5 and 200 calls
-        return a.iters or max(5, min(200, int(20e6 / max(nbytes, 1))))
-
     rows: List[Dict[str, object]] = []
     for op in [o for o in a.ops if o != "mc2"]:
         for size in sizes(a):
-            n = max(1, size // 4)
-            if op in ("allgather", "reduce_scatter", "alltoall"):
-                n = max(P, (n // P) * P)
+            n = element_count(op, size, P)
             nbytes = n * 4
-            it = n_iters(nbytes)
+            it = batch_calls(a, nbytes)
             base = torch.randn(n)
             if op == "allreduce":
                 x = symm.empty(n, torch.float32)

@@ -115,19 +115,6 @@ def test_span_of_rejects_unsupported_dtype():
         tensors.span_of(ms.Tensor(np.zeros(2, np.int8)), "t", dtypes=(ms.float32,))
 
 
-def test_check_dtype_and_shape():
-    tensors.check_dtype(ms.float32, "dtype", tensors.DATA_DTYPES)
-    with pytest.raises(SymschedTypeError, match="`dtype` must be a mindspore dtype"):
-        tensors.check_dtype(np.float32, "dtype", tensors.DATA_DTYPES)
-    with pytest.raises(SymschedArgumentError, match="bool"):
-        tensors.check_dtype(ms.bool_, "dtype", tensors.DATA_DTYPES)
-    assert tensors.shape_of(3) == (3,) and tensors.shape_of([2, 0]) == (2, 0)
-    for bad, err in ((True, SymschedTypeError), ((2, -1), SymschedArgumentError), ("3", SymschedTypeError),
-                     ((2.0,), SymschedTypeError)):
-        with pytest.raises(err):
-            tensors.shape_of(bad)
-
-
 # -------------------------------------------------------------------------------------- groups
 
 def test_group_none_and_rank_lists():

@@ -17,16 +17,18 @@ import argparse
 import os
 import statistics
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 
-def worker(a: argparse.Namespace, sizes: Callable[[argparse.Namespace], List[int]],
-           print_row: Callable[..., None], bind_cpu: Callable[[int, int], Optional[int]]) -> None:
+def worker(a: argparse.Namespace) -> None:
     import mindspore as ms
     import mindspore.mint.distributed as dist
     import numpy as np
 
     import symsched.mindspore as symm
+    from symsched.perftest import _bind_cpu as bind_cpu
+    from symsched.perftest import _print_row as print_row
+    from symsched.perftest import batch_calls, element_count, sizes
 
     symm.init_mccl()
     symm.init()
@@ -56,20 +58,15 @@ def worker(a: argparse.Namespace, sizes: Callable[[argparse.Namespace], List[int
             per_batch.append(slowest((time.perf_counter() - t0) / iters))
         return min(per_batch) if a.stat == "min" else statistics.median(per_batch)
 
-    def n_iters(nbytes: int) -> int:
-        return a.iters or max(5, min(200, int(20e6 / max(nbytes, 1))))
-
     def nothing() -> None:
         return None
 
     rows: List[Dict[str, Any]] = []
     for op in [o for o in a.ops if o != "mc2"]:
         for size in sizes(a):
-            n = max(1, size // 4)
-            if op in ("allgather", "reduce_scatter", "alltoall"):
-                n = max(P, (n // P) * P)
+            n = element_count(op, size, P)
             nbytes = n * 4
-            it = n_iters(nbytes)
+            it = batch_calls(a, nbytes)
             base = ms.Tensor(np.random.default_rng(rank).standard_normal(n).astype(np.float32))
             res: Dict[str, float] = {}
             if op == "allreduce":

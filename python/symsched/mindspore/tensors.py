@@ -74,29 +74,6 @@ def _allowed(dtypes: Sequence[Any]) -> str:
     return ", ".join(dtype_label(d) for d in dtypes)
 
 
-def check_dtype(dtype: Any, arg: str, dtypes: Sequence[Any]) -> None:
-    """``dtype`` must be a MindSpore dtype among ``dtypes``."""
-    if not isinstance(dtype, ms.dtype.Type):
-        raise SymschedTypeError(f"`{arg}` must be a mindspore dtype, got {type(dtype).__name__} {dtype!r}")
-    if dtype not in dtypes:
-        raise SymschedArgumentError(f"`{arg}` {dtype_label(dtype)} is not supported; expected one of: {_allowed(dtypes)}")
-
-
-def shape_of(shape: Any, arg: str = "shape") -> Tuple[int, ...]:
-    """An int or a sequence of non-negative ints, as a tuple."""
-    if isinstance(shape, bool):
-        raise SymschedTypeError(f"`{arg}` must be an int or a sequence of ints, got bool")
-    dims = (shape,) if isinstance(shape, int) else shape
-    if not isinstance(dims, (tuple, list)):
-        raise SymschedTypeError(f"`{arg}` must be an int or a sequence of ints, got {type(shape).__name__}")
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, int):
-            raise SymschedTypeError(f"`{arg}` must hold ints, got {tuple(dims)!r}")
-        if d < 0:
-            raise SymschedArgumentError(f"`{arg}` must hold non-negative sizes, got {tuple(dims)!r}")
-    return tuple(dims)
-
-
 def from_buffer(buffer: Any, dtype: Any, shape: Sequence[int], offset: int = 0) -> ms.Tensor:
     """A tensor of ``dtype``/``shape`` over ``buffer`` (anything exporting writable bytes, e.g. a
     heap block) from byte ``offset``, sharing its memory. fp8 dtypes give a uint8 tensor of the
