@@ -126,3 +126,50 @@ def symmetric_inplace(rank: int, world: int, args: Any) -> dict:
     except symm.SymschedError:
         pass
     return {"failures": failures, "stats": sorted(stats)}
+
+
+def primitives_and_mc2_groups(rank: int, world: int, args: Any) -> dict:
+    """Primitives with group-local target ranks and the MC2 fused ops, on every group shape."""
+    symm.init()
+    failures: List[str] = []
+    names = _groups.mccl_initialized()
+    groups = groups_of(rank, world, names)
+    buf = symm.empty((len(groups), 8), ms.float32)
+    sig = symm.empty((len(groups),), ms.int64)
+    buf[:] = ms.ops.zeros((len(groups), 8), ms.float32)
+    sig[:] = ms.Tensor(np.zeros(len(groups), np.int64))
+    symm.barrier()
+    for slot, (gname, (g, ranks)) in enumerate(groups.items()):
+        me, p = ranks.index(rank), len(ranks)
+        nxt, prv = (me + 1) % p, (me - 1) % p
+        src = ms.Tensor(np.arange(8, dtype=np.float32) + 100 * rank)
+        flat = buf.reshape(-1)
+        symm.shmem_put_with_signal(flat, 8 * slot, src, 0, 8, sig, slot, 1, "add", nxt, group=g)
+        symm.shmem_wait_for_signal(sig, slot, 1, "ge", group=g)
+        want = np.arange(8) + 100 * ranks[prv]
+        if values(buf[slot:slot + 1]).tolist() != want.tolist():
+            failures.append(f"put_with_signal {gname}: {values(buf[slot:slot + 1])}")
+        symm.barrier(group=g)
+        got = ms.ops.zeros((8,), ms.float32)
+        symm.shmem_get(got, 0, flat, 8 * slot, 8, nxt, group=g)
+        if values(got).tolist() != (np.arange(8) + 100 * rank).tolist():
+            failures.append(f"get {gname}: {values(got)}")
+        symm.barrier(group=g)
+        # MC2: c = allgather(a) @ b, and block `me` of Σ_j x1_j @ x2
+        m, k, n = 2, 3, 4
+        a = ms.Tensor((np.arange(m * k, dtype=np.float32).reshape(m, k) + rank) / 3)
+        b = ms.Tensor(np.arange(k * n, dtype=np.float32).reshape(k, n) / 5)
+        gath, c = ms.ops.zeros((p * m, k), ms.float32), ms.ops.zeros((p * m, n), ms.float32)
+        symm.fused_all_gather_matmul(a, b, c, gath, group=g)
+        full_a = np.concatenate([(np.arange(m * k, dtype=np.float32).reshape(m, k) + r) / 3 for r in ranks])
+        if not (np.allclose(gath.asnumpy(), full_a) and np.allclose(c.asnumpy(), full_a @ b.asnumpy(), rtol=1e-5)):
+            failures.append(f"fused_all_gather_matmul {gname}")
+        x1 = ms.Tensor(np.arange(p * m * k, dtype=np.float32).reshape(p * m, k) + rank)
+        out = symm.fused_matmul_reduce_scatter(x1, b, group=g)
+        prods = sum((np.arange(p * m * k, dtype=np.float32).reshape(p * m, k) + r) @ b.asnumpy() for r in ranks)
+        if not np.allclose(out.asnumpy(), prods[me * m:(me + 1) * m], rtol=1e-5):
+            failures.append(f"fused_matmul_reduce_scatter {gname}")
+    symm.barrier()
+    symm.free(sig)
+    symm.free(buf)
+    return {"failures": failures}

@@ -23,3 +23,9 @@ def test_symmetric_tensors_in_place_primitives_and_stats():
     res = _harness.run("scen_coll", "symmetric_inplace", 2, _harness.SYMSCHED, timeout=150)
     for x in _harness.ok(res):
         assert x["stats"] == ["allocated", "free", "peak"]
+
+
+@pytest.mark.timeout(250)
+@pytest.mark.parametrize("launcher", [_harness.SYMSCHED, _harness.MSRUN])
+def test_primitives_and_mc2_on_every_group(launcher):
+    _harness.ok(_harness.run("scen_coll", "primitives_and_mc2_groups", 4, launcher, timeout=200))
