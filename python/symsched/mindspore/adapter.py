@@ -309,14 +309,19 @@ class MindSporeAdapter(_adapter.FrameworkAdapter):
 
     @staticmethod
     def job() -> Optional[Tuple[int, int]]:
-        if groups.mccl_initialized():
-            from mindspore.communication import get_group_size, get_rank
-
-            return int(get_rank()), int(get_group_size())
+        # The core hands the runtime RANK/WORLD_SIZE from this; the node-local ranks and the port
+        # that names the rendezvous directory are this launcher's to give, so they are set here
+        # (never overriding variables a launcher already set).
         info = launch.discover(os.environ)
+        if info.launcher == launch.MSRUN and info.port is not None:
+            os.environ.setdefault("MASTER_PORT", info.port)
+        if groups.mccl_initialized():
+            from mindspore.communication import get_group_size, get_local_rank, get_local_rank_size, get_rank
+
+            os.environ.setdefault("LOCAL_RANK", str(int(get_local_rank())))
+            os.environ.setdefault("LOCAL_WORLD_SIZE", str(int(get_local_rank_size())))
+            return int(get_rank()), int(get_group_size())
         if info.launcher == launch.MSRUN:
-            if info.port is not None:
-                os.environ.setdefault("MASTER_PORT", info.port)
             return info.rank, info.world
         return None
 
