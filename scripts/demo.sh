@@ -35,3 +35,10 @@ for f in examples/*.sched; do
     esac
     "$SYMSCHED" run "$f" --ranks 4 --iters 5 --warmup 1 --check "${extra[@]}"
 done
+
+# --- MindSpore: its own venv, then the RFC's DP x TP mix on a 2x2 mesh (docs/mindspore.md). ---
+echo "== MindSpore: venv (scripts/ms_env.sh), then examples/python/train_dp_tp_mindspore.py on 4 ranks"
+bash scripts/ms_env.sh
+MS_VENV="${SYMSCHED_MS_VENV:-/root/.cache/symsched/msvenv}"
+GLOG_v=3 PATH="$MS_VENV/bin:$PATH" "$SYMSCHED" launch -n 4 --timeout 300 -- \
+    "$MS_VENV/bin/python" examples/python/train_dp_tp_mindspore.py

@@ -26,4 +26,7 @@ CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target-py}" \
 bash scripts/python_env.sh
 echo "== pytest"
 bash scripts/test_python.sh
+echo "== MindSpore: its own venv (MindSpore 2.10.0 CPU, numpy<2), then the MindSpore suite"
+bash scripts/ms_env.sh
+bash scripts/test_ms.sh
 echo "all tests passed"

@@ -77,6 +77,9 @@ def _args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--no-extras", action="store_true", help="skip backward / low-precision / MC2 extras")
     p.add_argument("--no-bind", action="store_true",
                    help="do not bind each rank to its own CPU (see the module docstring)")
+    p.add_argument("--framework", choices=("torch", "mindspore"), default="torch",
+                   help="the framework side: torch (symsched vs gloo, MPICH) or mindspore (symsched vs mccl; "
+                        "run it with the MindSpore venv's python)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     a.ops = [o.strip() for o in a.ops.split(",") if o.strip()]
@@ -102,6 +105,23 @@ def sizes(a: argparse.Namespace) -> List[int]:
 
 # ----------------------------------------------------------------------------------------- worker
 
+def element_count(op: str, size: int, world: int) -> int:
+    """fp32 elements of the row for ``size`` bytes (nccl-tests' sizes): a multiple of the group
+    size for the ops that split their buffer among the ranks."""
+    n = max(1, size // 4)
+    if op in ("allgather", "reduce_scatter", "alltoall"):
+        n = max(world, (n // world) * world)
+    return n
+
+
+def batch_calls(a: argparse.Namespace, nbytes: int) -> int:
+    """Calls per timed batch: ``--iters``, else about 20 MB moved per batch (5 to 200 calls);
+    per call with ``--per-iter`` (3 to 50)."""
+    if a.per_iter:
+        return a.iters or max(3, min(50, int(64e6 / max(nbytes, 1))))
+    return a.iters or max(5, min(200, int(20e6 / max(nbytes, 1))))
+
+
 def _bind_cpu(rank: int, world: int) -> Optional[int]:
     """Bind the calling thread to its own CPU (rank order over the usable CPUs) when there is one
     per rank; returns the CPU, or None when left unbound (oversubscribed, or no affinity API)."""
@@ -115,6 +135,11 @@ def _bind_cpu(rank: int, world: int) -> Optional[int]:
 
 
 def _worker(a: argparse.Namespace) -> None:
+    if a.framework == "mindspore":
+        from .mindspore.perftest import worker
+
+        worker(a)
+        return
     import warnings
 
     import torch
@@ -180,20 +205,12 @@ def _worker(a: argparse.Namespace) -> None:
             per_batch.append(slowest((time.perf_counter() - t0) / iters))
         return min(per_batch) if a.stat == "min" else statistics.median(per_batch)
 
-    def n_iters(nbytes: int) -> int:
-        if a.per_iter:
-            return a.iters or max(3, min(50, int(64e6 / max(nbytes, 1))))
-        # about 20 MB moved per batch, between 5 and 200 calls
-        return a.iters or max(5, min(200, int(20e6 / max(nbytes, 1))))
-
     rows: List[Dict[str, object]] = []
     for op in [o for o in a.ops if o != "mc2"]:
         for size in sizes(a):
-            n = max(1, size // 4)
-            if op in ("allgather", "reduce_scatter", "alltoall"):
-                n = max(P, (n // P) * P)
+            n = element_count(op, size, P)
             nbytes = n * 4
-            it = n_iters(nbytes)
+            it = batch_calls(a, nbytes)
             base = torch.randn(n)
             if op == "allreduce":
                 x = symm.empty(n, torch.float32)
@@ -438,20 +455,29 @@ def _worker(a: argparse.Namespace) -> None:
     dist.destroy_process_group()
 
 
-HEADER = (f"{'op':>14} {'size(B)':>10} {'count':>9} | {'symsched us':>11} {'algbw':>7} {'busbw':>7} | "
-          f"{'gloo us':>10} {'ratio':>7} | {'mpi us':>9} {'ratio':>7}")
+def _header(lib: str) -> str:
+    return (f"{'op':>14} {'size(B)':>10} {'count':>9} | {'symsched us':>11} {'algbw':>7} {'busbw':>7} | "
+            f"{lib + ' us':>10} {'ratio':>7} | {'mpi us':>9} {'ratio':>7}")
 
 
-def _print_row(r: Dict[str, object]) -> None:
+HEADER = _header("gloo")
+
+
+def _print_row(r: Dict[str, object], lib: str = "gloo") -> None:
+    """One table row; ``lib`` names the framework library's column (its time is ``r["gloo"]``,
+    absent when that library lacks the op)."""
     if not getattr(_print_row, "done", False):
-        print(HEADER)
+        print(_header(lib))
         print("-" * len(HEADER))
         _print_row.done = True  # type: ignore[attr-defined]
     s = float(r["symsched"])  # type: ignore[arg-type]
     alg = int(r["bytes"]) / s / 1e9  # type: ignore[arg-type]
-    g = float(r["gloo"])  # type: ignore[arg-type]
-    line = (f"{r['op']:>14} {r['bytes']:>10} {r['count']:>9} | {s * 1e6:11.1f} {alg:7.2f} {alg * float(r['bus']):7.2f} | "
-            f"{g * 1e6:10.1f} {g / s:6.1f}x |")
+    line = f"{r['op']:>14} {r['bytes']:>10} {r['count']:>9} | {s * 1e6:11.1f} {alg:7.2f} {alg * float(r['bus']):7.2f} | "
+    if "gloo" in r:
+        g = float(r["gloo"])  # type: ignore[arg-type]
+        line += f"{g * 1e6:10.1f} {g / s:6.1f}x |"
+    else:
+        line += f"{'-':>10} {'-':>7} |"
     if "mpi" in r:
         m = float(r["mpi"])  # type: ignore[arg-type]
         line += f" {m * 1e6:9.1f} {m / s:6.1f}x"
@@ -500,7 +526,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         port = s.getsockname()[1]
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
     args = [sys.executable, "-m", "symsched.perftest", "--worker"] + (argv if argv is not None else sys.argv[1:])
-    mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) if not a.no_mpi else None
+    mpiexec = (shutil.which("mpiexec", path=os.path.dirname(sys.executable))
+               if not a.no_mpi and a.framework == "torch" else None)
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
     bound = not a.no_bind and 0 < a.nproc <= usable
     print(f"ranks {'bound one per CPU' if bound else 'not bound to CPUs'} ({usable} usable CPUs)", flush=True)
@@ -515,7 +542,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if have_mpi:
         print(f"launching {a.nproc} ranks with {mpiexec} (MPICH column enabled)", flush=True)
         return subprocess.call([mpiexec, "-n", str(a.nproc)] + args, env=env)
-    print(f"launching {a.nproc} ranks (no mpi4py/mpiexec: MPICH column skipped)", flush=True)
+    print(f"launching {a.nproc} ranks ({'mccl column' if a.framework == 'mindspore' else 'no mpi4py/mpiexec: MPICH column skipped'})",
+          flush=True)
     procs = []
     for r in range(a.nproc):
         e = dict(env, RANK=str(r), WORLD_SIZE=str(a.nproc))

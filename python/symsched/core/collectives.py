@@ -32,7 +32,7 @@ def _grad(*ts: Any) -> bool:
     if not _grad_enabled():
         return False
     for t in ts:
-        if isinstance(t, _Tensor) and t.requires_grad:
+        if isinstance(t, _Tensor) and _fw.requires_grad(t):
             return True
     return False
 
@@ -62,7 +62,7 @@ def shmem_allreduce(tensor: Any, op: ReduceOpLike = "sum", group: Any = None, lo
     ``SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE``): cast to the wire type, transfer, accumulate in f32.
     """
     # inlined _grad: this is the hottest entry point
-    if _grad_enabled() and isinstance(tensor, _Tensor) and tensor.requires_grad:
+    if _grad_enabled() and isinstance(tensor, _Tensor) and _fw.requires_grad(tensor):
         _fw.copy_into(tensor, F.all_reduce(tensor, op, group, backward=backward,
                                            low_precision_dtype=low_precision_dtype))
         return
