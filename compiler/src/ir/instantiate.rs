@@ -714,6 +714,7 @@ pub fn instantiate(
         signals: b.signals,
         signal_spans: b.signal_spans,
         ranks,
+        entry_signals: vec![Vec::new(); p as usize],
         exit_signals: vec![Vec::new(); p as usize],
         duals,
         header_span: sched.header_span,
