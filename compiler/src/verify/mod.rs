@@ -3,8 +3,8 @@
 //!
 //! Order of the rules: structural checks that need no ordering (bounds, placement) first; then
 //! the happens-before graph; deadlock (a simulation); and only for programs that can run to
-//! completion, races, the host-collective mixing rule and the postcondition, which all need a
-//! happens-before-consistent order.
+//! completion, races, the entry rule, the host-collective mixing rule and the postcondition,
+//! which all need a happens-before-consistent order.
 
 use crate::diag::{Diagnostic, Severity, Span};
 use crate::ir::{graph, Program, StepRef};
@@ -14,6 +14,7 @@ mod bounds;
 mod check;
 mod deadlock;
 mod dual;
+mod entry;
 mod interop;
 mod placement;
 mod postcondition;
@@ -72,7 +73,11 @@ pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
             None => errors.extend(cap(interop::check(prog, hb))),
         }
     }
-    errors.extend(cap(race::check(prog, hb)));
+    let locs = race::locations(prog);
+    errors.extend(cap(race::check(prog, hb, &locs)));
+    let (early_reads, early_writes) = entry::check(prog, hb, &locs);
+    errors.extend(cap(early_reads));
+    errors.extend(cap(early_writes));
     let mut fold_warnings = Vec::new();
     if errors.is_empty() {
         let (refused, warned) = postcondition::check(prog, hb);
