@@ -15,7 +15,7 @@
 //! pull schedule must still announce its inputs before peers read them (E0414).
 
 use super::race::{Loc, LocAccesses};
-use super::{step_error, step_text};
+use super::{step_error, step_text, Findings};
 use crate::diag::Diagnostic;
 use crate::ir::credits::entry_waits;
 use crate::ir::graph::{Event, HappensBefore};
@@ -46,7 +46,8 @@ pub(super) fn check(
     locs: &[(Loc, LocAccesses)],
 ) -> (Vec<Diagnostic>, Vec<Diagnostic>) {
     let waits = entry_waits(prog);
-    let (mut reads, mut writes) = (Vec::new(), Vec::new());
+    let unit = "step(s) accessing a role buffer before its owner entered";
+    let (mut reads, mut writes) = (Findings::new(unit), Findings::new(unit));
     let mut reported: HashSet<StepRef> = HashSet::new();
     for &((r, buf, c), ref acc) in locs {
         if prog.buffers[buf as usize].role == BufferRole::Scratch {
@@ -63,6 +64,11 @@ pub(super) fn check(
                 continue;
             }
             let name = &prog.buffers[buf as usize].name;
+            let findings = if write { &mut writes } else { &mut reads };
+            if findings.full() {
+                findings.skip();
+                continue;
+            }
             if write {
                 writes.push(
                     step_error(
@@ -98,7 +104,7 @@ pub(super) fn check(
             }
         }
     }
-    (reads, writes)
+    (reads.into_vec(), writes.into_vec())
 }
 
 #[cfg(test)]

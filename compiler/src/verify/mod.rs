@@ -125,6 +125,55 @@ fn warnings(prog: &Program) -> Vec<Diagnostic> {
     out
 }
 
+/// The findings of a rule that may find one problem per pair of accesses: the first
+/// [`MAX_PER_RULE`] diagnostics, and a count of the rest, which are never built — a program with
+/// millions of racing pairs costs counting them, not millions of messages.
+pub(crate) struct Findings {
+    kept: Vec<Diagnostic>,
+    more: usize,
+    /// What [`Self::more`] counts, for the closing note.
+    unit: &'static str,
+}
+
+impl Findings {
+    pub(crate) fn new(unit: &'static str) -> Findings {
+        Findings {
+            kept: Vec::new(),
+            more: 0,
+            unit,
+        }
+    }
+
+    /// Whether further findings are only counted.
+    pub(crate) fn full(&self) -> bool {
+        self.kept.len() >= MAX_PER_RULE
+    }
+
+    /// Keep `d`, or count it when full.
+    pub(crate) fn push(&mut self, d: Diagnostic) {
+        if self.full() {
+            self.more += 1;
+        } else {
+            self.kept.push(d);
+        }
+    }
+
+    /// Count one more finding that is not shown.
+    pub(crate) fn skip(&mut self) {
+        self.more += 1;
+    }
+
+    pub(crate) fn into_vec(mut self) -> Vec<Diagnostic> {
+        if self.more > 0 {
+            if let Some(last) = self.kept.last_mut() {
+                last.notes
+                    .push(format!("{} more {} not shown", self.more, self.unit));
+            }
+        }
+        self.kept
+    }
+}
+
 /// Keep the first [`MAX_PER_RULE`] errors and summarise the rest in a note on the last kept.
 fn cap(mut diags: Vec<Diagnostic>) -> Vec<Diagnostic> {
     if diags.len() > MAX_PER_RULE {

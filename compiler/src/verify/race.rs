@@ -17,7 +17,7 @@
 //!
 //! Pairs of a hostcoll and a shmem step are left to the interop rule (E045x).
 
-use super::{span_of, step_error, step_text};
+use super::{span_of, step_error, step_text, Findings};
 use crate::diag::Diagnostic;
 use crate::ir::graph::{accesses, Event, HappensBefore};
 use crate::ir::{Program, StepRef};
@@ -63,10 +63,13 @@ pub(super) fn check(
     hb: &HappensBefore,
     locs: &[(Loc, LocAccesses)],
 ) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
+    // Once the shown findings are full, only locations are counted (a pair of steps may race
+    // on many chunks, and remembering pairs would cost memory per pair).
+    let mut out = Findings::new("location(s) with unordered accesses");
     let mut reported: HashSet<(StepRef, StepRef)> = HashSet::new();
     for (loc, acc) in locs {
         let (loc, acc) = (*loc, acc);
+        let mut counted = false;
         for (i, &(ea, wa)) in acc.iter().enumerate() {
             for &(eb, wb) in &acc[i + 1..] {
                 if !(wa || wb) || hb.events_ordered(ea, eb) {
@@ -76,6 +79,13 @@ pub(super) fn check(
                 let (oa, ob) = (&prog.step(a).op, &prog.step(b).op);
                 let hc = |o: &Op| matches!(o, Op::HostColl { .. });
                 if (hc(oa) && is_shmem(ob)) || (hc(ob) && is_shmem(oa)) {
+                    continue;
+                }
+                if out.full() {
+                    if !counted {
+                        out.skip();
+                        counted = true;
+                    }
                     continue;
                 }
                 if !reported.insert((a, b)) {
@@ -104,8 +114,8 @@ pub(super) fn check(
             }
         }
     }
-    out.extend(in_flight_at_return(prog, hb, locs));
-    out
+    in_flight_at_return(prog, hb, locs, &mut out);
+    out.into_vec()
 }
 
 /// The put of a pair whose arrival is unordered with the other access although the put itself
@@ -134,8 +144,8 @@ fn in_flight_at_return(
     prog: &Program,
     hb: &HappensBefore,
     locs: &[(Loc, LocAccesses)],
-) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
+    out: &mut Findings,
+) {
     let mut reported: HashSet<StepRef> = HashSet::new();
     for &((r, buf, c), ref acc) in locs {
         let scratch = prog.buffers[buf as usize].role == symsched_plan::BufferRole::Scratch;
@@ -154,6 +164,10 @@ fn in_flight_at_return(
                 || end.is_some_and(|e| hb.precedes(ev, Event::Step(e)))
                 || !reported.insert(s)
             {
+                continue;
+            }
+            if out.full() {
+                out.skip();
                 continue;
             }
             let what = if write { "write into" } else { "read of" };
@@ -180,7 +194,6 @@ fn in_flight_at_return(
             out.push(d);
         }
     }
-    out
 }
 
 fn race(prog: &Program, loc: Loc, a: (StepRef, bool), b: (StepRef, bool)) -> Diagnostic {
