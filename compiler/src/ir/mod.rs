@@ -20,6 +20,7 @@ use symsched_plan::{
 pub mod credits;
 pub mod graph;
 pub mod instantiate;
+pub mod limits;
 
 /// A schedule instantiated for one group size and one binding of its parameters.
 #[derive(Debug, Clone)]
