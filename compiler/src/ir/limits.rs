@@ -251,8 +251,8 @@ pub fn check_size_overflow(prog: &Program) -> Result<(), Diagnostic> {
                 codes::E_SIZE_OVERFLOW,
                 format!(
                     "{what} {} elements on one rank for role buffers of up to 2^47 elements: its size in bytes could overflow 64 bits when the runtime lays it out",
-                    if elems >= u128::MAX / 2 || sum >= u128::MAX / 2 {
-                        "an unbounded number of".to_string()
+                    if elems.max(sum) == u128::MAX {
+                        "2^128 or more".to_string()
                     } else {
                         format!("about 2^{}", 127 - elems.max(sum).leading_zeros())
                     }
