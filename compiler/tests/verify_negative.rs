@@ -10,12 +10,19 @@
 //! and declared duals) at `ranks` (default 4) for the given params, or for every binding of its
 //! param space until one is refused. The first diagnostic must carry the code and its primary
 //! span must start at LINE:COL (1-based).
+//!
+//! `edit=exit-credits` instead instantiates the schedule, turns every entry credit back into an
+//! exit credit (the launch credits before the entry rule) and runs `verify_program`: the
+//! compiler never omits an entry credit, so this is how a source file shows E0415.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use symsched_compiler::diag::{render_all, Diagnostic};
+use symsched_compiler::ir::graph::is_credit_slot;
+use symsched_compiler::ir::Program;
 use symsched_compiler::library::Library;
 use symsched_compiler::verify;
+use symsched_plan::Op;
 
 mod common;
 use common::{parse_header, Expect};
@@ -41,11 +48,43 @@ fn refusal(path: &str, text: &str, e: &Expect) -> (Library, Option<Vec<Diagnosti
         },
     };
     for params in space {
-        if let Err(d) = verify::check(&lib, &name, e.ranks, &params) {
-            return (lib, Some(d));
+        let refused = match e.edit.as_deref() {
+            None => verify::check(&lib, &name, e.ranks, &params).err(),
+            Some("exit-credits") => match lib.instantiate(&name, e.ranks, &params) {
+                Err(d) => Some(d),
+                Ok(mut prog) => {
+                    exit_credits_only(&mut prog);
+                    verify::verify_program(&prog).err()
+                }
+            },
+            Some(other) => panic!("unknown edit `{other}`"),
+        };
+        if refused.is_some() {
+            return (lib, refused);
         }
     }
     (lib, None)
+}
+
+/// Every entry credit becomes an exit credit: its waits `>= epoch + 1` become `>= epoch + 0`
+/// and its entry signals are sent on exit instead.
+fn exit_credits_only(prog: &mut Program) {
+    let credit: Vec<bool> = (0..prog.signals.len() as u32)
+        .map(|s| is_credit_slot(prog, s))
+        .collect();
+    for step in prog.ranks.iter_mut().flatten() {
+        if let Op::Wait { slot, target, .. } = &mut step.op {
+            if credit[*slot as usize] {
+                target.offset = 0;
+            }
+        }
+    }
+    let entries = std::mem::take(&mut prog.entry_signals);
+    for (q, ups) in entries.into_iter().enumerate() {
+        prog.exit_signals[q].extend(ups);
+    }
+    prog.entry_signals = vec![Vec::new(); prog.exit_signals.len()];
+    prog.assign_epoch_strides();
 }
 
 #[test]

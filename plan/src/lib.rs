@@ -29,7 +29,9 @@ pub use extent::*;
 
 /// Version of the JSON plan schema. Bump on any incompatible change; runtimes refuse plans whose
 /// major version differs from theirs.
-pub const PLAN_SCHEMA_VERSION: u32 = 1;
+/// Version 2 added [`RankProgram::entry_signals`] (a version-1 executor would never send them,
+/// and the waits on them would time out).
+pub const PLAN_SCHEMA_VERSION: u32 = 2;
 
 /// Bytes reserved for one signal slot: one counter per cache line, so hot signals never share one.
 pub const SIGNAL_LINE_BYTES: u32 = 64;
@@ -198,6 +200,11 @@ pub enum SignalMode {
 pub struct RankProgram {
     pub rank: Rank,
     pub steps: Vec<Step>,
+    /// Signal updates the executor sends when the rank *enters* a launch: before the first step
+    /// and after staged inputs were copied in. They are the entry credits that let a peer write
+    /// into this rank's role buffers (see "Entry rule" in `docs/plan-schema.md`).
+    #[serde(default)]
+    pub entry_signals: Vec<SignalUpdate>,
     /// Signal updates the executor sends after the last step *and* after copying staged outputs
     /// out: the launch credits that let peers start their next launch (see `docs/plan-schema.md`).
     #[serde(default)]
@@ -412,7 +419,12 @@ impl Plan {
             for step in &prog.steps {
                 self.check_step(step)?;
             }
-            for (i, u) in prog.exit_signals.iter().enumerate() {
+            for (i, u) in prog
+                .entry_signals
+                .iter()
+                .chain(&prog.exit_signals)
+                .enumerate()
+            {
                 let probe = Step {
                     id: u32::MAX - i as u32,
                     span: (0, 0),

@@ -2,13 +2,15 @@
 //! the step's `.sched`-like text, program-order edges solid, signal→wait edges dashed, data
 //! edges dotted, and put-completion edges (a plain put's data ordered before the sender's next
 //! standalone signal) bold green. A put's arrival is drawn as the put itself, so the put → arrival
-//! half of a completion is a self-loop and is left out. Output is deterministic (nodes in
-//! program order, edges sorted).
+//! half of a completion is a self-loop and is left out. A rank with entry signals (entry
+//! credits) gets a note node `rR_entry` before its first step, with dashed edges to the waits
+//! its entry releases. Output is deterministic (nodes in program order, edges sorted).
 
 use super::text::sorted_edges;
 use crate::ir::graph::{self, EdgeKind};
-use crate::ir::{Program, StepRef};
+use crate::ir::{credits, Program, StepRef};
 use std::fmt::Write;
+use symsched_plan::Op;
 
 fn node_id(s: StepRef) -> String {
     format!("r{}_{}", s.rank, s.index)
@@ -42,6 +44,18 @@ pub fn emit_dot(prog: &Program) -> String {
     for (r, steps) in prog.ranks.iter().enumerate() {
         let _ = writeln!(out, "  subgraph cluster_r{r} {{");
         let _ = writeln!(out, "    label=\"rank {r}\";");
+        let entries = prog.entry_signals.get(r).map_or(&[][..], Vec::as_slice);
+        if !entries.is_empty() {
+            let text: Vec<String> = entries
+                .iter()
+                .map(|u| format!("entry: {}", prog.op_text(&Op::Signal { update: *u })))
+                .collect();
+            let _ = writeln!(
+                out,
+                "    r{r}_entry [label={}, shape=note];",
+                quote(&text.join("\n"))
+            );
+        }
         for (i, s) in steps.iter().enumerate() {
             let at = StepRef {
                 rank: r as u32,
@@ -66,6 +80,22 @@ pub fn emit_dot(prog: &Program) -> String {
     for (kind, attrs) in kinds {
         for (a, b) in sorted_edges(&dg, kind).into_iter().filter(|(a, b)| a != b) {
             let _ = writeln!(out, "  {} -> {}{attrs};", node_id(a), node_id(b));
+        }
+    }
+    // A rank's entry precedes its first step and releases the entry-credit waits on it.
+    for (q, waits) in credits::entry_waits(prog).into_iter().enumerate() {
+        if prog.entry_signals.get(q).is_none_or(Vec::is_empty) {
+            continue;
+        }
+        if !prog.ranks[q].is_empty() {
+            let _ = writeln!(out, "  r{q}_entry -> r{q}_0;");
+        }
+        for w in waits {
+            let _ = writeln!(
+                out,
+                "  r{q}_entry -> {} [style=dashed, color=blue];",
+                node_id(w)
+            );
         }
     }
     let _ = writeln!(out, "}}");

@@ -34,6 +34,7 @@ pub fn emit_plan(prog: &Program, source_hash: &str) -> Plan {
             RankProgram {
                 rank: r as u32,
                 steps,
+                entry_signals: prog.entry_signals.get(r).cloned().unwrap_or_default(),
                 exit_signals: prog.exit_signals.get(r).cloned().unwrap_or_default(),
             }
         })
@@ -139,6 +140,7 @@ pub(crate) mod tests {
                     inlined_from: vec![],
                 }],
             ],
+            entry_signals: vec![vec![], vec![]],
             exit_signals: vec![vec![], vec![]],
             duals: vec![(
                 DualDecl::Schedule {

@@ -2,8 +2,9 @@
 //! instantiated program for people and snapshot tests.
 //!
 //! Layout: a header (schedule, collective, group size, params, buffers with extents, signal
-//! slots with their per-rank epoch strides, duals), then every rank's steps in program order
-//! (one `Program::op_text` line each, prefixed by the step index), then the synchronisation edges
+//! slots with their per-rank epoch strides, duals), then every rank's entry signals (`entry:`),
+//! steps in program order (one `Program::op_text` line each, prefixed by the step index) and exit
+//! signals (`exit:`), then the synchronisation edges
 //! of the dataflow graph (which signal step releases which wait).
 
 use crate::ir::graph::{self, DataflowGraph, EdgeKind};
@@ -69,6 +70,11 @@ pub fn emit_ir(prog: &Program) -> String {
     }
     for (r, steps) in prog.ranks.iter().enumerate() {
         let _ = writeln!(out, "rank {r}:");
+        if let Some(entries) = prog.entry_signals.get(r) {
+            for u in entries {
+                let _ = writeln!(out, "  entry: {}", prog.op_text(&Op::Signal { update: *u }));
+            }
+        }
         for (i, s) in steps.iter().enumerate() {
             let _ = writeln!(out, "  {i:>3}: {}", prog.op_text(&s.op));
         }
@@ -112,7 +118,12 @@ fn per_rank_strides(prog: &Program) -> Vec<Vec<u64>> {
         Op::Signal { update } => Some(*update),
         _ => None,
     });
-    let exits = prog.exit_signals.iter().flatten().copied();
+    let exits = prog
+        .entry_signals
+        .iter()
+        .chain(&prog.exit_signals)
+        .flatten()
+        .copied();
     for u in updates.chain(exits) {
         let SignalUpdate {
             slot, peer, value, ..

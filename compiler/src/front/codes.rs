@@ -73,5 +73,10 @@ pub const E_NEGATIVE_SIGNAL: &str = "E0312";
 pub const E_USE_CHUNKS: &str = "E0313";
 /// alltoallv roles must have P chunks (one per peer).
 pub const E_ALLTOALLV_CHUNKS: &str = "E0314";
-/// The unrolled program is too large (runaway loop).
+/// The unrolled program is too large (a runaway loop nest, too many steps or memory locations
+/// for the verifier's budget, `compiler/src/ir/limits.rs`).
 pub const E_TOO_LARGE: &str = "E0315";
+/// The plan needs more signal slots than a group's signal pad leaves to one plan.
+pub const E_SIGNAL_SLOTS: &str = "E0316";
+/// A buffer's size in bytes could overflow 64 bits for role buffers the runtime accepts.
+pub const E_SIZE_OVERFLOW: &str = "E0317";

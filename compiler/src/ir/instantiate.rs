@@ -10,7 +10,7 @@
 //! buffers/slots prefixed `NAME#i.` (i counts `use` executions on a rank, which must agree on
 //! every rank), and its roles are re-based onto the regions the caller binds.
 
-use super::{Program, Step};
+use super::{limits, Program, Step};
 use crate::diag::{Diagnostic, Span};
 use crate::front::ast::*;
 use crate::front::codes;
@@ -515,6 +515,94 @@ struct RankState {
     instances_used: usize,
     statements: u64,
     call_stack: Vec<String>,
+    /// Steps this rank may unroll to ([`limits::steps_per_rank`]).
+    step_limit: u64,
+    /// Group size, for the loop-nest diagnostic.
+    p: u32,
+    /// The `for` loops being unrolled, outermost first.
+    loops: Vec<LoopFrame>,
+}
+
+/// One `for` loop being unrolled, for the diagnostic that names a loop nest that is too large.
+struct LoopFrame {
+    /// `VAR in FROM..TO`.
+    header: Span,
+    var: String,
+    trips: u64,
+    /// Iterations already completed.
+    done: u64,
+    /// Statements and steps when the loop started.
+    statements0: u64,
+    steps0: u64,
+}
+
+/// What a loop nest (or the program) grows too large in.
+#[derive(Clone, Copy)]
+enum Measure {
+    Statements,
+    Steps,
+}
+
+impl RankState {
+    /// E0315 for a program that unrolls past a limit: names the loop nest being unrolled (every
+    /// active `for`, outermost first, with its trip count) and the size it would reach,
+    /// extrapolated from the part of its iteration space already done.
+    fn too_large(&self, what: Measure, now: u64, limit: u64, span: Span) -> Diagnostic {
+        let (noun, whole) = match what {
+            Measure::Statements => ("statements (or reduce operands)", String::new()),
+            Measure::Steps => (
+                "steps",
+                format!(
+                    " at P = {} (the verifier's budget: {} steps in all, steps × P at most {})",
+                    self.p,
+                    limits::MAX_PROGRAM_STEPS,
+                    limits::MAX_STEP_CLOCKS,
+                ),
+            ),
+        };
+        let Some(outer) = self.loops.first() else {
+            return err(
+                codes::E_TOO_LARGE,
+                format!("the unrolled program exceeds {limit} {noun} per rank{whole}"),
+                span,
+                "while unrolling this",
+            );
+        };
+        let since = now.saturating_sub(match what {
+            Measure::Statements => outer.statements0,
+            Measure::Steps => outer.steps0,
+        });
+        // The fraction of the nest's iteration space done, in mixed radix.
+        let (mut done, mut scale) = (0f64, 1f64);
+        for l in &self.loops {
+            scale *= l.trips.max(1) as f64;
+            done += l.done as f64 / scale;
+        }
+        let iterations: f64 = self.loops.iter().map(|l| l.trips.max(1) as f64).product();
+        let projected = if done > 0.0 {
+            since as f64 / done
+        } else {
+            iterations * since.max(1) as f64
+        };
+        let trips: Vec<String> = self.loops.iter().map(|l| l.trips.to_string()).collect();
+        let vars: Vec<String> = self.loops.iter().map(|l| format!("`{}`", l.var)).collect();
+        let mut d = err(
+            codes::E_TOO_LARGE,
+            format!(
+                "the loop nest over {} ({} = {iterations:.0} iterations) would unroll to about {projected:.2e} {noun} per rank at P = {}, {:.2e} in all; one rank may have at most {limit}{whole}",
+                vars.join(", "),
+                trips.join(" × "),
+                self.p,
+                projected * self.p as f64,
+            ),
+            outer.header,
+            format!("this loop nest: {} iterations", outer.trips),
+        );
+        for l in &self.loops[1..] {
+            d = d.with_label(l.header, format!("× {} iterations", l.trips));
+        }
+        d.with_help("bound the loops by the group size once, not once per nesting level; or split the work into fewer, larger chunks")
+    }
 }
 
 struct Builder<'a> {
@@ -617,6 +705,8 @@ pub fn instantiate(
     let inst = b
         .declare_instance(sched, res, "", &senv, &top_buffers, String::new())
         .map_err(one)?;
+    // Before unrolling anything: a program with too many chunks is refused at once.
+    limits::check_locations(p, &b.buffers, &b.buffer_spans, sched.header_span).map_err(one)?;
 
     let mut ranks = Vec::with_capacity(p as usize);
     let rank_map: Vec<Rank> = (0..p).collect();
@@ -625,6 +715,9 @@ pub fn instantiate(
             instances_used: 0,
             statements: 0,
             call_stack: vec![sched.name.name.clone()],
+            step_limit: limits::steps_per_rank(p),
+            p,
+            loops: Vec::new(),
         };
         let mut frame = b
             .frame(
@@ -714,11 +807,16 @@ pub fn instantiate(
         signals: b.signals,
         signal_spans: b.signal_spans,
         ranks,
+        entry_signals: vec![Vec::new(); p as usize],
         exit_signals: vec![Vec::new(); p as usize],
         duals,
         header_span: sched.header_span,
     };
+    // `use` may have declared more scratch while unrolling.
+    limits::check_locations(p, &prog.buffers, &prog.buffer_spans, prog.header_span).map_err(one)?;
+    limits::check_size_overflow(&prog).map_err(one)?;
     super::credits::insert_launch_credits(&mut prog);
+    limits::check_signal_slots(&prog).map_err(one)?;
     prog.assign_epoch_strides();
     Ok(prog)
 }
@@ -1122,13 +1220,11 @@ impl<'a> Builder<'a> {
     fn tick(st: &mut RankState, n: u64, span: Span) -> Result<(), Diagnostic> {
         st.statements = st.statements.saturating_add(n);
         if st.statements > MAX_STATEMENTS_PER_RANK {
-            return Err(err(
-                codes::E_TOO_LARGE,
-                format!(
-                    "the unrolled program exceeds {MAX_STATEMENTS_PER_RANK} statements (or reduce operands) per rank"
-                ),
+            return Err(st.too_large(
+                Measure::Statements,
+                st.statements,
+                MAX_STATEMENTS_PER_RANK,
                 span,
-                "while unrolling this",
             ));
         }
         Ok(())
@@ -1142,6 +1238,9 @@ impl<'a> Builder<'a> {
         st: &mut RankState,
     ) -> Result<(), Diagnostic> {
         Self::tick(st, 1, s.span)?;
+        if out.len() as u64 > st.step_limit {
+            return Err(st.too_large(Measure::Steps, out.len() as u64, st.step_limit, s.span));
+        }
         match &s.kind {
             StmtKind::Scratch { .. } | StmtKind::Signals { .. } | StmtKind::Group { .. } => {}
             StmtKind::Let { name, value } => {
@@ -1155,20 +1254,27 @@ impl<'a> Builder<'a> {
                 body,
             } => {
                 let (a, b) = (eval_int(from, f)?, eval_int(to, f)?);
-                if b > a {
-                    Self::tick(
-                        st,
-                        (b as i128 - a as i128).min(u64::MAX as i128) as u64,
-                        s.span,
-                    )?;
-                }
+                let trips = (b as i128 - a as i128).clamp(0, u64::MAX as i128) as u64;
+                st.loops.push(LoopFrame {
+                    header: var.span.join(to.span),
+                    var: var.name.clone(),
+                    trips,
+                    done: 0,
+                    statements0: st.statements,
+                    steps0: out.len() as u64,
+                });
+                Self::tick(st, trips, s.span)?;
                 let mut i = a;
                 while i < b {
                     f.locals.push((var.name.as_str(), i));
                     self.exec_stmts(f, &body.stmts, out, st)?;
                     f.locals.pop();
                     i += 1;
+                    if let Some(l) = st.loops.last_mut() {
+                        l.done += 1;
+                    }
                 }
+                st.loops.pop();
             }
             StmtKind::If { arms, otherwise } => {
                 let mut taken = None;

@@ -20,6 +20,7 @@ use symsched_plan::{
 pub mod credits;
 pub mod graph;
 pub mod instantiate;
+pub mod limits;
 
 /// A schedule instantiated for one group size and one binding of its parameters.
 #[derive(Debug, Clone)]
@@ -39,6 +40,9 @@ pub struct Program {
     pub signal_spans: Vec<Span>,
     /// `ranks[r]` is rank r's program, in order.
     pub ranks: Vec<Vec<Step>>,
+    /// Per rank, the signal updates sent on entry, before the first step (entry credits, see
+    /// [`credits`]).
+    pub entry_signals: Vec<Vec<symsched_plan::SignalUpdate>>,
     /// Per rank, the signal updates sent on exit (launch credits, see [`credits`]).
     pub exit_signals: Vec<Vec<symsched_plan::SignalUpdate>>,
     pub duals: Vec<(DualDecl, Span)>,
@@ -229,7 +233,12 @@ impl Program {
             Op::Signal { update } => Some(update),
             _ => None,
         });
-        for upd in updates.chain(self.exit_signals.iter().flatten()) {
+        let credits = self
+            .entry_signals
+            .iter()
+            .chain(&self.exit_signals)
+            .flatten();
+        for upd in updates.chain(credits) {
             let (r, sl) = (upd.peer as usize, upd.slot as usize);
             if r >= p || sl >= slots {
                 continue;

@@ -11,7 +11,7 @@
 
 use super::{span_of, step_error, step_text};
 use crate::diag::Diagnostic;
-use crate::ir::graph::{self, hostcoll_instances, is_credit_slot, DataflowGraph};
+use crate::ir::graph::{self, hostcoll_instances, DataflowGraph};
 use crate::ir::{Program, StepRef};
 use std::collections::BTreeSet;
 use symsched_plan::{Cmp, Op, Rank, SignalMode};
@@ -21,6 +21,14 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
     let p = prog.ranks.len();
     let slots = prog.signals.len();
     let mut counter = vec![0u64; p * slots];
+    // Entry signals are sent before any rank's first step; they satisfy the entry credits.
+    // (Exit credits are `>= 0` within one launch.)
+    for u in prog.entry_signals.iter().flatten() {
+        let (q, sl) = (u.peer as usize, u.slot as usize);
+        if q < p && sl < slots && u.mode == SignalMode::Add {
+            counter[q * slots + sl] = counter[q * slots + sl].saturating_add(u.value);
+        }
+    }
     let mut pc = vec![0usize; p];
     let (instances, of_step) = hostcoll_instances(prog);
     let at = |r: usize, i: usize| StepRef {
@@ -35,8 +43,7 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
                 match &step.op {
                     Op::Wait { slot, cmp, target } => {
                         let sl = *slot as usize;
-                        let ok = is_credit_slot(prog, *slot)
-                            || (sl < slots && cmp.holds(counter[r * slots + sl], target.offset));
+                        let ok = sl < slots && cmp.holds(counter[r * slots + sl], target.offset);
                         if !ok {
                             break;
                         }

@@ -5,7 +5,7 @@
 //! (put/get source or destination, reduce operand or result) touches in the same stage.
 
 use super::race::{is_shmem, locations};
-use super::{span_of, step_error, step_text};
+use super::{span_of, step_error, step_text, Findings};
 use crate::diag::Diagnostic;
 use crate::ir::graph::HappensBefore;
 use crate::ir::{Program, StepRef};
@@ -13,9 +13,10 @@ use std::collections::HashSet;
 use symsched_plan::Op;
 
 pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
+    let mut out = Findings::new("location(s) mixing a host collective and shmem");
     let mut reported: HashSet<(StepRef, StepRef)> = HashSet::new();
     for ((r, buf, c), acc) in locations(prog) {
+        let mut counted = false;
         for &(eh, _) in acc
             .iter()
             .filter(|(e, _)| matches!(prog.step(e.step()).op, Op::HostColl { .. }))
@@ -26,7 +27,17 @@ pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
             {
                 let (h, s) = (eh.step(), es.step());
                 // A put's remote write is its arrival, which a hostcoll does not complete.
-                if hb.events_ordered(eh, es) || !reported.insert((h, s)) {
+                if hb.events_ordered(eh, es) {
+                    continue;
+                }
+                if out.full() {
+                    if !counted {
+                        out.skip();
+                        counted = true;
+                    }
+                    continue;
+                }
+                if !reported.insert((h, s)) {
                     continue;
                 }
                 out.push(
@@ -48,7 +59,7 @@ pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Vec<Diagnostic> {
             }
         }
     }
-    out
+    out.into_vec()
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //!
 //! Order of the rules: structural checks that need no ordering (bounds, placement) first; then
 //! the happens-before graph; deadlock (a simulation); and only for programs that can run to
-//! completion, races, the host-collective mixing rule and the postcondition, which all need a
-//! happens-before-consistent order.
+//! completion, races, the entry rule, the host-collective mixing rule and the postcondition,
+//! which all need a happens-before-consistent order.
 
 use crate::diag::{Diagnostic, Severity, Span};
 use crate::ir::{graph, Program, StepRef};
@@ -14,6 +14,7 @@ mod bounds;
 mod check;
 mod deadlock;
 mod dual;
+mod entry;
 mod interop;
 mod placement;
 mod postcondition;
@@ -72,7 +73,11 @@ pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
             None => errors.extend(cap(interop::check(prog, hb))),
         }
     }
-    errors.extend(cap(race::check(prog, hb)));
+    let locs = race::locations(prog);
+    errors.extend(cap(race::check(prog, hb, &locs)));
+    let (early_reads, early_writes) = entry::check(prog, hb, &locs);
+    errors.extend(cap(early_reads));
+    errors.extend(cap(early_writes));
     let mut fold_warnings = Vec::new();
     if errors.is_empty() {
         let (refused, warned) = postcondition::check(prog, hb);
@@ -118,6 +123,55 @@ fn warnings(prog: &Program) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// The findings of a rule that may find one problem per pair of accesses: the first
+/// [`MAX_PER_RULE`] diagnostics, and a count of the rest, which are never built — a program with
+/// millions of racing pairs costs counting them, not millions of messages.
+pub(crate) struct Findings {
+    kept: Vec<Diagnostic>,
+    more: usize,
+    /// What [`Self::more`] counts, for the closing note.
+    unit: &'static str,
+}
+
+impl Findings {
+    pub(crate) fn new(unit: &'static str) -> Findings {
+        Findings {
+            kept: Vec::new(),
+            more: 0,
+            unit,
+        }
+    }
+
+    /// Whether further findings are only counted.
+    pub(crate) fn full(&self) -> bool {
+        self.kept.len() >= MAX_PER_RULE
+    }
+
+    /// Keep `d`, or count it when full.
+    pub(crate) fn push(&mut self, d: Diagnostic) {
+        if self.full() {
+            self.more += 1;
+        } else {
+            self.kept.push(d);
+        }
+    }
+
+    /// Count one more finding that is not shown.
+    pub(crate) fn skip(&mut self) {
+        self.more += 1;
+    }
+
+    pub(crate) fn into_vec(mut self) -> Vec<Diagnostic> {
+        if self.more > 0 {
+            if let Some(last) = self.kept.last_mut() {
+                last.notes
+                    .push(format!("{} more {} not shown", self.more, self.unit));
+            }
+        }
+        self.kept
+    }
 }
 
 /// Keep the first [`MAX_PER_RULE`] errors and summarise the rest in a note on the last kept.

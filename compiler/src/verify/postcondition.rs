@@ -380,6 +380,27 @@ fn contents(prog: &Program, run: &Outcome) -> Vec<Diagnostic> {
     out
 }
 
+/// Pieces shown in a "requires" note; a block of a million chunks would otherwise print a
+/// million pieces per diagnostic.
+const SHOWN_PIECES: usize = 4;
+
+/// `a ++ b ++ …`, at most [`SHOWN_PIECES`] pieces, then how many more.
+fn pieces_text(prog: &Program, want: &[Lin]) -> String {
+    let mut text = want
+        .iter()
+        .take(SHOWN_PIECES)
+        .map(|l| lin_text(prog, l))
+        .collect::<Vec<_>>()
+        .join(" ++ ");
+    if want.len() > SHOWN_PIECES {
+        text.push_str(&format!(
+            " ++ … ({} more pieces)",
+            want.len() - SHOWN_PIECES
+        ));
+    }
+    text
+}
+
 fn compare(
     prog: &Program,
     role: usize,
@@ -417,10 +438,7 @@ fn compare(
         .with_note(format!(
             "{} requires: {}",
             prog.collective.name(),
-            want.iter()
-                .map(|l| lin_text(prog, l))
-                .collect::<Vec<_>>()
-                .join(" ++ ")
+            pieces_text(prog, want)
         ))
     };
     if want.len() != found.len() {

@@ -59,6 +59,7 @@ impl Builder {
                 .collect(),
             signal_spans: vec![Span::default(); signals.len()],
             ranks: vec![Vec::new(); p as usize],
+            entry_signals: vec![Vec::new(); p as usize],
             exit_signals: vec![Vec::new(); p as usize],
             duals: Vec::new(),
             header_span: Span::new(0, 10_000, 10_001),

@@ -1,7 +1,7 @@
 //! The `// expect:` header shared by the negative suites (format in `grammar/README.md`):
 //!
 //! ```text
-//! // expect: CODE at LINE:COL [ranks=P] [params=k=v,k=v] [schedule=NAME]
+//! // expect: CODE at LINE:COL [ranks=P] [params=k=v,k=v] [schedule=NAME] [edit=EDIT]
 //! ```
 
 use std::collections::BTreeMap;
@@ -15,6 +15,9 @@ pub struct Expect {
     pub ranks: u32,
     pub params: Option<BTreeMap<String, i64>>,
     pub schedule: Option<String>,
+    /// An edit of the instantiated program before verification (the verifier suite's
+    /// `exit-credits`).
+    pub edit: Option<String>,
 }
 
 pub fn parse_header(text: &str) -> Result<Expect, String> {
@@ -36,6 +39,7 @@ pub fn parse_header(text: &str) -> Result<Expect, String> {
         ranks: 4,
         params: None,
         schedule: None,
+        edit: None,
     };
     for w in words {
         let (k, v) = w
@@ -44,6 +48,7 @@ pub fn parse_header(text: &str) -> Result<Expect, String> {
         match k {
             "ranks" => e.ranks = v.parse().map_err(|_| "bad ranks")?,
             "schedule" => e.schedule = Some(v.to_string()),
+            "edit" => e.edit = Some(v.to_string()),
             "params" => {
                 let mut m = BTreeMap::new();
                 for kv in v.split(',').filter(|s| !s.is_empty()) {

@@ -5,6 +5,10 @@
 //! [`ROW_WORDS`] words: `kind, flags, a.buf, a.first, a.count, b.buf, b.first, b.count, peer,
 //! slot, aux, value_lo32, stride_lo32`. Only the low 32 bits of signal values and strides are
 //! stored: the device computes `epoch·stride + value` modulo 2^32 (see [`crate::signal32`]).
+//!
+//! A rank's rows start with its entry signals (the plan's `entry_signals`, entry credits) as
+//! plain [`Kind::Signal`] rows, so they are sent when the kernel starts (in the first launch
+//! segment); its exit signals are [`Kind::ExitSignal`] rows at the end.
 
 use super::Classes;
 use crate::signal32;
@@ -239,6 +243,13 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
     let mut rank_first = Vec::with_capacity(plan.ranks.len() + 1);
     for prog in &plan.ranks {
         rank_first.push(b.rows.len() as u32);
+        // Entry credits, sent as the kernel starts: a runtime that stages inputs in copies them
+        // before it launches the kernel, so peers may then write into this rank's role buffers.
+        for u in &prog.entry_signals {
+            b.signal_row(Kind::Signal, 0, u)?;
+            let last = b.rows.last_mut().expect("row just pushed");
+            last.comment = format!("r{}: entry-{}", prog.rank, last.comment);
+        }
         let mut pend = Pending::default();
         let mut host_ordinal = 0i32;
         for step in &prog.steps {

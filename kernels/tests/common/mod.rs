@@ -94,11 +94,25 @@ impl B {
         });
         self.signals.len() as u32 - 1
     }
-    /// Insert launch credits (as compiler/src/ir/credits.rs does) and build the plan.
+    /// Insert launch credits (as compiler/src/ir/credits.rs does, except that every pair whose
+    /// puts write a role buffer gets an entry credit, dataflow order or not) and build the plan.
     fn finish(mut self) -> Plan {
         let p = self.p as usize;
         let base = self.signals.len() as u32;
         let mut accessors: Vec<Vec<u32>> = vec![vec![]; p];
+        // entry[r][q]: r puts into one of q's role buffers.
+        let mut entry = vec![vec![false; p]; p];
+        for (r, ops) in self.ranks.iter().enumerate() {
+            for op in ops {
+                if let Op::Put { dst, peer, .. } = op {
+                    if *peer as usize != r
+                        && self.buffers[dst.buffer as usize].role != BufferRole::Scratch
+                    {
+                        entry[r][*peer as usize] = true;
+                    }
+                }
+            }
+        }
         let mut progs = vec![];
         for (r, ops) in self.ranks.iter().enumerate() {
             let mut seen = vec![false; p];
@@ -118,7 +132,7 @@ impl B {
                             cmp: Cmp::Ge,
                             target: WaitTarget {
                                 stride: 1,
-                                offset: 0,
+                                offset: entry[r][q as usize] as u64,
                             },
                         });
                     }
@@ -150,14 +164,16 @@ impl B {
                         op,
                     })
                     .collect(),
-                exit_signals: if used {
-                    accessors[r]
-                        .iter()
-                        .map(|&a| add(base + r as u32, a, 1))
-                        .collect()
-                } else {
-                    vec![]
-                },
+                entry_signals: accessors[r]
+                    .iter()
+                    .filter(|&&a| entry[a as usize][r])
+                    .map(|&a| add(base + r as u32, a, 1))
+                    .collect(),
+                exit_signals: accessors[r]
+                    .iter()
+                    .filter(|&&a| !entry[a as usize][r])
+                    .map(|&a| add(base + r as u32, a, 1))
+                    .collect(),
             })
             .collect();
         let plan = Plan {
@@ -673,6 +689,12 @@ pub fn interpret(
     for epoch in epochs {
         let mut pc = vec![0usize; p];
         let mut finished = vec![false; p];
+        // Every rank enters before any runs a step (a valid order: nothing waits to enter).
+        for prog in &plan.ranks {
+            for u in &prog.entry_signals {
+                apply(sig, u, epoch);
+            }
+        }
         loop {
             let mut progress = false;
             for r in 0..p {
@@ -801,7 +823,8 @@ pub fn signals_before(plan: &Plan, e0: u64) -> Vec<Vec<u64>> {
             Op::Signal { update } => Some(*update),
             _ => None,
         });
-        for u in ups.chain(prog.exit_signals.iter().copied()) {
+        let credits = prog.entry_signals.iter().chain(&prog.exit_signals).copied();
+        for u in ups.chain(credits) {
             let (q, s) = (u.peer as usize, u.slot as usize);
             match u.mode {
                 SignalMode::Add => per_launch[q][s] += u.value,

@@ -11,8 +11,10 @@
 //! its owner ever addresses it; private memory bound to any other role is *staged*: copied into a heap staging area before the steps (inputs
 //! and in-out roles), copied back after them (outputs and in-out roles), and only then are the
 //! plan's exit signals (launch credits) sent, so no peer writes into the staging area of the next
-//! launch while this one is still copying out; when peers put into or get from role buffers, a
-//! barrier after the copy-in keeps them from touching the staging area before it is filled.
+//! launch while this one is still copying out. The plan's entry signals (entry credits) are sent
+//! right after the copy-in: a peer's put into a role buffer waits for them (or for a later signal
+//! of this rank), and a peer's get from a role buffer follows a signal of this rank (both
+//! proved by the verifier), so no peer touches the staging area before it is filled.
 //! Every rank of a group must bind a remotely accessed role the same way (heap or staged), which
 //! is what makes the layout of the symmetric area (staged roles and scratch buffers, each sized
 //! for the largest rank; one area per (group, plan), grown geometrically) agree on every rank.
@@ -174,9 +176,6 @@ pub struct LoadedPlan {
     /// Per role buffer: whether any rank puts into, or gets from, a peer's copy of it. Only such
     /// roles need to live in the heap; private memory bound to any other role is used in place.
     remote: Vec<bool>,
-    /// Whether any role is remote: then staged roles need a barrier after the copy-in, or a
-    /// fast peer could write before (or read before) it.
-    remote_roles: bool,
     has_reduce: bool,
     state: Mutex<PlanState>,
 }
@@ -281,6 +280,7 @@ impl<F: Fabric> Executor<F> {
                     Op::Signal { update } => Some(update),
                     _ => None,
                 })
+                .chain(prog.entry_signals.iter())
                 .chain(prog.exit_signals.iter());
             for u in ups {
                 let list: &mut Vec<u32> = &mut signallers[u.slot as usize];
@@ -307,7 +307,6 @@ impl<F: Fabric> Executor<F> {
                 }
             }
         }
-        let remote_roles = remote.iter().any(|r| *r);
         let loaded = Arc::new(LoadedPlan {
             plan: plan.clone(),
             key: key.clone(),
@@ -315,7 +314,6 @@ impl<F: Fabric> Executor<F> {
             signallers,
             roles,
             remote,
-            remote_roles,
             has_reduce: has_reduce(plan),
             state: Mutex::new(PlanState {
                 epoch: 0,
@@ -721,16 +719,6 @@ impl<F: Fabric> Executor<F> {
             // SAFETY: `dst` is a checked heap range of src.len() bytes, disjoint from `src`.
             unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
         }
-        let staged = args
-            .buffers
-            .iter()
-            .enumerate()
-            .any(|(i, b)| !matches!(b, Binding::Heap { .. }) && !direct(i));
-        if staged && lp.remote_roles {
-            let members: Vec<u32> = (0..self.fabric.size()).collect();
-            let mut ex = self.internal.lock().unwrap_or_else(|e| e.into_inner());
-            ex.barrier(&self.fabric, &members)?;
-        }
         let epoch = st.epoch;
         let ptr = |rank: Rank, r: &RReg, n: u64| -> Result<(*mut u8, DType), ExecError> {
             let dt = elem(&plan.buffers[r.buf as usize]);
@@ -773,6 +761,10 @@ impl<F: Fabric> Executor<F> {
                 unsafe { convert(sd, s, dd, d, n as usize) };
             }
         };
+        // Entered: staged inputs are in place, so peers may now write into our role buffers.
+        for u in &plan.ranks[me as usize].entry_signals {
+            sig(u)?;
+        }
         let tr = super::trace::Launch::begin(plan, me, self.fabric.label(), epoch);
         let my_steps = &plan.ranks[me as usize].steps;
         // Steps still to pass over because they ran fused into the reduce before them.
