@@ -21,14 +21,14 @@ from .adapter import TorchAdapter
 _adapter.install(TorchAdapter())
 
 from ..core import collectives, enums, errors, functional, memory, primitives, profiling, state  # noqa: E402
-from . import compile, interop, mc2, ops  # noqa: E402
+from . import compile, hooks, interop, mc2, ops  # noqa: E402
 
 compile.install()
 
 #: The public submodules of ``symsched`` (``symsched.functional`` is this ``functional`` …).
 MODULES: Dict[str, ModuleType] = {
     "functional": functional, "collectives": collectives, "primitives": primitives, "memory": memory,
-    "profiling": profiling, "interop": interop, "mc2": mc2,
+    "profiling": profiling, "interop": interop, "mc2": mc2, "hooks": hooks,
 }
 
 #: Every public name of ``import symsched as symm``.
