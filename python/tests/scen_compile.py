@@ -224,3 +224,34 @@ def pipeline(rank: int, world: int, args: Dict[str, Any]) -> Dict[str, Any]:
     _eager_and_compiled(_pipeline, make, params, step, failures, "pipeline")
     return {"failures": failures, "dynamo": capture.dynamo, "forward": capture.forward,
             "backward": capture.backward}
+
+
+class _Exported(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.all_reduce(x * 2, "sum", None, backward="identity")
+        z = y.clone()
+        symm.shmem_allreduce(z, "avg")
+        return z
+
+
+def export(rank: int, world: int, args: Dict[str, Any]) -> Dict[str, Any]:
+    """``torch.export.export(strict=True)`` traces with Dynamo, so through the twins: the exported
+    program holds the symsched ops and runs; non-strict export (torch 2.13's default) runs the
+    Python names on fake tensors, which the fast path cannot serve (documented)."""
+    symm.init()
+    failures: List[str] = []
+    x = torch.arange(4, dtype=DT) + rank
+    ep = torch.export.export(_Exported(), (x,), strict=True)
+    graph = str(ep.graph)
+    if "symsched.all_reduce" not in graph:
+        failures.append(f"exported graph without the symsched op: {graph}")
+    got = ep.module()(x)
+    want = _Exported()(x)
+    if not torch.equal(got, want):
+        failures.append(f"exported {got} vs eager {want}")
+    try:
+        torch.export.export(_Exported(), (x,), strict=False)
+        non_strict = "ran"
+    except RuntimeError as exc:
+        non_strict = str(exc).split("\n")[0]
+    return {"failures": failures, "graph": graph, "non_strict": non_strict}

@@ -206,10 +206,8 @@ def register() -> None:
         if _registered:
             return
         _registered = True
-        from torch._dynamo import substitute_in_graph
-
         for public, twin in TWINS:
-            substitute_in_graph(public)(twin)
+            torch.compiler.substitute_in_graph(public)(twin)
 
 
 class _AfterDynamo(importlib.abc.MetaPathFinder):
