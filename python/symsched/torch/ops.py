@@ -31,8 +31,9 @@ was in eager mode — the core's functions, with their cached fast path — and 
 these ops when ``torch.compile`` traces it (:mod:`symsched.torch.compile`). Calling the ops
 directly works in eager mode too (through the dispatcher: several µs more per call).
 
-Op kernels run the core under ``torch.no_grad()``: what they compute, validate and launch is
-exactly what the eager API does for the same arguments.
+Op kernels run the core's kernels and autograd rules directly (the autograd of the op is the
+dispatcher's, above the kernel): what they compute, validate and launch is what the eager API
+does for the same arguments.
 """
 
 from __future__ import annotations
@@ -45,9 +46,7 @@ import torch.distributed as dist
 from torch._library.effects import EffectType
 
 from ..core import coll, dtypes, rules, schedules, state
-from ..core import collectives as _collectives
 from ..core import functional as _functional
-from ..core import mc2 as _mc2
 from ..core.enums import ReduceOp, parse_reduce_op
 from ..core.errors import SymschedArgumentError, SymschedTypeError
 
@@ -109,7 +108,7 @@ def _group(ranks: Sequence[int]) -> Optional[Tuple[int, ...]]:
     """An op's ``group`` as the core takes it: None (WORLD) or an interned rank tuple."""
     if not ranks:
         return None
-    key = tuple(int(r) for r in ranks)
+    key = tuple(ranks)  # the dispatcher hands ``int[]`` over as Python ints
     return _interned.setdefault(key, key)
 
 
@@ -137,6 +136,11 @@ def _check(t: torch.Tensor, arg: str, names: frozenset = _DATA) -> None:
         raise SymschedArgumentError(f"`{arg}` must be on the CPU (the host is the device), got {t.device}")
     if _NAMES.get(t.dtype) not in names:
         raise SymschedArgumentError(f"`{arg}` has dtype {t.dtype}; expected one of: {dtypes.labels(sorted(names))}")
+
+
+def _check_backward(backward: str) -> None:
+    if backward not in (rules.ADJOINT, rules.IDENTITY):
+        raise SymschedArgumentError(f"`backward` must be 'adjoint' or 'identity', got {backward!r}")
 
 
 def _check_op(op: str, t: torch.Tensor) -> ReduceOp:
@@ -200,8 +204,8 @@ def _fresh(result: torch.Tensor, *inputs: Optional[torch.Tensor]) -> torch.Tenso
 
 @_op("all_gather", "(Tensor x, int[] group) -> Tensor")
 def _all_gather(x: torch.Tensor, group: List[int]) -> torch.Tensor:
-    with torch.no_grad():
-        return _functional.all_gather(x, _group(group))
+    _check(x, "x")
+    return rules.AllGather.forward(_Ctx(), x, _group(group))
 
 
 @_all_gather.register_fake
@@ -237,8 +241,8 @@ _all_gather.register_autograd(_all_gather_grad, setup_context=_all_gather_setup)
 
 @_op("reduce_scatter", "(Tensor x, str op, int[] group, str? low_precision_dtype) -> Tensor")
 def _reduce_scatter(x: torch.Tensor, op: str, group: List[int], low_precision_dtype: Optional[str]) -> torch.Tensor:
-    with torch.no_grad():
-        return _functional.reduce_scatter(x, op, _group(group), low_precision_dtype)
+    _check(x, "x")
+    return rules.ReduceScatter.forward(_Ctx(), x, parse_reduce_op(op), _group(group), low_precision_dtype)
 
 
 @_reduce_scatter.register_fake
@@ -284,16 +288,16 @@ _reduce_scatter.register_autograd(_reduce_scatter_grad, setup_context=_reduce_sc
 @_op("all_reduce", "(Tensor x, str op, int[] group, str? low_precision_dtype, str backward) -> Tensor")
 def _all_reduce(x: torch.Tensor, op: str, group: List[int], low_precision_dtype: Optional[str],
                 backward: str) -> torch.Tensor:
-    with torch.no_grad():
-        return _functional.all_reduce(x, op, _group(group), backward=backward, low_precision_dtype=low_precision_dtype)
+    _check(x, "x")
+    _check_backward(backward)
+    return rules.AllReduce.forward(_Ctx(), x, parse_reduce_op(op), _group(group), low_precision_dtype, backward)
 
 
 @_all_reduce.register_fake
 def _(x: torch.Tensor, op: str, group: List[int], low_precision_dtype: Optional[str], backward: str) -> torch.Tensor:
     _check(x, "x")
     _check_op(op, x)
-    if backward not in (rules.ADJOINT, rules.IDENTITY):
-        raise SymschedArgumentError(f"`backward` must be 'adjoint' or 'identity', got {backward!r}")
+    _check_backward(backward)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -342,8 +346,8 @@ _all_reduce.register_autograd(_all_reduce_grad, setup_context=_all_reduce_setup)
 
 @_op("copy_to_group", "(Tensor x, int[] group) -> Tensor")
 def _copy_to_group(x: torch.Tensor, group: List[int]) -> torch.Tensor:
-    with torch.no_grad():
-        return _functional.copy_to_group(x, _group(group)).clone()  # an op's output may not alias its input
+    _check(x, "x", _FLOAT)
+    return x.clone()  # the identity forward (Megatron's f); an op's output may not alias its input
 
 
 @_copy_to_group.register_fake
@@ -379,8 +383,9 @@ _copy_to_group.register_autograd(_copy_to_group_grad, setup_context=_copy_to_gro
      "(Tensor x, SymInt[]? output_split_sizes, SymInt[]? input_split_sizes, int[] group) -> Tensor")
 def _all_to_all(x: torch.Tensor, output_split_sizes: Optional[List[int]], input_split_sizes: Optional[List[int]],
                 group: List[int]) -> torch.Tensor:
-    with torch.no_grad():
-        return _functional.all_to_all(x, _ints(output_split_sizes), _ints(input_split_sizes), _group(group))
+    # the core's functional form validates the splits and fills in the defaults; no input
+    # requires grad here (the op's own autograd is above this kernel)
+    return _functional.all_to_all(x, _ints(output_split_sizes), _ints(input_split_sizes), _group(group))
 
 
 @_all_to_all.register_fake
@@ -432,8 +437,8 @@ _all_to_all.register_autograd(_all_to_all_grad, setup_context=_all_to_all_setup)
 
 @_op("broadcast", "(Tensor x, int src, int[] group) -> Tensor")
 def _broadcast(x: torch.Tensor, src: int, group: List[int]) -> torch.Tensor:
-    with torch.no_grad():
-        return _functional.broadcast(x, src, _group(group))
+    _check(x, "x")
+    return rules.Broadcast.forward(_Ctx(), x, src, _group(group))
 
 
 @_broadcast.register_fake
@@ -465,8 +470,8 @@ _broadcast.register_autograd(_broadcast_grad, setup_context=_broadcast_setup)
 
 @_op("send", "(Tensor x, int dst, int[] group) -> Tensor")
 def _send(x: torch.Tensor, dst: int, group: List[int]) -> torch.Tensor:
-    with torch.no_grad():
-        return _functional.send(x, dst, _group(group))
+    _check(x, "x")
+    return rules.Send.forward(_Ctx(), x, dst, _group(group))
 
 
 @_send.register_fake
@@ -501,8 +506,7 @@ _send.register_autograd(_send_grad, setup_context=_send_setup)
 
 @_op("recv", "(Tensor anchor, SymInt[] shape, ScalarType dtype, int src, int[] group) -> Tensor")
 def _recv(anchor: torch.Tensor, shape: List[int], dtype: torch.dtype, src: int, group: List[int]) -> torch.Tensor:
-    with torch.no_grad():
-        return _functional.recv([int(s) for s in shape], dtype, src, _group(group), requires_grad=False)
+    return _functional.recv([int(s) for s in shape], dtype, src, _group(group), requires_grad=False)
 
 
 @_recv.register_fake
@@ -542,8 +546,9 @@ _recv.register_autograd(_recv_grad, setup_context=_recv_setup)
 
 @_op("all_gather_matmul", "(Tensor a, Tensor b, int[] group) -> (Tensor, Tensor)")
 def _all_gather_matmul(a: torch.Tensor, b: torch.Tensor, group: List[int]) -> Tuple[torch.Tensor, torch.Tensor]:
-    with torch.no_grad():
-        return _functional.all_gather_matmul(a, b, _group(group))
+    _check(a, "a", _FLOAT)
+    _check(b, "b", _FLOAT)
+    return rules.AllGatherMatmul.forward(_Ctx(), a, b, _group(group))
 
 
 @_all_gather_matmul.register_fake
@@ -592,8 +597,9 @@ _all_gather_matmul.register_autograd(_all_gather_matmul_grad, setup_context=_all
 
 @_op("matmul_reduce_scatter", "(Tensor a, Tensor b, str op, int[] group) -> Tensor")
 def _matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, op: str, group: List[int]) -> torch.Tensor:
-    with torch.no_grad():
-        return _functional.matmul_reduce_scatter(a, b, op, _group(group))
+    _check(a, "a", _FLOAT)
+    _check(b, "b", _FLOAT)
+    return rules.MatmulReduceScatter.forward(_Ctx(), a, b, parse_reduce_op(op), _group(group))
 
 
 @_matmul_reduce_scatter.register_fake
@@ -642,8 +648,7 @@ _matmul_reduce_scatter.register_autograd(_matmul_reduce_scatter_grad, setup_cont
      mutates=("c", "gather_out"))
 def _fused_all_gather_matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, gather_out: torch.Tensor,
                              group: List[int]) -> None:
-    with torch.no_grad():
-        _mc2.fused_all_gather_matmul(a, b, c, gather_out, group=_group(group))
+    coll.allgather_matmul(a, b, gather_out, c, _group(group))
 
 
 @_fused_all_gather_matmul.register_fake
@@ -658,8 +663,7 @@ def _(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, gather_out: torch.Tenso
 @_op("shmem_allgather", "(Tensor(a!) output_tensor, Tensor input_tensor, int[] group) -> ()",
      mutates=("output_tensor",))
 def _shmem_allgather(output_tensor: torch.Tensor, input_tensor: torch.Tensor, group: List[int]) -> None:
-    with torch.no_grad():
-        _collectives.shmem_allgather(output_tensor, input_tensor, _group(group))
+    coll.allgather(output_tensor, input_tensor, _group(group))
 
 
 @_shmem_allgather.register_fake
@@ -676,8 +680,7 @@ def _(output_tensor: torch.Tensor, input_tensor: torch.Tensor, group: List[int])
      mutates=("output_tensor",))
 def _shmem_reduce_scatter(output_tensor: torch.Tensor, input_tensor: torch.Tensor, op: str, group: List[int],
                           low_precision_dtype: Optional[str]) -> None:
-    with torch.no_grad():
-        _collectives.shmem_reduce_scatter(output_tensor, input_tensor, op, _group(group), low_precision_dtype)
+    coll.reduce_scatter(output_tensor, input_tensor, op, _group(group), low_precision_dtype)
 
 
 @_shmem_reduce_scatter.register_fake
@@ -694,8 +697,7 @@ def _(output_tensor: torch.Tensor, input_tensor: torch.Tensor, op: str, group: L
 @_op("shmem_allreduce", "(Tensor(a!) tensor, str op, int[] group, str? low_precision_dtype) -> ()",
      mutates=("tensor",))
 def _shmem_allreduce(tensor: torch.Tensor, op: str, group: List[int], low_precision_dtype: Optional[str]) -> None:
-    with torch.no_grad():
-        _collectives.shmem_allreduce(tensor, op, _group(group), low_precision_dtype)
+    coll.allreduce(tensor, op, _group(group), low_precision_dtype)
 
 
 @_shmem_allreduce.register_fake
@@ -709,8 +711,7 @@ def _(tensor: torch.Tensor, op: str, group: List[int], low_precision_dtype: Opti
      mutates=("receive_tensor",))
 def _shmem_alltoall(send_tensor_list: List[torch.Tensor], receive_tensor: torch.Tensor, receive_list: List[int],
                     group: List[int]) -> None:
-    with torch.no_grad():
-        _collectives.shmem_alltoall(send_tensor_list, receive_tensor, [int(c) for c in receive_list], _group(group))
+    coll.alltoall(send_tensor_list, receive_tensor, [int(c) for c in receive_list], _group(group))
 
 
 @_shmem_alltoall.register_fake
@@ -727,8 +728,7 @@ def _(send_tensor_list: List[torch.Tensor], receive_tensor: torch.Tensor, receiv
 
 @_op("shmem_broadcast", "(Tensor(a!) tensor, int src, int[] group) -> ()", mutates=("tensor",))
 def _shmem_broadcast(tensor: torch.Tensor, src: int, group: List[int]) -> None:
-    with torch.no_grad():
-        _collectives.shmem_broadcast(tensor, src, _group(group))
+    coll.broadcast(tensor, src, _group(group))
 
 
 @_shmem_broadcast.register_fake
@@ -738,7 +738,7 @@ def _(tensor: torch.Tensor, src: int, group: List[int]) -> None:
 
 @_op("shmem_send", "(Tensor tensor, int dst_rank, int[] group) -> ()")
 def _shmem_send(tensor: torch.Tensor, dst_rank: int, group: List[int]) -> None:
-    _collectives.shmem_send(tensor, dst_rank, _group(group))
+    coll.send(tensor, dst_rank, _group(group))
 
 
 @_shmem_send.register_fake
@@ -748,7 +748,7 @@ def _(tensor: torch.Tensor, dst_rank: int, group: List[int]) -> None:
 
 @_op("shmem_recv", "(Tensor(a!) tensor, int src_rank, int[] group) -> ()", mutates=("tensor",))
 def _shmem_recv(tensor: torch.Tensor, src_rank: int, group: List[int]) -> None:
-    _collectives.shmem_recv(tensor, src_rank, _group(group))
+    coll.recv(tensor, src_rank, _group(group))
 
 
 @_shmem_recv.register_fake
