@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 #: The public submodules (``import symsched.functional`` …), served by the PyTorch flavour.
-_MODULES = ("functional", "collectives", "primitives", "memory", "profiling", "interop", "mc2")
+_MODULES = ("functional", "collectives", "primitives", "memory", "profiling", "interop", "mc2", "hooks")
 
 
 def _version() -> str:
