@@ -40,3 +40,24 @@ def test_fsdp2_hooks_hsdp_4_ranks():
     """HSDP on a 2×2 mesh: symsched all-gathers and reduce-scatters on each shard group, FSDP's
     replica all-reduce stays on gloo; shards bit-equal to all-gloo HSDP."""
     _harness.ok(_harness.run("scen_hooks", "fsdp", 4, timeout=230, args={"mesh": "hsdp"}))
+
+
+@pytest.mark.timeout(120)
+def test_hooks_refuse_what_they_cannot_reduce():
+    """Only sum and avg are data-parallel reductions; FSDP's PREMUL_SUM (a custom gradient divide
+    factor) is refused by name, before anything is sent."""
+    import torch.distributed as dist
+
+    import symsched
+    import symsched.hooks as hooks
+
+    for op in ("max", "min", dist.ReduceOp.MAX, "mean"):
+        with pytest.raises(symsched.SymschedArgumentError, match="'sum' or 'avg'"):
+            hooks.DDPHookState(op=op)
+    assert hooks.DDPHookState(op=dist.ReduceOp.SUM).op == "sum"
+    rs = hooks.FSDPReduceScatter()
+    with pytest.raises(symsched.SymschedArgumentError, match="'sum' or 'avg'"):
+        rs(None, None, None, dist.ReduceOp.PREMUL_SUM)
+    from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather, ReduceScatter
+
+    assert issubclass(hooks.FSDPAllGather, AllGather) and issubclass(hooks.FSDPReduceScatter, ReduceScatter)

@@ -35,7 +35,7 @@ import torch.distributed as dist
 
 from ..core import collectives as _coll
 from ..core.enums import ReduceOp, parse_reduce_op
-from ..core.errors import SymschedArgumentError
+from ..core.errors import SymschedArgumentError, SymschedTypeError
 
 __all__ = ["DDPHookState", "ddp_comm_hook", "register_ddp_hook", "FSDPAllGather", "FSDPReduceScatter",
            "register_fsdp_hooks"]
@@ -45,10 +45,8 @@ _DATA_PARALLEL_OPS = (ReduceOp.SUM, ReduceOp.AVG)
 
 def _data_parallel_op(op: Any, arg: str) -> ReduceOp:
     try:
-        r = parse_reduce_op(op, arg)
-    except SymschedArgumentError:
-        r = None
-    except TypeError:
+        r: Optional[ReduceOp] = parse_reduce_op(op, arg)
+    except (SymschedArgumentError, SymschedTypeError):  # PREMUL_SUM and the like: named below
         r = None
     if r not in _DATA_PARALLEL_OPS:
         raise SymschedArgumentError(f"`{arg}` must be 'sum' or 'avg' (ReduceOp.SUM / ReduceOp.AVG), got {op!r}")
@@ -161,6 +159,8 @@ def _fsdp_classes() -> Tuple[type, type]:
             _coll.shmem_reduce_scatter(output_tensor, input_tensor, r.value, group, self.low_precision_dtype)
             return None
 
+    for cls in (FSDPAllGather, FSDPReduceScatter):
+        cls.__qualname__ = cls.__name__  # made here, named as module attributes
     _classes = (FSDPAllGather, FSDPReduceScatter)
     return _classes
 
