@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Run the symsched pytest suite in the project venv under a global timeout.
+#   VENV (the venv scripts/python_env.sh builds: default ${XDG_CACHE_HOME:-$HOME/.cache}/symsched/venv),
 #   TIMEOUT (seconds, default 900); extra arguments go to pytest (e.g. -k allreduce).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${VENV:-/root/.cache/symsched/venv}"
+VENV="${VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/venv}"
 TIMEOUT="${TIMEOUT:-900}"
 if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import symsched._native' 2>/dev/null; then
     echo "test_python: the venv lacks symsched; run scripts/python_env.sh first" >&2

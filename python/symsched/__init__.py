@@ -47,12 +47,32 @@ __all__ = [
 ]
 
 #: The public submodules (``import symsched.functional`` …), served by the PyTorch flavour.
-_MODULES = ("functional", "collectives", "primitives", "memory", "profiling", "interop", "mc2")
+_MODULES = ("functional", "collectives", "primitives", "memory", "profiling", "interop", "mc2", "hooks")
+
+
+def _version() -> str:
+    """The crate's version, as the compiled module carries it (the installed distribution's when
+    the module cannot load): the same number as the wheel's and ``python -m symsched --version``."""
+    try:
+        from ._native import __version__ as version  # type: ignore[attr-defined]
+
+        return str(version)
+    except ImportError:
+        from importlib.metadata import PackageNotFoundError, version as dist_version
+
+        try:
+            return dist_version("symsched")
+        except PackageNotFoundError:
+            return "unknown"
 
 
 def __getattr__(name: str) -> Any:
     """Load the PyTorch flavour on the first use of one of its names (PEP 562); afterwards the
-    names are plain module attributes, found without this call."""
+    names are plain module attributes, found without this call. ``__version__`` is read from
+    the compiled module on first use (importing the package loads neither it nor torch)."""
+    if name == "__version__":
+        globals()["__version__"] = v = _version()
+        return v
     if name.startswith("__") or (name not in __all__ and name not in _MODULES):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from . import torch as flavour  # installs the PyTorch adapter

@@ -219,6 +219,17 @@ def _adjoint(info: state.GroupInfo, schedule: str, gy: Any, dtype: Any, n: int, 
     return g
 
 
+def winner_mask(x: Any, y: Any, group: Any) -> Any:
+    """Where this rank's ``x`` won the max/min allreduce ``y`` (lowest rank on ties): the mask
+    ``AllReduce``'s backward routes the gradient by. Collective over ``group`` (one allreduce
+    of the candidates), so every rank computes it at the same point: the eager forward, or the
+    backward op of a compiled graph (``symsched.torch.ops``)."""
+    info = state.resolve_group(group)
+    cand = _fw.winners(_fw.detached(x), y, info.rank, info.size)
+    coll.allreduce(cand, "min", group)
+    return _fw.mask(cand, info.rank, _fw.shape(x))
+
+
 #: The two named backward forms of all_reduce.
 ADJOINT = "adjoint"
 IDENTITY = "identity"
@@ -242,10 +253,7 @@ class AllReduce:
         ctx.group, ctx.op, ctx.mode, ctx.dtype, ctx.n = group, op, mode, x.dtype, n
         ctx.schedule = schedules.allreduce(n * _fw.itemsize(x.dtype), None)
         if op in (ReduceOp.MAX, ReduceOp.MIN) and _fw.needs_input_grad(ctx, 0):
-            info = state.resolve_group(group)
-            cand = _fw.winners(_fw.detached(x), y, info.rank, info.size)
-            coll.allreduce(cand, "min", group)
-            _fw.save(ctx, _fw.mask(cand, info.rank, _fw.shape(x)))
+            _fw.save(ctx, winner_mask(x, y, group))
         return y
 
     @staticmethod

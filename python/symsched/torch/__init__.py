@@ -3,8 +3,11 @@ assembles the API that ``import symsched as symm`` serves (``symsched/__init__.p
 package on first use).
 
 The PyTorch-only modules are :mod:`symsched.torch.adapter` (the adapter), :mod:`symsched.torch.mc2`
-(the ``torch.mm`` matmul engine) and :mod:`symsched.torch.interop` (``torch.distributed``'s side
-of the interop rule); everything else is the framework-neutral core.
+(the ``torch.mm`` matmul engine), :mod:`symsched.torch.interop` (``torch.distributed``'s side
+of the interop rule), :mod:`symsched.torch.ops` (the collectives as ``torch.ops.symsched``
+dispatcher ops), :mod:`symsched.torch.compile` (what ``torch.compile`` traces in place of the
+Python API) and :mod:`symsched.torch.hooks` (DDP and FSDP2 communication hooks); everything else
+is the framework-neutral core.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from .adapter import TorchAdapter
 _adapter.install(TorchAdapter())
 
 from ..core import collectives, enums, errors, functional, memory, primitives, profiling, state  # noqa: E402
-from . import interop, mc2  # noqa: E402
+from . import compile, hooks, interop, mc2, ops  # noqa: E402
+
+compile.install()
 
 #: The public submodules of ``symsched`` (``symsched.functional`` is this ``functional`` …).
 MODULES: Dict[str, ModuleType] = {
     "functional": functional, "collectives": collectives, "primitives": primitives, "memory": memory,
-    "profiling": profiling, "interop": interop, "mc2": mc2,
+    "profiling": profiling, "interop": interop, "mc2": mc2, "hooks": hooks,
 }
 
 #: Every public name of ``import symsched as symm``.
