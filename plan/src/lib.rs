@@ -24,8 +24,12 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod dtype;
 mod extent;
+mod reduce_op;
+pub use dtype::{DType, UnknownName};
 pub use extent::*;
+pub use reduce_op::ReduceOp;
 
 /// Version of the JSON plan schema. Bump on any incompatible change; runtimes refuse plans whose
 /// major version differs from theirs.
