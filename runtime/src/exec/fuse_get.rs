@@ -26,7 +26,7 @@
 //! The plan is unchanged; only this rank's execution of it is. `SYMSCHED_FUSE=0` turns it off.
 
 use super::interp::{RReg, RStep};
-use symsched_plan::{BufferRole, Op, Plan, Rank};
+use symsched_plan::{BufferRole, Plan, Rank};
 
 /// A reduce operand replaced by the source of a folded get: read `src` on `peer` instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,24 +59,6 @@ impl GetFolds {
 /// Element range of a region in one buffer.
 fn overlaps(a: &RReg, an: u64, b: &RReg, bn: u64) -> bool {
     a.buf == b.buf && a.elem < b.elem + bn && b.elem < a.elem + an
-}
-
-/// Buffers some rank puts into or gets from on a peer (their contents outlive this rank's view).
-fn remote_buffers(plan: &Plan) -> Vec<bool> {
-    let mut remote = vec![false; plan.buffers.len()];
-    for prog in &plan.ranks {
-        for s in &prog.steps {
-            let b = match &s.op {
-                Op::Put { dst, peer, .. } if *peer != prog.rank => dst.buffer,
-                Op::Get { src, peer, .. } if *peer != prog.rank => src.buffer,
-                _ => continue,
-            };
-            if let Some(r) = remote.get_mut(b as usize) {
-                *r = true;
-            }
-        }
-    }
-    remote
 }
 
 /// Regions a step reads or writes on this rank, with their element counts.
@@ -119,7 +101,7 @@ pub(super) fn get_folds(plan: &Plan, steps: &[RStep], me: Rank, chain: &[u32]) -
     if !super::fuse::enabled() {
         return out;
     }
-    let remote = remote_buffers(plan);
+    let remote = plan.remote_buffers();
     let class = |b: u32| plan.buffers.get(b as usize).map(|d| d.elem);
     let dead_scratch = |b: u32| {
         plan.buffers

@@ -294,19 +294,8 @@ impl<F: Fabric> Executor<F> {
             .iter()
             .take_while(|b| b.role != BufferRole::Scratch)
             .count();
-        let mut remote = vec![false; roles];
-        for prog in &plan.ranks {
-            for s in &prog.steps {
-                let touched = match &s.op {
-                    Op::Put { dst, peer, .. } if *peer != prog.rank => dst.buffer,
-                    Op::Get { src, peer, .. } if *peer != prog.rank => src.buffer,
-                    _ => continue,
-                };
-                if let Some(r) = remote.get_mut(touched as usize) {
-                    *r = true;
-                }
-            }
-        }
+        let mut remote = plan.remote_buffers();
+        remote.truncate(roles);
         let remote_roles = remote.iter().any(|r| *r);
         let loaded = Arc::new(LoadedPlan {
             plan: plan.clone(),

@@ -18,7 +18,7 @@
 //! `SYMSCHED_NT_COPY=0` turns it off (read once).
 
 use super::interp::RStep;
-use symsched_plan::{Op, Plan};
+use symsched_plan::Plan;
 
 /// Smallest move, in bytes, that is streamed; below it the destination likely stays in cache
 /// and the ordinary copy wins.
@@ -49,34 +49,6 @@ pub(super) fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("SYMSCHED_NT_COPY").map_or(true, |v| v != "0"))
 }
 
-/// Buffers some step of some rank reads.
-fn read_buffers(plan: &Plan) -> Vec<bool> {
-    let mut read = vec![false; plan.buffers.len()];
-    let mut mark = |b: u32| {
-        if let Some(r) = read.get_mut(b as usize) {
-            *r = true;
-        }
-    };
-    for prog in &plan.ranks {
-        for s in &prog.steps {
-            match &s.op {
-                Op::Put { src, .. }
-                | Op::Get { src, .. }
-                | Op::Copy { src, .. }
-                | Op::Cast { src, .. } => mark(src.buffer),
-                Op::Reduce { srcs, .. } => srcs.iter().for_each(|r| mark(r.buffer)),
-                Op::Matmul { a, b, .. } => {
-                    mark(a.buffer);
-                    mark(b.buffer);
-                }
-                Op::HostColl { region, .. } => mark(region.buffer),
-                Op::Signal { .. } | Op::Wait { .. } => {}
-            }
-        }
-    }
-    read
-}
-
 /// Per step of this rank's resolved list: whether it may be streamed. `chain` is
 /// [`super::fuse::reduce_chains`] of the same steps (moves fused into a reduce never stream).
 /// The byte threshold and the element types are checked at run time, where sizes are known.
@@ -85,7 +57,7 @@ pub(super) fn nt_steps(plan: &Plan, steps: &[RStep], chain: &[u32]) -> Vec<bool>
     if !enabled() {
         return out;
     }
-    let read = read_buffers(plan);
+    let read = plan.read_buffers();
     let mut fused_until = 0usize;
     for (i, step) in steps.iter().enumerate() {
         if i < fused_until {

@@ -171,16 +171,7 @@ pub fn kind(op: &Op) -> &'static str {
 
 /// The buffer whose element size measures the bytes a step moves (the written region).
 pub fn written_buffer(op: &Op) -> Option<u32> {
-    match op {
-        Op::Put { dst, .. }
-        | Op::Get { dst, .. }
-        | Op::Reduce { dst, .. }
-        | Op::Copy { dst, .. }
-        | Op::Cast { dst, .. } => Some(dst.buffer),
-        Op::Matmul { c, .. } => Some(c.buffer),
-        Op::HostColl { region, .. } => Some(region.buffer),
-        Op::Signal { .. } | Op::Wait { .. } => None,
-    }
+    op.writes().next().map(|w| w.region.buffer)
 }
 
 /// One launch being traced: created by the executor only when [`enabled`].
