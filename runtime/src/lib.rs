@@ -3,7 +3,8 @@
 //! Module map (one concept each): [`shm`] heap segments (memfd), [`bootstrap`] segment exchange
 //! over a Unix socket, [`launcher`] `symsched launch`, [`config`] environment, [`heap`] +
 //! [`allocator`] the symmetric allocator, [`signal`] + [`wait`] signal lines and waiting,
-//! [`monitor`] peer liveness, [`group`] + [`primitives`] groups and one-sided operations,
+//! [`monitor`] peer liveness, `process` this process's attachment to the job (below both
+//! [`runtime`] and [`group`]), [`group`] + [`primitives`] groups and one-sided operations,
 //! [`log`] diagnostics, [`avail`] availability and version checks.
 //!
 //! Entry points: [`Runtime::init_from_env`], [`Runtime::group`], the [`Group`] methods.
@@ -28,6 +29,7 @@ pub mod log;
 pub mod mailbox;
 pub mod monitor;
 pub mod primitives;
+mod process;
 pub mod runtime;
 pub mod shm;
 pub mod signal;
