@@ -575,7 +575,7 @@ pub(super) fn counts_key(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::local::LocalWorld;
+    use crate::exec::LocalWorld;
     use std::time::Duration;
 
     #[test]

@@ -1,7 +1,7 @@
 //! The plan executor: interprets a compiled [`symsched_plan::Plan`] for one rank of a group.
 //!
-//! - [`fabric`]: the small trait the executor needs from the machinery underneath, with an
-//!   in-process implementation ([`local`]) and the adapter onto the multi-process runtime;
+//! - [`fabric`]: the small trait the executor needs from the machinery underneath, one file per
+//!   implementation ([`fabric::local`] in-process, [`fabric::group`] multi-process);
 //! - [`dtype`] and [`reduce`]: element types, conversions and reduction numerics;
 //! - [`interp`]: the interpreter ([`Executor`]);
 //! - [`eager`]: one-round alltoallv for small chunks (counts travel with the data);
@@ -16,11 +16,9 @@ pub mod error;
 pub mod fabric;
 mod fuse;
 mod fuse_get;
-pub mod group_fabric;
 pub mod harness;
 pub mod hostcoll;
 pub mod interp;
-pub mod local;
 pub mod matmul;
 pub mod reduce;
 pub mod reference;
@@ -30,10 +28,10 @@ pub mod trace;
 pub use dtype::{DType, ElemTypes};
 pub use eager::{AlltoallvOutcome, EAGER_MAX_CHUNK};
 pub use error::{ExecError, WaitTimeout};
+pub use fabric::group::GroupFabric;
+pub use fabric::local::{LocalFabric, LocalGroup, LocalWorld};
 pub use fabric::{Fabric, WaitContext};
-pub use group_fabric::GroupFabric;
 pub use hostcoll::{HostCollRequest, HostCollectives};
 pub use interp::{Binding, Executor, LaunchArgs, LoadedPlan};
-pub use local::{LocalFabric, LocalGroup, LocalWorld};
 pub use matmul::{MatmulEngine, MatmulStep};
 pub use reduce::ReduceOp;

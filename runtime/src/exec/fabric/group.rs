@@ -5,9 +5,9 @@
 //! errors on both fabrics; everything else (signal timeouts naming the silent peers, dead peers,
 //! exhausted pads) is passed through as [`ExecError::Core`].
 
-use super::error::ExecError;
-use super::fabric::{Fabric, WaitContext as ExecWaitContext};
+use super::{Fabric, WaitContext as ExecWaitContext};
 use crate::error::{RuntimeError, WaitContext};
+use crate::exec::error::ExecError;
 use crate::group::Group;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,8 +5,8 @@
 //! Used by the fast test sweep and as an engine for single-process runs. Sub-groups of a world
 //! ([`LocalWorld::group`]) have their own signal pads, so overlapping groups can run concurrently.
 
-use super::error::{ExecError, WaitTimeout};
-use super::fabric::{Fabric, WaitContext};
+use super::{Fabric, WaitContext};
+use crate::exec::error::{ExecError, WaitTimeout};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
