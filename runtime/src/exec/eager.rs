@@ -557,21 +557,6 @@ fn verdict(
     }))
 }
 
-/// The counts part of a counts plan's resolution-cache key: the matrix flattened row by row,
-/// or `None` (never cached) when it is not `P × P`. A repeated launch with the same matrix
-/// (the usual training loop: fixed splits) then reuses the resolved steps.
-pub(super) fn counts_key(
-    plan: &symsched_plan::Plan,
-    sizes: &symsched_plan::LaunchSizes,
-) -> Option<Vec<u64>> {
-    let m = sizes.counts.as_ref()?;
-    let p = plan.group_size as usize;
-    if m.len() != p || m.iter().any(|r| r.len() != p) {
-        return None;
-    }
-    Some(m.iter().flatten().copied().collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

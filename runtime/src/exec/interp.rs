@@ -41,14 +41,13 @@
 use super::dtype::{convert, DType, ElemTypes};
 use super::error::ExecError;
 use super::fabric::{Fabric, WaitContext};
-use super::fuse::Link;
 use super::hostcoll::{HostCollRequest, HostCollectives};
 use super::reduce::{reduce_raw, reduce_raw_then, scale_avg, Operand, ReduceOp};
+use super::resolved::{RReg, RStep, Resolved};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use symsched_plan::{
-    BufferDecl, BufferRole, Cmp, HostCollOp, LaunchSizes, Op, Plan, Rank, SignalUpdate,
-    PLAN_SCHEMA_VERSION,
+    BufferDecl, BufferRole, LaunchSizes, Op, Plan, Rank, SignalUpdate, PLAN_SCHEMA_VERSION,
 };
 
 const AREA_ALIGN: u64 = 64;
@@ -72,95 +71,6 @@ pub struct LaunchArgs<'s, 'b, 'c> {
     pub sizes: &'s LaunchSizes,
     /// One binding per role buffer, in signature order.
     pub buffers: &'b mut [Binding<'c>],
-}
-
-/// A region resolved for given sizes: buffer and element offset on the rank that holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct RReg {
-    pub(super) buf: u32,
-    pub(super) elem: u64,
-}
-
-#[derive(Debug, Clone)]
-pub(super) enum RStep {
-    Put {
-        src: RReg,
-        dst: RReg,
-        peer: Rank,
-        n: u64,
-        signal: Option<SignalUpdate>,
-    },
-    Get {
-        src: RReg,
-        dst: RReg,
-        peer: Rank,
-        n: u64,
-    },
-    Signal(SignalUpdate),
-    Wait {
-        slot: u32,
-        cmp: Cmp,
-        target: symsched_plan::WaitTarget,
-        id: u32,
-    },
-    Reduce {
-        dst: RReg,
-        srcs: Vec<RReg>,
-        n: u64,
-    },
-    Copy {
-        src: RReg,
-        dst: RReg,
-        n: u64,
-    },
-    Matmul {
-        c: RReg,
-        a: RReg,
-        b: RReg,
-        m: u64,
-        k: u64,
-        n: u64,
-    },
-    HostColl {
-        op: HostCollOp,
-        reg: RReg,
-        n: u64,
-        members: Vec<Rank>,
-        /// Position among this rank's host collectives: the k-th one on every rank is the same
-        /// collective (step ids differ between ranks).
-        ordinal: u32,
-    },
-}
-
-/// Elements a resolved step writes (0 for signals and waits), for the step trace.
-fn step_elems(step: &RStep) -> u64 {
-    match step {
-        RStep::Put { n, .. }
-        | RStep::Get { n, .. }
-        | RStep::Reduce { n, .. }
-        | RStep::Copy { n, .. }
-        | RStep::HostColl { n, .. } => *n,
-        RStep::Matmul { m, n, .. } => m * n,
-        RStep::Signal(_) | RStep::Wait { .. } => 0,
-    }
-}
-
-/// Steps and buffer sizes of one plan for one set of sizes on this rank.
-struct Resolved {
-    /// The size-variable values (plan order) this was resolved for; `None` for counts plans.
-    key: Option<Vec<u64>>,
-    steps: Vec<RStep>,
-    /// Elements of each buffer on this rank.
-    my_len: Vec<u64>,
-    /// Largest element count of each buffer over all ranks (staging and scratch capacity).
-    max_len: Vec<u64>,
-    /// Per step: how many of the steps right after it run fused into it, block by block
-    /// (see [`super::fuse`]); 0 for steps that run alone.
-    chain: Vec<u32>,
-    /// Gets run inside the reduce that consumes them (see [`super::fuse_get`]).
-    get_folds: super::fuse_get::GetFolds,
-    /// Per step: a plain move whose destination nobody reads (see [`super::stream_copy`]).
-    nt: Vec<bool>,
 }
 
 /// A plan loaded on a group: its slots, epoch and caches.
@@ -207,6 +117,24 @@ impl LoadedPlan {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).epoch
     }
 }
+
+/// One fused consumer of a reduce, resolved to addresses for a launch: convert each finished
+/// block from `src` into `dst` (a peer's memory for a put, local for a copy or a one-operand
+/// reduce).
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    src: *const u8,
+    src_dtype: DType,
+    dst: *mut u8,
+    dst_dtype: DType,
+    /// A one-operand reduce: convert through the accumulator as the reduce does (which, unlike
+    /// a same-type copy, quiets NaNs), not with a plain conversion.
+    via_acc: bool,
+}
+
+// SAFETY: addresses into symmetric memory, only dereferenced by the launch that resolved them
+// while it holds the plan's state lock (the same rule as reduce operands).
+unsafe impl Send for Link {}
 
 /// Executes plans for one rank of one group.
 pub struct Executor<F: Fabric> {
@@ -370,160 +298,6 @@ impl<F: Fabric> Executor<F> {
         ex.barrier(&self.fabric, &members)
     }
 
-    fn resolve(
-        &self,
-        lp: &LoadedPlan,
-        sizes: &LaunchSizes,
-        key: Option<Vec<u64>>,
-    ) -> Result<Resolved, ExecError> {
-        let plan = &lp.plan;
-        let me = self.fabric.rank();
-        let p = plan.group_size;
-        let bufs = &plan.buffers;
-        let span = |r: &symsched_plan::Region, on: Rank| -> Result<(RReg, u64), ExecError> {
-            let s = bufs[r.buffer as usize].region_span(r.first, r.count, on, sizes)?;
-            Ok((
-                RReg {
-                    buf: r.buffer,
-                    elem: s.offset,
-                },
-                s.len,
-            ))
-        };
-        let fits = |need: u64, have: u64, id: u32| -> Result<(), ExecError> {
-            if have < need {
-                return Err(symsched_plan::PlanError::Inconsistent(format!(
-                    "step {id} moves {need} elements into a region of {have}"
-                ))
-                .into());
-            }
-            Ok(())
-        };
-        let var = |name: &str| -> Result<u64, ExecError> {
-            sizes
-                .vars
-                .get(name)
-                .copied()
-                .ok_or_else(|| symsched_plan::PlanError::UnboundSize(name.into()).into())
-        };
-        let mut steps = Vec::with_capacity(plan.ranks[me as usize].steps.len());
-        let mut host_ordinal = 0u32;
-        for step in &plan.ranks[me as usize].steps {
-            let id = step.id;
-            steps.push(match &step.op {
-                Op::Put {
-                    src,
-                    dst,
-                    peer,
-                    signal,
-                } => {
-                    let (s, n) = span(src, me)?;
-                    let (d, cap) = span(dst, *peer)?;
-                    fits(n, cap, id)?;
-                    RStep::Put {
-                        src: s,
-                        dst: d,
-                        peer: *peer,
-                        n,
-                        signal: *signal,
-                    }
-                }
-                Op::Get { src, dst, peer } => {
-                    let (s, n) = span(src, *peer)?;
-                    let (d, cap) = span(dst, me)?;
-                    fits(n, cap, id)?;
-                    RStep::Get {
-                        src: s,
-                        dst: d,
-                        peer: *peer,
-                        n,
-                    }
-                }
-                Op::Signal { update } => RStep::Signal(*update),
-                Op::Wait { slot, cmp, target } => RStep::Wait {
-                    slot: *slot,
-                    cmp: *cmp,
-                    target: *target,
-                    id,
-                },
-                Op::Reduce { dst, srcs } => {
-                    let (d, n) = span(dst, me)?;
-                    let mut rs = Vec::with_capacity(srcs.len());
-                    for s in srcs {
-                        let (r, len) = span(s, me)?;
-                        fits(n, len, id)?;
-                        rs.push(r);
-                    }
-                    RStep::Reduce {
-                        dst: d,
-                        srcs: rs,
-                        n,
-                    }
-                }
-                Op::Copy { src, dst } | Op::Cast { src, dst } => {
-                    let (s, n) = span(src, me)?;
-                    let (d, cap) = span(dst, me)?;
-                    fits(n, cap, id)?;
-                    RStep::Copy { src: s, dst: d, n }
-                }
-                Op::Matmul { c, a, b } => {
-                    let (m, k, n) = (var("m")?, var("k")?, var("n")?);
-                    let (cr, cl) = span(c, me)?;
-                    let (ar, al) = span(a, me)?;
-                    let (br, bl) = span(b, me)?;
-                    fits(m * n, cl, id)?;
-                    fits(m * k, al, id)?;
-                    fits(k * n, bl, id)?;
-                    RStep::Matmul {
-                        c: cr,
-                        a: ar,
-                        b: br,
-                        m,
-                        k,
-                        n,
-                    }
-                }
-                Op::HostColl {
-                    op,
-                    region,
-                    members,
-                } => {
-                    let (r, n) = span(region, me)?;
-                    host_ordinal += 1;
-                    RStep::HostColl {
-                        op: *op,
-                        reg: r,
-                        n,
-                        members: members.clone(),
-                        ordinal: host_ordinal - 1,
-                    }
-                }
-            });
-        }
-        let mut my_len = Vec::with_capacity(bufs.len());
-        let mut max_len = Vec::with_capacity(bufs.len());
-        for b in bufs {
-            my_len.push(b.total_len(me, sizes)?);
-            let mut mx = 0;
-            for r in 0..p {
-                mx = mx.max(b.total_len(r, sizes)?);
-            }
-            max_len.push(mx);
-        }
-        let chain = super::fuse::reduce_chains(&steps, me);
-        let get_folds = super::fuse_get::get_folds(plan, &steps, me, &chain);
-        let nt = super::stream_copy::nt_steps(plan, &steps, &chain);
-        Ok(Resolved {
-            key,
-            steps,
-            my_len,
-            max_len,
-            chain,
-            get_folds,
-            nt,
-        })
-    }
-
     /// Run one launch of `lp` on this rank. Collective: every rank of the group launches the
     /// same plans in the same order.
     pub fn launch(&self, lp: &LoadedPlan, args: LaunchArgs) -> Result<(), ExecError> {
@@ -548,43 +322,13 @@ impl<F: Fabric> Executor<F> {
         }
         let mut st = lp.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
-        // Resolve steps for these sizes unless cached.
-        // A counts plan's key continues with the counts matrix (see `eager::counts_key`).
-        let counts = if uses_counts {
-            super::eager::counts_key(plan, args.sizes)
-        } else {
-            None
-        };
-        let nv = plan.size_vars.len();
-        let cached = (!uses_counts || counts.is_some())
-            && st.resolved.as_ref().is_some_and(|r| {
-                r.key.as_ref().is_some_and(|k| {
-                    k.len() == nv + counts.as_ref().map_or(0, |c| c.len())
-                        && plan
-                            .size_vars
-                            .iter()
-                            .zip(k)
-                            .all(|(v, x)| args.sizes.vars.get(&v.name) == Some(x))
-                        && counts.as_ref().is_none_or(|c| k[nv..] == c[..])
-                })
-            });
-        if !cached {
-            let key =
-                if uses_counts && counts.is_none() {
-                    None
-                } else {
-                    let mut k = Vec::with_capacity(nv);
-                    for v in &plan.size_vars {
-                        k.push(*args.sizes.vars.get(&v.name).ok_or_else(|| {
-                            symsched_plan::PlanError::UnboundSize(v.name.clone())
-                        })?);
-                    }
-                    k.extend(counts.iter().flatten());
-                    Some(k)
-                };
-            st.resolved = Some(self.resolve(lp, args.sizes, key)?);
-        }
-        let res = st.resolved.as_ref().expect("resolved above");
+        let res = super::resolve::resolve_or_reuse(
+            &mut st.resolved,
+            plan,
+            self.fabric.rank(),
+            args.sizes,
+            uses_counts,
+        )?;
         // Lay out the scratch/staging area: staged roles and scratch buffers, each sized for the
         // largest rank. Heap-bound roles need no slot; every rank binds each role the same way,
         // so the layout agrees across ranks.
@@ -926,7 +670,7 @@ impl<F: Fabric> Executor<F> {
             if let (Some(tr), Some(t0), Some(ps)) = (&tr, t0, my_steps.get(si)) {
                 let size = super::trace::written_buffer(&ps.op)
                     .map_or(0, |b| elem(&plan.buffers[b as usize]).size() as u64);
-                tr.step(ps, step_elems(step) * size, t0);
+                tr.step(ps, step.elems() * size, t0);
             }
         }
         if let Some(tr) = tr {

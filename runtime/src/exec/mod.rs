@@ -14,14 +14,14 @@ pub mod dtype;
 pub mod eager;
 pub mod error;
 pub mod fabric;
-mod fuse;
-mod fuse_get;
 pub mod harness;
 pub mod hostcoll;
 pub mod interp;
 pub mod matmul;
 pub mod reduce;
 pub mod reference;
+pub mod resolve;
+pub mod resolved;
 mod stream_copy;
 pub mod trace;
 
