@@ -39,6 +39,7 @@
 //! never reset.
 
 use super::dtype::{convert, DType, ElemTypes};
+use super::eager::AlltoallvOutcome;
 use super::error::ExecError;
 use super::fabric::{Fabric, WaitContext};
 use super::hostcoll::{HostCollRequest, HostCollectives};
@@ -143,7 +144,7 @@ pub struct Executor<F: Fabric> {
     host: Box<dyn HostCollectives>,
     internal: Mutex<super::hostcoll::Exchanges>,
     /// The one-round alltoallv channel ([`super::eager`]).
-    pub(super) eager: Mutex<super::eager::EagerState>,
+    eager: Mutex<super::eager::EagerChannel>,
 }
 
 impl<F: Fabric> Executor<F> {
@@ -289,6 +290,41 @@ impl<F: Fabric> Executor<F> {
                     .collect()
             })
             .collect())
+    }
+
+    /// All-to-all-v of `dtype` elements in one round when every chunk is small or pulled, on
+    /// this group's eager channel (see [`super::eager`]): `send` holds this rank's chunks for
+    /// ranks 0..P in order (`send_counts[j]` elements for rank j), `recv` receives
+    /// `recv_counts[j]` elements from each rank j in order.
+    ///
+    /// Collective over the group. Returns [`AlltoallvOutcome::Rendezvous`] with the agreed
+    /// counts matrix when a chunk of an ordinary (non-heap) send buffer is too large to go
+    /// eagerly; the caller then runs the plan. Counts that disagree between a sender and its
+    /// receiver fail on every rank with [`ExecError::CountsMismatch`] and leave every output
+    /// untouched.
+    ///
+    /// `send_heap` is the symmetric heap offset of `send` when it lies in this rank's heap
+    /// segment (its chunks above [`super::eager::PULL_MIN_BYTES`] are then pulled by the
+    /// receivers, at any size), else `None`.
+    pub fn alltoallv_eager(
+        &self,
+        dtype: DType,
+        send_counts: &[u64],
+        recv_counts: &[u64],
+        send: &[u8],
+        send_heap: Option<u64>,
+        recv: &mut [u8],
+    ) -> Result<AlltoallvOutcome, ExecError> {
+        let mut chan = self.eager.lock().unwrap_or_else(|e| e.into_inner());
+        chan.alltoallv(
+            &self.fabric,
+            dtype,
+            send_counts,
+            recv_counts,
+            send,
+            send_heap,
+            recv,
+        )
     }
 
     /// Block until every rank of the group has called `barrier` as often as this one.
