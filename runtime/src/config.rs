@@ -1,4 +1,29 @@
 //! Environment configuration: torchrun-compatible rank variables and the runtime's own knobs.
+//!
+//! This is the runtime's one registry of environment knobs: each is read here, once, when a
+//! [`RuntimeConfig`] (or, for in-process worlds, an [`ExecOptions`]) is built, validated — a
+//! malformed value is a typed [`RuntimeError::Env`] naming the variable — and passed down as a
+//! value; no module underneath reads the environment.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE` | required / `WORLD_SIZE` / `RANK % LOCAL_WORLD_SIZE` | torchrun rank variables ([`RuntimeConfig::from_env`]) |
+//! | `MASTER_PORT`, `TORCHELASTIC_RUN_ID` | — | derive the rendezvous directory when it is not given |
+//! | `SYMSCHED_RENDEZVOUS_DIR`, `SYMSCHED_JOB_ID` | derived | private rendezvous directory; job id naming it |
+//! | `SYMSCHED_NODE_ID` | hostname + boot id | emulated node of a rank (hierarchical schedules) |
+//! | `SYMMETRIC_MEMORY_HEAP_SIZE` | 1 GiB | symmetric heap bytes per rank |
+//! | `SYMSCHED_SCRATCH_SIZE` | 256 MiB | scratch arena per group (same on every rank) |
+//! | `SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS` | 300000 | deadline of every signal wait (also of in-process worlds) |
+//! | `SYMSCHED_RENDEZVOUS_TIMEOUT_MS` | 60000 | deadline of every rendezvous step |
+//! | `SYMSCHED_LOG_DIR`, `HYPER_PARALLEL_SHMEM_LOG_LEVEL`, `SHMEM_LOG_TO_STDOUT` | see [`crate::log`] | logging |
+//! | `SYMSCHED_FUSE` | `1` | `0` turns off the executor's reduce→put/cast and get→reduce fusion ([`ExecOptions::fuse`]) |
+//! | `SYMSCHED_NT_COPY` | `1` | `0` turns off non-temporal stores for large plain moves into buffers no step reads ([`ExecOptions::nt_copy`]) |
+//! | `SYMSCHED_NT_MIN_BYTES` | 1048576 | smallest move, in bytes, those stores are used for ([`ExecOptions::nt_min_bytes`]) |
+//! | `SYMSCHED_A2A_LARGE_PULL` | `1` | `0`: alltoall chunks above the eager capacity of a symmetric send tensor take the header round + plan instead of being pulled in one round ([`ExecOptions::a2a_large_pull`]) |
+//! | `SYMSCHED_TRACE` | unset | Chrome/Perfetto trace file of every executed step ([`ExecOptions::trace`]; empty is unset) |
+//!
+//! Switches take `0` or `1` (unset or empty: the default). The Python layer's own knobs are
+//! listed in the README ("Environment knobs").
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -50,6 +75,8 @@ pub struct RuntimeConfig {
     pub rendezvous_timeout: Duration,
     /// This process's node identity.
     pub node_id: String,
+    /// The executor's knobs (see [`ExecOptions`]).
+    pub exec: ExecOptions,
 }
 
 impl RuntimeConfig {
@@ -89,6 +116,7 @@ impl RuntimeConfig {
                 DEFAULT_RENDEZVOUS_TIMEOUT_MS,
             )?),
             node_id: node_id(),
+            exec: ExecOptions::from_env()?,
         })
     }
 
@@ -241,4 +269,111 @@ fn env_usize_req(var: &'static str) -> Result<usize, RuntimeError> {
         var,
         reason: format!("`{v}` is not a non-negative integer ({e})"),
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Executor knobs
+// ---------------------------------------------------------------------------------------------
+
+/// Executor fusion switch: `SYMSCHED_FUSE`.
+pub const ENV_FUSE: &str = "SYMSCHED_FUSE";
+/// Non-temporal copies switch: `SYMSCHED_NT_COPY`.
+pub const ENV_NT_COPY: &str = "SYMSCHED_NT_COPY";
+/// Smallest streamed move: `SYMSCHED_NT_MIN_BYTES`.
+pub const ENV_NT_MIN_BYTES: &str = "SYMSCHED_NT_MIN_BYTES";
+/// One-round pull of large symmetric alltoall chunks: `SYMSCHED_A2A_LARGE_PULL`.
+pub const ENV_A2A_LARGE_PULL: &str = "SYMSCHED_A2A_LARGE_PULL";
+/// Step trace file: `SYMSCHED_TRACE`.
+pub const ENV_TRACE: &str = "SYMSCHED_TRACE";
+
+/// Default of [`ExecOptions::nt_min_bytes`]: below it the destination likely stays in cache
+/// and the ordinary copy wins.
+///
+/// Measured (2-rank alltoall, executor bench `alltoall_eager`, every move ≥ 128 KiB streamed
+/// against none, time off ÷ on as min / median over rounds, two runs at load 6–8): 256 KiB
+/// moves 0.92 / 1.03 and 1.28 / 0.89 (no gain); 512 KiB 0.96 / 1.27 and 1.92 / 1.10 (mixed);
+/// 1 MiB 1.26 / 1.20 and 1.08 / 1.14; 2 MiB 1.09 / 1.13 and 0.91 / 1.19; 4 MiB 1.29 / 0.90
+/// and 1.27 / 1.09. Earlier whole-perftest runs: 1.24–2.26× at 16–64 MiB messages. So 1 MiB
+/// stays; 512 KiB is the candidate to re-measure on a quiet machine (`docs/performance.md`).
+pub const DEFAULT_NT_MIN_BYTES: usize = 1 << 20;
+
+/// The executor's knobs, read once into a value that is handed to the executor and, through
+/// it, to every part that acts on one (the resolve passes, the backends, the eager channel,
+/// the step trace). A [`RuntimeConfig`] carries the environment's; an executor may be given
+/// others (`Executor::with_options`).
+///
+/// ```
+/// use symsched_runtime::config::ExecOptions;
+/// let opts = ExecOptions { fuse: false, ..ExecOptions::default() };
+/// assert!(opts.nt_copy && !opts.fuse);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOptions {
+    /// Run a reduce and the puts/casts of its result as one pass, and let a reduce read the
+    /// peer regions of the gets that feed it (`SYMSCHED_FUSE`; off only for A/B runs).
+    pub fuse: bool,
+    /// Use non-temporal stores for large plain moves whose destination no step reads
+    /// (`SYMSCHED_NT_COPY`).
+    pub nt_copy: bool,
+    /// Smallest such move, in bytes (`SYMSCHED_NT_MIN_BYTES`).
+    pub nt_min_bytes: usize,
+    /// Pull the chunks of a symmetric alltoall send buffer above the eager capacity in the one
+    /// round (`SYMSCHED_A2A_LARGE_PULL`); off takes the header round + plan for them.
+    pub a2a_large_pull: bool,
+    /// Record every executed step into this Chrome/Perfetto trace file (`SYMSCHED_TRACE`).
+    pub trace: Option<PathBuf>,
+}
+
+impl Default for ExecOptions {
+    /// Everything on, the measured streaming threshold, no trace.
+    fn default() -> Self {
+        ExecOptions {
+            fuse: true,
+            nt_copy: true,
+            nt_min_bytes: DEFAULT_NT_MIN_BYTES,
+            a2a_large_pull: true,
+            trace: None,
+        }
+    }
+}
+
+impl ExecOptions {
+    /// The knobs from the environment (see the table in the module docs); a malformed value is
+    /// a [`RuntimeError::Env`].
+    pub fn from_env() -> Result<ExecOptions, RuntimeError> {
+        let d = ExecOptions::default();
+        let nt_min = env_u64(ENV_NT_MIN_BYTES, d.nt_min_bytes as u64)?;
+        Ok(ExecOptions {
+            fuse: env_switch(ENV_FUSE, d.fuse)?,
+            nt_copy: env_switch(ENV_NT_COPY, d.nt_copy)?,
+            nt_min_bytes: usize::try_from(nt_min).map_err(|_| RuntimeError::Env {
+                var: ENV_NT_MIN_BYTES,
+                reason: format!("`{nt_min}` does not fit in a byte count"),
+            })?,
+            a2a_large_pull: env_switch(ENV_A2A_LARGE_PULL, d.a2a_large_pull)?,
+            trace: std::env::var_os(ENV_TRACE)
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from),
+        })
+    }
+}
+
+/// A `0`/`1` switch; unset or empty is `default`.
+fn env_switch(var: &'static str, default: bool) -> Result<bool, RuntimeError> {
+    match std::env::var(var) {
+        Ok(v) => match v.trim() {
+            "" => Ok(default),
+            "0" => Ok(false),
+            "1" => Ok(true),
+            other => Err(RuntimeError::Env {
+                var,
+                reason: format!("`{other}` is not a switch (use 0 or 1)"),
+            }),
+        },
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Err(std::env::VarError::NotUnicode(_)) => Err(RuntimeError::Env {
+            var,
+            reason: "not valid UTF-8 (use 0 or 1)".into(),
+        }),
+    }
 }

@@ -9,12 +9,8 @@
 //!
 //! Entry points: [`Runtime::init_from_env`], [`Runtime::group`], the [`Group`] methods.
 //!
-//! Environment: `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`,
-//! `MASTER_PORT` (torchrun), `SYMSCHED_RENDEZVOUS_DIR`, `SYMSCHED_JOB_ID`,
-//! `SYMMETRIC_MEMORY_HEAP_SIZE` (bytes, default 1 GiB), `SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS`
-//! (default 300000), `SYMSCHED_RENDEZVOUS_TIMEOUT_MS` (default 60000), `SYMSCHED_NODE_ID`,
-//! `SYMSCHED_SCRATCH_SIZE`, `HYPER_PARALLEL_SHMEM_LOG_LEVEL`, `SHMEM_LOG_TO_STDOUT`,
-//! `SYMSCHED_LOG_DIR`.
+//! Environment: every knob is read once, validated and documented in one table by [`config`]
+//! (the registry), and passed down as values ([`RuntimeConfig`], [`config::ExecOptions`]).
 
 pub mod allocator;
 pub mod avail;

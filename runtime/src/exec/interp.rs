@@ -45,6 +45,7 @@ use super::fabric::{Fabric, WaitContext};
 use super::hostcoll::{HostCollRequest, HostCollectives};
 use super::reduce::{reduce_raw, reduce_raw_then, scale_avg, Operand, ReduceOp};
 use super::resolved::{RReg, RStep, Resolved};
+use crate::config::ExecOptions;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use symsched_plan::{
@@ -140,6 +141,7 @@ unsafe impl Send for Link {}
 /// Executes plans for one rank of one group.
 pub struct Executor<F: Fabric> {
     fabric: F,
+    opts: ExecOptions,
     plans: Mutex<HashMap<String, Arc<LoadedPlan>>>,
     host: Box<dyn HostCollectives>,
     internal: Mutex<super::hostcoll::Exchanges>,
@@ -148,14 +150,23 @@ pub struct Executor<F: Fabric> {
 }
 
 impl<F: Fabric> Executor<F> {
-    /// An executor whose `HostColl` steps and counts exchange go through the heap itself.
+    /// An executor with the knobs of the fabric's world ([`Fabric::exec_options`]) whose
+    /// `HostColl` steps and counts exchange go through the heap itself.
     pub fn new(fabric: F) -> Executor<F> {
+        let opts = fabric.exec_options().clone();
+        Executor::with_options(fabric, opts)
+    }
+
+    /// [`Executor::new`] with other knobs.
+    pub fn with_options(fabric: F, opts: ExecOptions) -> Executor<F> {
+        super::trace::configure(opts.trace.as_deref());
         Executor {
+            eager: Mutex::new(super::eager::EagerChannel::new(&opts)),
+            opts,
             fabric,
             plans: Mutex::new(HashMap::new()),
             host: Box::new(super::hostcoll::HeapHostColl),
             internal: Mutex::new(Default::default()),
-            eager: Mutex::new(Default::default()),
         }
     }
 
@@ -167,6 +178,11 @@ impl<F: Fabric> Executor<F> {
 
     pub fn fabric(&self) -> &F {
         &self.fabric
+    }
+
+    /// The knobs this executor runs with.
+    pub fn options(&self) -> &ExecOptions {
+        &self.opts
     }
 
     /// Register a plan on this group (cached by schedule, source hash, size and params).
@@ -364,6 +380,7 @@ impl<F: Fabric> Executor<F> {
             self.fabric.rank(),
             args.sizes,
             uses_counts,
+            &self.opts,
         )?;
         // Lay out the scratch/staging area: staged roles and scratch buffers, each sized for the
         // largest rank. Heap-bound roles need no slot; every rank binds each role the same way,
@@ -503,7 +520,7 @@ impl<F: Fabric> Executor<F> {
         let mv = |si: usize, sd: DType, s: *mut u8, dd: DType, d: *mut u8, n: u64| {
             let bytes = n as usize * sd.size();
             if sd == dd
-                && bytes >= super::stream_copy::min_bytes()
+                && bytes >= self.opts.nt_min_bytes
                 && !std::ptr::eq(s, d)
                 && res.nt.get(si).copied().unwrap_or(false)
             {

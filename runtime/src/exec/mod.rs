@@ -25,6 +25,7 @@ pub mod resolved;
 mod stream_copy;
 pub mod trace;
 
+pub use crate::config::ExecOptions;
 pub use dtype::{DType, ElemTypes};
 pub use eager::{AlltoallvOutcome, EAGER_MAX_CHUNK};
 pub use error::{ExecError, WaitTimeout};

@@ -1,39 +1,10 @@
 //! Non-temporal ("streaming") copies: the copy kernel for large plain moves whose destination
-//! nobody reads (the streaming pass, `resolve::streaming`, decides which moves qualify), and
-//! the threshold above which they are used.
+//! nobody reads. The streaming pass (`resolve::streaming`) decides which moves qualify; the
+//! switch and the size threshold are [`crate::config::ExecOptions::nt_copy`] and
+//! [`crate::config::ExecOptions::nt_min_bytes`].
 //!
 //! Streaming stores are weakly ordered, so [`copy`] ends with an `sfence`: a signal released
 //! after it (a put's own signal or a later signal step) is still seen only after the data.
-//! `SYMSCHED_NT_COPY=0` turns it off (read once).
-
-/// Smallest move, in bytes, that is streamed; below it the destination likely stays in cache
-/// and the ordinary copy wins.
-///
-/// Measured (2-rank alltoall, executor bench `alltoall_eager`, every move ≥ 128 KiB streamed
-/// against none, time off ÷ on as min / median over rounds, two runs at load 6–8): 256 KiB
-/// moves 0.92 / 1.03 and 1.28 / 0.89 (no gain); 512 KiB 0.96 / 1.27 and 1.92 / 1.10 (mixed);
-/// 1 MiB 1.26 / 1.20 and 1.08 / 1.14; 2 MiB 1.09 / 1.13 and 0.91 / 1.19; 4 MiB 1.29 / 0.90
-/// and 1.27 / 1.09. Earlier whole-perftest runs: 1.24–2.26× at 16–64 MiB messages. So 1 MiB
-/// stays; 512 KiB is the candidate to re-measure on a quiet machine (`docs/performance.md`).
-pub(crate) const NT_MIN_BYTES: usize = 1 << 20;
-
-/// The smallest move streamed: [`NT_MIN_BYTES`], or `SYMSCHED_NT_MIN_BYTES` (bytes, read once)
-/// for threshold measurements.
-pub(crate) fn min_bytes() -> usize {
-    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *MIN.get_or_init(|| {
-        std::env::var("SYMSCHED_NT_MIN_BYTES")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(NT_MIN_BYTES)
-    })
-}
-
-/// Whether streaming copies are on (`SYMSCHED_NT_COPY`, read once; on unless `0`).
-pub(crate) fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SYMSCHED_NT_COPY").map_or(true, |v| v != "0"))
-}
 
 /// Copy `len` bytes from `src` to `dst`, streaming the aligned middle past the cache when the
 /// CPU can, and fence so that later stores (a signal) become visible after these.

@@ -3,6 +3,7 @@
 
 use super::header::{dtype_code, verdict, FIXED_WORDS, FLAGS_AT, INLINE, MAGIC, PULL_AT};
 use super::{eager_capacity, AlltoallvOutcome, ALIGN, PULL_MIN_BYTES};
+use crate::config::ExecOptions;
 use crate::exec::dtype::DType;
 use crate::exec::error::ExecError;
 use crate::exec::fabric::{Fabric, WaitContext};
@@ -10,18 +11,17 @@ use crate::exec::trace::Protocol;
 use std::time::Instant;
 use symsched_plan::{Cmp, SignalMode};
 
-/// Whether a symmetric send buffer's chunks above the slot capacity are pulled in the one
-/// round (`SYMSCHED_A2A_LARGE_PULL`, read once; on unless `0`). Off restores the earlier
-/// header round + plan for them, for comparison. Ranks may disagree: each announces its
-/// choice in its header, and the rendezvous decision reads the headers.
-fn large_pull_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SYMSCHED_A2A_LARGE_PULL").map_or(true, |v| v != "0"))
-}
-
-/// The eager channel of one group, created on its first call.
-#[derive(Default)]
+/// The eager channel of one group: its knobs, and its slots and areas, created on its first
+/// call.
 pub struct EagerChannel {
+    /// Pull a symmetric send buffer's chunks above the slot capacity in the one round
+    /// ([`ExecOptions::a2a_large_pull`]); off takes the header round + plan for them. Ranks may
+    /// disagree: each announces its choice in its header, and the rendezvous decision reads the
+    /// headers.
+    large_pull: bool,
+    /// Stream large pulled chunks and the own block past the cache from this many bytes on
+    /// (`None`: never; [`ExecOptions::nt_copy`], [`ExecOptions::nt_min_bytes`]).
+    nt_from: Option<usize>,
     chan: Option<Channel>,
 }
 
@@ -95,6 +95,15 @@ fn wait_on<F: Fabric>(
 }
 
 impl EagerChannel {
+    /// A channel with the knobs of `opts`; its slots and areas are allocated on the first call.
+    pub fn new(opts: &ExecOptions) -> EagerChannel {
+        EagerChannel {
+            large_pull: opts.a2a_large_pull,
+            nt_from: opts.nt_copy.then_some(opts.nt_min_bytes),
+            chan: None,
+        }
+    }
+
     /// All-to-all-v of `dtype` elements in one round when every chunk is small or pulled (see
     /// the module docs): `send` holds this rank's chunks for ranks 0..P in order
     /// (`send_counts[j]` elements for rank j), `recv` receives `recv_counts[j]` elements from
@@ -200,7 +209,7 @@ impl EagerChannel {
         // Offsets of each chunk in the send buffer (the vector is the channel's, reused).
         let mut send_at = std::mem::take(&mut ch.send_at);
         offsets(&mut send_at, send_counts, es);
-        let pull_any = send_heap.is_some() && large_pull_enabled();
+        let pull_any = send_heap.is_some() && self.large_pull;
         {
             let mine = &mut ch.words[me];
             mine[0] = MAGIC;
@@ -288,7 +297,7 @@ impl EagerChannel {
         // Offsets of each chunk in `recv`.
         let mut recv_at = std::mem::take(&mut ch.recv_at);
         offsets(&mut recv_at, recv_counts, es);
-        let nt = crate::exec::stream_copy::enabled();
+        let nt = self.nt_from;
         let mut copied: Result<(), ExecError> = Ok(());
         // Peers `(me + i) % p` for `i < credited` got their credit already (right after we read
         // their chunk, so a sender waiting on it returns while we copy the rest).
@@ -377,13 +386,13 @@ impl EagerChannel {
     }
 }
 
-/// Copy `dst.len()` bytes from `src` into `dst`, streaming past the cache when the chunk is
-/// large (nothing of the call re-reads the output) and `nt` (streaming copies enabled).
+/// Copy `dst.len()` bytes from `src` into `dst`, streaming past the cache when the chunk is at
+/// least `nt` bytes (nothing of the call re-reads the output; `None`: never).
 ///
 /// # Safety
 /// `src` is valid for `dst.len()` bytes of reads and does not overlap `dst`.
-unsafe fn copy_out(dst: &mut [u8], src: *const u8, nt: bool) {
-    if nt && dst.len() >= crate::exec::stream_copy::min_bytes() {
+unsafe fn copy_out(dst: &mut [u8], src: *const u8, nt: Option<usize>) {
+    if nt.is_some_and(|min| dst.len() >= min) {
         // SAFETY: the caller's contract; `dst` is a live exclusive slice.
         unsafe { crate::exec::stream_copy::copy(dst.as_mut_ptr(), src, dst.len()) };
     } else {
@@ -448,7 +457,7 @@ mod tests {
                             r,
                             &Ex {
                                 fab,
-                                chan: Mutex::default(),
+                                chan: Mutex::new(EagerChannel::new(&ExecOptions::default())),
                             },
                         )
                     })

@@ -6,6 +6,7 @@
 //! exhausted pads) is passed through as [`ExecError::Core`].
 
 use super::{Fabric, WaitContext as ExecWaitContext};
+use crate::config::ExecOptions;
 use crate::error::{RuntimeError, WaitContext};
 use crate::exec::error::ExecError;
 use crate::group::Group;
@@ -85,6 +86,10 @@ impl Fabric for GroupFabric {
 
     fn label(&self) -> &str {
         self.group.name()
+    }
+
+    fn exec_options(&self) -> &ExecOptions {
+        &self.group.shared.cfg.exec
     }
 
     fn heap_ptr(&self, peer: u32, offset: u64, len: u64) -> Result<*mut u8, ExecError> {

@@ -16,6 +16,7 @@
 //! core's timeout or dead-peer error (multi-process), both naming the peers that never signalled.
 
 use super::error::ExecError;
+use crate::config::ExecOptions;
 use symsched_plan::{Cmp, SignalMode};
 
 pub mod group;
@@ -45,6 +46,10 @@ pub trait Fabric: Send + Sync {
     fn size(&self) -> u32;
     /// Short description of the group for messages (`"world[0,1,2]"`).
     fn label(&self) -> &str;
+    /// The executor knobs of the world this rank belongs to, read once when the world was set
+    /// up (the runtime's [`crate::RuntimeConfig::exec`], or a [`local::LocalWorld`]'s); what
+    /// [`crate::exec::Executor::new`] runs with.
+    fn exec_options(&self) -> &ExecOptions;
     /// Address of `len` bytes at `offset` in `peer`'s heap segment (`peer == rank()` is local).
     /// Fails with [`ExecError::RankOutsideGroup`] or [`ExecError::OffsetPastHeap`].
     fn heap_ptr(&self, peer: u32, offset: u64, len: u64) -> Result<*mut u8, ExecError>;

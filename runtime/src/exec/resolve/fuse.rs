@@ -50,19 +50,9 @@ impl Span {
     }
 }
 
-/// Whether fusion (this and [`super::fuse_get`]) is on: `SYMSCHED_FUSE=0` turns it off (a
-/// diagnostic switch, to compare both ways in one run), read once per process.
-pub(crate) fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SYMSCHED_FUSE").map_or(true, |v| v != "0"))
-}
-
 /// For every step, how many steps right after it run fused into it (non-zero only for reduces).
 pub(crate) fn reduce_chains(steps: &[RStep], me: Rank) -> Vec<u32> {
     let mut chain = vec![0u32; steps.len()];
-    if !enabled() {
-        return chain;
-    }
     for (i, step) in steps.iter().enumerate() {
         let RStep::Reduce { dst, srcs, n } = step else {
             continue;

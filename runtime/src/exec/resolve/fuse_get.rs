@@ -23,7 +23,8 @@
 //!   region is overwritten only where it has been read, as in the unfused order; a shifted one
 //!   could be overwritten ahead of the read, so it keeps the get.
 //!
-//! The plan is unchanged; only this rank's execution of it is. `SYMSCHED_FUSE=0` turns it off.
+//! The plan is unchanged; only this rank's execution of it is. `SYMSCHED_FUSE=0` turns it off
+//! ([`crate::config::ExecOptions::fuse`]).
 
 use crate::exec::resolved::{GetFolds, Pull, RReg, RStep};
 use symsched_plan::{BufferRole, Plan, Rank};
@@ -37,9 +38,6 @@ fn overlaps(a: &RReg, an: u64, b: &RReg, bn: u64) -> bool {
 /// `chain` is [`super::fuse::reduce_chains`] of the same steps.
 pub(crate) fn get_folds(plan: &Plan, steps: &[RStep], me: Rank, chain: &[u32]) -> GetFolds {
     let mut out = GetFolds::default();
-    if !super::fuse::enabled() {
-        return out;
-    }
     let remote = plan.remote_buffers();
     let class = |b: u32| plan.buffers.get(b as usize).map(|d| d.elem);
     let dead_scratch = |b: u32| {

@@ -31,18 +31,21 @@ mod fuse_get;
 mod streaming;
 
 use super::error::ExecError;
-use super::resolved::{RReg, RStep, Resolved};
+use super::resolved::{GetFolds, RReg, RStep, Resolved};
+use crate::config::ExecOptions;
 use symsched_plan::{LaunchSizes, Op, Plan, Rank};
 
 /// The resolution of `plan` for `sizes` on rank `me`: `cached` when it was made for the same
 /// sizes, else a fresh one stored there. `uses_counts`: the plan's extents take alltoallv
-/// counts (the caller has checked that `sizes.counts` is present).
+/// counts (the caller has checked that `sizes.counts` is present). `opts` says which passes
+/// run (fusion and streaming may be switched off for A/B runs).
 pub(crate) fn resolve_or_reuse<'a>(
     cached: &'a mut Option<Resolved>,
     plan: &Plan,
     me: Rank,
     sizes: &LaunchSizes,
     uses_counts: bool,
+    opts: &ExecOptions,
 ) -> Result<&'a Resolved, ExecError> {
     let counts = if uses_counts {
         counts_key(plan, sizes)
@@ -78,7 +81,7 @@ pub(crate) fn resolve_or_reuse<'a>(
             k.extend(counts.iter().flatten());
             Some(k)
         };
-        *cached = Some(resolve(plan, me, sizes, key)?);
+        *cached = Some(resolve(plan, me, sizes, key, opts)?);
     }
     Ok(cached.as_ref().expect("resolved above"))
 }
@@ -99,6 +102,7 @@ fn resolve(
     me: Rank,
     sizes: &LaunchSizes,
     key: Option<Vec<u64>>,
+    opts: &ExecOptions,
 ) -> Result<Resolved, ExecError> {
     let p = plan.group_size;
     let bufs = &plan.buffers;
@@ -232,9 +236,18 @@ fn resolve(
         }
         max_len.push(mx);
     }
-    let chain = fuse::reduce_chains(&steps, me);
-    let get_folds = fuse_get::get_folds(plan, &steps, me, &chain);
-    let nt = streaming::nt_steps(plan, &steps, &chain);
+    let (chain, get_folds) = if opts.fuse {
+        let chain = fuse::reduce_chains(&steps, me);
+        let folds = fuse_get::get_folds(plan, &steps, me, &chain);
+        (chain, folds)
+    } else {
+        (vec![0; steps.len()], GetFolds::default())
+    };
+    let nt = if opts.nt_copy {
+        streaming::nt_steps(plan, &steps, &chain)
+    } else {
+        vec![false; steps.len()]
+    };
     Ok(Resolved {
         key,
         steps,

@@ -20,9 +20,6 @@ use symsched_plan::Plan;
 /// The byte threshold and the element types are checked at run time, where sizes are known.
 pub(crate) fn nt_steps(plan: &Plan, steps: &[RStep], chain: &[u32]) -> Vec<bool> {
     let mut out = vec![false; steps.len()];
-    if !crate::exec::stream_copy::enabled() {
-        return out;
-    }
     let read = plan.read_buffers();
     let mut fused_until = 0usize;
     for (i, step) in steps.iter().enumerate() {
