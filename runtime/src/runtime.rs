@@ -1,5 +1,5 @@
 //! The per-process runtime: joins the job (bootstrap, segment exchange, mapping) into a
-//! [`ProcessState`] and keeps the cache of the groups built on it.
+//! `ProcessState` and keeps the cache of the groups built on it.
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;

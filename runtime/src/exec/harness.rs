@@ -9,9 +9,9 @@
 use super::dtype::ElemTypes;
 use super::error::ExecError;
 use super::fabric::Fabric;
-use super::interp::{Binding, Executor, LaunchArgs};
 use super::reduce::ReduceOp;
 use super::reference::{count_wrong, counts_for, expected, fill, role_lens, tolerance};
+use super::{Binding, Executor, LaunchArgs};
 use std::time::Instant;
 use symsched_plan::{BufferRole, CollectiveKind, LaunchSizes, Plan};
 

@@ -312,6 +312,18 @@ pub fn reduce_slices<A: Combine>(op: ReduceOp, operands: &[&[A]], out: &mut [A])
     }
 }
 
+/// Whether `op` is defined for `dtype` (every op is, for every data type; kept as the one place
+/// that decides).
+pub fn check_op(op: ReduceOp, dtype: DType) -> Result<(), ExecError> {
+    if !dtype.is_data() {
+        return Err(ExecError::UnsupportedOp {
+            op: op.to_string(),
+            dtype: dtype.to_string(),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

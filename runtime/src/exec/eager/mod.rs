@@ -16,7 +16,7 @@
 //!   every rank's send *and* receive row: it checks the whole matrix (`send_a[b] == recv_b[a]`
 //!   for every pair, the same element type everywhere) — every rank sees the same rows, so every
 //!   rank reaches the same verdict and a mismatch is the same typed error
-//!   ([`ExecError::CountsMismatch`], naming sender and receiver) on every rank, with nothing
+//!   ([`ExecError::CountsMismatch`](crate::exec::ExecError::CountsMismatch), naming sender and receiver) on every rank, with nothing
 //!   written to any output;
 //! - when every off-diagonal chunk fits the capacity or is pulled (below), the receiver copies
 //!   the payloads into its output ([`AlltoallvOutcome::Done`]); otherwise nothing is copied and
@@ -58,8 +58,8 @@
 //! Every rank of a group must call this in the same order (like any collective); one channel
 //! serves every dtype and size on a group, so it allocates once.
 //!
-//! Layout: [`header`] is the header's word layout and the verdict every rank reaches from the
-//! headers; [`channel`] is one group's channel (slots, landing area, outbox) and the protocol
+//! Layout: `header` is the header's word layout and the verdict every rank reaches from the
+//! headers; `channel` is one group's channel (slots, landing area, outbox) and the protocol
 //! run over a [`crate::exec::Fabric`]. The executor owns one channel per group
 //! ([`crate::exec::Executor::alltoallv_eager`]).
 

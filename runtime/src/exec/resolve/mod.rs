@@ -1,7 +1,7 @@
 //! Resolving a loaded plan for one launch's sizes: the front every backend shares.
 //!
 //! As in MSCCL++, loading a plan (its slots and caches, [`super::Executor::load`]) and
-//! resolving it are split from running it: [`resolve_or_reuse`] evaluates every step's regions
+//! resolving it are split from running it: `resolve_or_reuse` evaluates every step's regions
 //! for the launch sizes into the [`Resolved`] representation and runs the passes that choose
 //! how the steps execute, once per set of sizes; a repeated launch with the same sizes reuses
 //! the result and allocates nothing.
@@ -12,11 +12,11 @@
 //! put/get/copy/cast, destination of reduce); every other region must be at least as long.
 //!
 //! **Passes** (each a function of the resolved steps, the plan unchanged):
-//! - [`fuse`]: a reduce and the puts/casts of its result right after it run as one pass over
+//! - `fuse`: a reduce and the puts/casts of its result right after it run as one pass over
 //!   the data;
-//! - [`fuse_get`]: gets whose landing slot only feeds the reduce after them are read by the
+//! - `fuse_get`: gets whose landing slot only feeds the reduce after them are read by the
 //!   reduce straight from the peer;
-//! - [`streaming`]: plain moves whose destination nobody reads may stream past the cache.
+//! - `streaming`: plain moves whose destination nobody reads may stream past the cache.
 //!
 //! **Cache key.** A resolution is reused when the launch's size variables (plan order) are the
 //! same; a plan whose extents take alltoallv counts also compares the counts matrix row by row
