@@ -47,6 +47,8 @@ pub fn slowest_launches(plan: &Plan, types: ElemTypes, n: u64, heap: u64, iters:
 
 /// Run this bench binary as `--child args…` with `env` set and return the numbers it printed
 /// (whitespace-separated). A child that fails aborts the bench with its stderr.
+// The launch-overhead bench runs in one process and does not use this.
+#[allow(dead_code)]
 pub fn child_numbers(args: &[String], env: &[(&str, &str)]) -> Vec<f64> {
     let out = Command::new(std::env::current_exe().expect("bench binary"))
         .arg("--child")
