@@ -43,6 +43,7 @@ pub enum Binding<'a> {
 
 impl Binding<'_> {
     /// Bytes bound.
+    #[inline]
     pub fn len(&self) -> u64 {
         match self {
             Binding::Heap { bytes, .. } => *bytes,
@@ -56,12 +57,14 @@ impl Binding<'_> {
         self.len() == 0
     }
 
+    #[inline]
     pub fn is_heap(&self) -> bool {
         matches!(self, Binding::Heap { .. })
     }
 }
 
 /// Check this rank's `buffers` against the plan resolved for this launch (see the module docs).
+#[inline]
 pub(crate) fn check<F: Fabric>(
     fabric: &F,
     plan: &Plan,

@@ -257,6 +257,7 @@ impl<F: Fabric> Executor<F> {
     /// Phase 3: check the bindings and stage the inputs in; when a role is staged and peers
     /// reach into roles, every rank passes a barrier so none touches another's area before it
     /// is filled.
+    #[inline]
     fn stage_in(
         &self,
         lp: &LoadedPlan,
@@ -274,6 +275,7 @@ impl<F: Fabric> Executor<F> {
 
     /// Phase 4: run the resolved steps on the backend, inside the launch's trace event.
     #[allow(clippy::too_many_arguments)] // the launch's parts, handed on to the backend
+    #[inline]
     fn run_steps(
         &self,
         lp: &LoadedPlan,
@@ -312,6 +314,7 @@ impl<F: Fabric> Executor<F> {
     }
 
     /// Phase 7: the plan's launch credits, after every staged output was copied out.
+    #[inline]
     fn send_exit_signals(
         &self,
         lp: &LoadedPlan,
@@ -326,6 +329,7 @@ impl<F: Fabric> Executor<F> {
 
 /// Phase 5: `avg` = sum, then one division by P over every written role (bit-identical
 /// everywhere).
+#[inline]
 fn finish_avg<F: Fabric>(
     lp: &LoadedPlan,
     res: &Resolved,

@@ -106,17 +106,20 @@ impl LoadedPlan {
     }
 
     /// Number of role buffers a launch binds.
+    #[inline]
     pub(crate) fn roles(&self) -> usize {
         self.access.roles
     }
 
     /// The launch state; launches of one plan on one group run one at a time.
+    #[inline]
     pub(crate) fn lock_state(&self) -> MutexGuard<'_, PlanState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether a launch's arguments fit the plan: an op defined for the data type when the
     /// plan reduces, one binding per role, and the counts matrix when extents take it.
+    #[inline]
     pub(crate) fn check_launch(
         &self,
         types: ElemTypes,

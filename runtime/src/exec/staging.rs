@@ -87,6 +87,7 @@ impl Staging {
     /// Lay the area out for this launch, check the bindings ([`binding::check`]), grow the area
     /// if needed and copy the staged inputs in. Returns whether any role is staged (then, if
     /// peers reach into roles, every rank must pass a barrier before the steps).
+    #[inline]
     pub(crate) fn stage_in<F: Fabric>(
         &mut self,
         fabric: &F,
@@ -169,6 +170,7 @@ impl Staging {
     }
 
     /// Where every buffer is this launch (valid after [`Staging::stage_in`]).
+    #[inline]
     pub(crate) fn memory<'a, F: Fabric>(
         &'a self,
         fabric: &'a F,
@@ -186,6 +188,7 @@ impl Staging {
     }
 
     /// Copy the staged outputs back into the caller's memory.
+    #[inline]
     pub(crate) fn stage_out<F: Fabric>(
         &self,
         fabric: &F,

@@ -60,6 +60,7 @@ unsafe impl Send for Link {}
 impl Backend for Interpreter {
     type PlanState = InterpState;
 
+    #[inline]
     fn run<F: Fabric>(
         &self,
         ctx: &StepContext<'_, F>,

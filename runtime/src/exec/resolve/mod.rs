@@ -39,6 +39,7 @@ use symsched_plan::{LaunchSizes, Op, Plan, Rank};
 /// sizes, else a fresh one stored there. `uses_counts`: the plan's extents take alltoallv
 /// counts (the caller has checked that `sizes.counts` is present). `opts` says which passes
 /// run (fusion and streaming may be switched off for A/B runs).
+#[inline]
 pub(crate) fn resolve_or_reuse<'a>(
     cached: &'a mut Option<Resolved>,
     plan: &Plan,
