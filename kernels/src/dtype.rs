@@ -1,8 +1,12 @@
-//! Element types and reduce ops a kernel is generated for.
+//! Element types and reduce ops a kernel is generated for: the lowerable subset of the plan's
+//! vocabulary ([`symsched_plan::DType`], [`symsched_plan::ReduceOp`]) with the Ascend C
+//! spellings and codes of each. Everything the two share (names, sizes, float-ness, the
+//! accumulator, parsing) is asked of the plan rather than restated here.
 
 use std::fmt;
 use std::str::FromStr;
-use symsched_runtime::exec::DType as RuntimeDType;
+use symsched_plan::DType as PlanDType;
+use symsched_plan::ReduceOp as PlanReduceOp;
 
 /// Concrete element type of a buffer class at launch.
 ///
@@ -44,25 +48,29 @@ impl DType {
         DType::I64,
     ];
 
-    /// The runtime's element type this kernel type stands for: the kernel's set is the
-    /// lowerable subset of the runtime's (no u8), so properties the two share (size, float-ness,
-    /// accumulator) are asked of the runtime rather than restated here.
-    pub fn runtime(self) -> RuntimeDType {
+    /// The plan's element type this kernel type stands for (the kernel's set is the lowerable
+    /// subset of the plan's: no u8).
+    pub fn plan_dtype(self) -> PlanDType {
         match self {
-            DType::F32 => RuntimeDType::F32,
-            DType::F16 => RuntimeDType::F16,
-            DType::Bf16 => RuntimeDType::Bf16,
-            DType::F64 => RuntimeDType::F64,
-            DType::I32 => RuntimeDType::I32,
-            DType::I64 => RuntimeDType::I64,
-            DType::E4m3 => RuntimeDType::F8E4M3,
-            DType::E5m2 => RuntimeDType::F8E5M2,
+            DType::F32 => PlanDType::F32,
+            DType::F16 => PlanDType::F16,
+            DType::Bf16 => PlanDType::Bf16,
+            DType::F64 => PlanDType::F64,
+            DType::I32 => PlanDType::I32,
+            DType::I64 => PlanDType::I64,
+            DType::E4m3 => PlanDType::F8E4M3,
+            DType::E5m2 => PlanDType::F8E5M2,
         }
+    }
+
+    /// The kernel type standing for the plan's `d`, if it is lowerable.
+    pub fn from_plan(d: PlanDType) -> Option<DType> {
+        DType::ALL.into_iter().find(|k| k.plan_dtype() == d)
     }
 
     /// Bytes per element.
     pub fn size(self) -> u64 {
-        self.runtime().size() as u64
+        self.plan_dtype().size() as u64
     }
 
     /// Ascend C spelling of the storage type. The fp8 formats are raw bytes: the Atlas A2
@@ -93,18 +101,9 @@ impl DType {
         }
     }
 
-    /// Short name used in kernel names and the CLI (the runtime's names).
+    /// Short name used in kernel names and the CLI (the plan's names).
     pub fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::Bf16 => "bf16",
-            DType::F64 => "f64",
-            DType::I32 => "i32",
-            DType::I64 => "i64",
-            DType::E4m3 => "e4m3",
-            DType::E5m2 => "e5m2",
-        }
+        self.plan_dtype().name()
     }
 
     /// Numbering shared with the generated `TypeIdOf`.
@@ -131,22 +130,18 @@ impl DType {
     }
 
     pub fn is_float(self) -> bool {
-        self.runtime().is_float()
+        self.plan_dtype().is_float()
     }
 
     /// Whether users may hold tensors of this type (fp8 is a wire format only).
     pub fn is_data(self) -> bool {
-        self.runtime().is_data()
+        self.plan_dtype().is_data()
     }
 
-    /// The accumulator of reductions over this data type: the runtime's (f32 for 16- and 8-bit
+    /// The accumulator of reductions over this data type: the plan's (f32 for 16- and 8-bit
     /// floats, else the type itself), which is always a kernel type too.
     pub fn accumulator(self) -> DType {
-        let acc = self.runtime().accumulator();
-        DType::ALL
-            .into_iter()
-            .find(|d| d.runtime() == acc)
-            .unwrap_or(self)
+        DType::from_plan(self.plan_dtype().accumulator()).unwrap_or(self)
     }
 
     /// Whether `self` (a data type) may travel as `wire` in a kernel: integers travel as
@@ -168,20 +163,16 @@ impl fmt::Display for DType {
 
 impl FromStr for DType {
     type Err = String;
+    /// The plan's names ([`PlanDType::parse`]) of the lowerable types.
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "f32" | "float32" | "float" => Ok(DType::F32),
-            "f16" | "float16" | "half" => Ok(DType::F16),
-            "bf16" | "bfloat16" => Ok(DType::Bf16),
-            "f64" | "float64" | "double" => Ok(DType::F64),
-            "i32" | "int32" | "int" => Ok(DType::I32),
-            "i64" | "int64" | "long" => Ok(DType::I64),
-            "e4m3" | "fp8_e4m3" | "e4m3fn" | "float8_e4m3fn" | "fp8" => Ok(DType::E4m3),
-            "e5m2" | "fp8_e5m2" | "float8_e5m2" => Ok(DType::E5m2),
-            _ => Err(format!(
-                "unknown dtype `{s}` (expected f32, f64, f16, bf16, i32, i64, e4m3 or e5m2)"
-            )),
-        }
+        PlanDType::parse(s)
+            .ok()
+            .and_then(DType::from_plan)
+            .ok_or_else(|| {
+                format!(
+                    "unknown dtype `{s}` (expected f32, f64, f16, bf16, i32, i64, e4m3 or e5m2)"
+                )
+            })
     }
 }
 
@@ -217,13 +208,28 @@ impl ReduceOp {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    /// The plan's reduce op this kernel op stands for.
+    pub fn plan_op(self) -> PlanReduceOp {
         match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Avg => "avg",
-            ReduceOp::Max => "max",
-            ReduceOp::Min => "min",
+            ReduceOp::Sum => PlanReduceOp::Sum,
+            ReduceOp::Avg => PlanReduceOp::Avg,
+            ReduceOp::Max => PlanReduceOp::Max,
+            ReduceOp::Min => PlanReduceOp::Min,
         }
+    }
+
+    /// The kernel op standing for the plan's `op`.
+    pub fn from_plan(op: PlanReduceOp) -> ReduceOp {
+        match op {
+            PlanReduceOp::Sum => ReduceOp::Sum,
+            PlanReduceOp::Avg => ReduceOp::Avg,
+            PlanReduceOp::Max => ReduceOp::Max,
+            PlanReduceOp::Min => ReduceOp::Min,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.plan_op().name()
     }
 
     /// The fold on f32 accumulator values, exactly as the simulated vector unit does it.
@@ -256,16 +262,11 @@ impl fmt::Display for ReduceOp {
 
 impl FromStr for ReduceOp {
     type Err = String;
+    /// The plan's names ([`PlanReduceOp::parse`]).
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "sum" => Ok(ReduceOp::Sum),
-            "avg" | "mean" => Ok(ReduceOp::Avg),
-            "max" => Ok(ReduceOp::Max),
-            "min" => Ok(ReduceOp::Min),
-            _ => Err(format!(
-                "unknown reduce op `{s}` (expected sum, avg, max or min)"
-            )),
-        }
+        PlanReduceOp::parse(s)
+            .map(ReduceOp::from_plan)
+            .map_err(|_| format!("unknown reduce op `{s}` (expected sum, avg, max or min)"))
     }
 }
 
@@ -274,16 +275,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_round_trip_and_match_the_runtime() {
+    fn names_round_trip_and_match_the_plan() {
         for d in DType::ALL {
             assert_eq!(d.name().parse::<DType>().unwrap(), d);
-            let rt = symsched_runtime::exec::DType::parse(d.name()).unwrap();
-            assert_eq!(rt.size() as u64, d.size(), "{d}");
-            assert_eq!(rt.is_data(), d.is_data(), "{d}");
-            assert_eq!(rt.accumulator().name(), d.accumulator().name(), "{d}");
+            assert_eq!(DType::from_plan(d.plan_dtype()), Some(d));
         }
+        assert!("u8".parse::<DType>().is_err(), "u8 is not lowerable");
         for op in ReduceOp::ALL {
             assert_eq!(op.name().parse::<ReduceOp>().unwrap(), op);
+            assert_eq!(ReduceOp::from_plan(op.plan_op()), op);
         }
     }
 
@@ -293,8 +293,10 @@ mod tests {
         for d in DType::DATA {
             for w in DType::ALL {
                 if d.can_travel_as(w) {
-                    let p = |t: DType| rt::DType::parse(t.name()).unwrap();
-                    assert!(rt::ElemTypes::new(p(d), Some(p(w))).is_ok(), "{d} as {w}");
+                    assert!(
+                        rt::ElemTypes::new(d.plan_dtype(), Some(w.plan_dtype())).is_ok(),
+                        "{d} as {w}"
+                    );
                 }
             }
         }

@@ -24,8 +24,14 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod access;
+mod dtype;
 mod extent;
+mod reduce_op;
+pub use access::{Accesses, Owner, RegionAccess};
+pub use dtype::{DType, UnknownName};
 pub use extent::*;
+pub use reduce_op::ReduceOp;
 
 /// Version of the JSON plan schema. Bump on any incompatible change; runtimes refuse plans whose
 /// major version differs from theirs.

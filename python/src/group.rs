@@ -231,10 +231,13 @@ impl PyGroup {
         let size =
             u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
         let plan = plans::plan(schedule, size, &params).map_err(errors::value)?;
-        let data = DType::parse(dtype).map_err(errors::exec)?;
-        let wire = wire.map(DType::parse).transpose().map_err(errors::exec)?;
+        let data = DType::parse(dtype).map_err(|e| errors::exec(e.into()))?;
+        let wire = wire
+            .map(DType::parse)
+            .transpose()
+            .map_err(|e| errors::exec(e.into()))?;
         let types = ElemTypes::new(data, wire).map_err(errors::exec)?;
-        let rop = ReduceOp::parse(op.unwrap_or("sum")).map_err(errors::exec)?;
+        let rop = ReduceOp::parse(op.unwrap_or("sum")).map_err(|e| errors::exec(e.into()))?;
         let (base, len) = self.heap_range();
         let exec = self.exec.clone();
         let me = self.group.rank();
@@ -301,10 +304,13 @@ impl PyGroup {
             .buffers
             .iter()
             .any(|b| matches!(b.extent, symsched_plan::Extent::Counts { .. }));
-        let data = DType::parse(dtype).map_err(errors::exec)?;
-        let wire = wire.map(DType::parse).transpose().map_err(errors::exec)?;
+        let data = DType::parse(dtype).map_err(|e| errors::exec(e.into()))?;
+        let wire = wire
+            .map(DType::parse)
+            .transpose()
+            .map_err(|e| errors::exec(e.into()))?;
         let types = ElemTypes::new(data, wire).map_err(errors::exec)?;
-        let rop = ReduceOp::parse(op.unwrap_or("sum")).map_err(errors::exec)?;
+        let rop = ReduceOp::parse(op.unwrap_or("sum")).map_err(|e| errors::exec(e.into()))?;
         let lp = self.exec.load(&plan).map_err(errors::exec)?;
         Ok(PyPrepared {
             exec: self.exec.clone(),

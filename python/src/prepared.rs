@@ -9,23 +9,20 @@
 //! the exchange (`check_always`, the Python knob `SYMSCHED_CHECK_BINDINGS=always`, exchanges
 //! on every launch). An eager
 //! alltoallv (`run_counts` with receive counts) needs no such check — no peer addresses the
-//! caller's tensors — and checks only before it falls back to the plan for large chunks.
+//! caller's tensors — and checks only before it falls back to the plan for large chunks. The
+//! rule itself (patterns and their check) is the runtime's: `symsched_runtime::exec::binding`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use symsched_plan::{BufferRole, CollectiveKind, LaunchSizes};
+use symsched_runtime::exec::binding::{self, binding_pattern, EMPTY, STAGED};
 use symsched_runtime::exec::{
     AlltoallvOutcome, Binding, ElemTypes, Executor, GroupFabric, LaunchArgs, LoadedPlan, ReduceOp,
 };
 
 use crate::errors;
-
-/// Pattern value of a role buffer staged through scratch (a heap-bound one is its offset).
-const STAGED: u64 = u64::MAX;
-/// Pattern value of an empty role buffer (bound neither way; nothing is transferred).
-const EMPTY: u64 = u64::MAX - 1;
 
 /// Binding patterns remembered per prepared launch (fresh symmetric tensors add new offsets).
 const MAX_CHECKED: usize = 256;
@@ -49,69 +46,13 @@ pub struct PyPrepared {
     pub(crate) needs_counts: bool,
 }
 
-/// The binding pattern of `buffers` ((address, bytes) each) against the heap `(base, len)`:
-/// per role buffer its heap offset, `STAGED` or `EMPTY`.
-pub(crate) fn binding_pattern(heap: (usize, usize), buffers: &[(usize, usize)]) -> Vec<u64> {
-    let (base, len) = heap;
-    buffers
-        .iter()
-        .map(|&(ptr, n)| {
-            if n == 0 {
-                EMPTY
-            } else if ptr >= base && ptr + n <= base + len {
-                (ptr - base) as u64
-            } else {
-                STAGED
-            }
-        })
-        .collect()
-}
-
-fn describe(v: u64) -> String {
-    match v {
-        STAGED => "ordinary (staged)".to_string(),
-        EMPTY => "empty".to_string(),
-        off => format!("symmetric at heap offset {off}"),
-    }
-}
-
-/// Fail (on every rank alike, since every rank sees the same `rows`) when the gathered binding
-/// patterns disagree. An empty buffer agrees with anything: uneven extents legitimately leave
-/// a role empty on some ranks only, and nothing is transferred through it.
+/// The runtime's binding rule ([`binding::check_patterns`]) as a Python `ValueError`.
 pub(crate) fn check_patterns(
     rows: &[&[u64]],
     plan: &symsched_plan::Plan,
     members: &[usize],
 ) -> PyResult<()> {
-    let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
-    for i in 0..width {
-        let mut bound = rows
-            .iter()
-            .filter_map(|r| r.get(i))
-            .filter(|v| **v != EMPTY);
-        let first = bound.next();
-        if bound.any(|v| Some(v) != first) {
-            let per_rank: Vec<String> = rows
-                .iter()
-                .enumerate()
-                .map(|(r, row)| {
-                    format!(
-                        "group rank {r}: {}",
-                        row.get(i).map_or("?".into(), |v| describe(*v))
-                    )
-                })
-                .collect();
-            return Err(errors::value(format!(
-                "buffer `{}` (argument {i}) of `{}` is bound differently across the group {members:?}: {}. \
-                 A tensor must be bound the same way on every rank: all symmetric (the same \
-                 symm.empty allocation and offset) or all ordinary tensors",
-                plan.buffers.get(i).map_or("?", |b| b.name.as_str()),
-                plan.schedule,
-                per_rank.join(", ")
-            )));
-        }
-    }
-    Ok(())
+    binding::check_patterns(rows, plan, members).map_err(|e| errors::value(e.to_string()))
 }
 
 /// Exchange this rank's send-count row together with the binding pattern of `buffers` (one

@@ -1,13 +1,42 @@
 //! Environment configuration: the one registry of the runtime's knobs. Every variable is read
-//! here, validated, and handed to the module that needs it as a typed value; a malformed value
-//! is a [`RuntimeError::Env`] naming the variable, the value and what is accepted (never a silent
-//! default).
+//! here, once, validated, and handed to the module that needs it as a typed value (a
+//! [`RuntimeConfig`], or for in-process worlds an [`ExecOptions`]); a malformed value is a
+//! [`RuntimeError::Env`] naming the variable, the value and what is accepted (never a silent
+//! default). No module underneath reads the environment.
 //!
-//! Sections (one per owner, each with its own table in `docs/`):
+//! Sections (one per owner):
 //! - **Runtime core** — torchrun rank variables, rendezvous, heap, waits, logs
-//!   (`docs/reliability.md`, "Environment knobs").
+//!   (`docs/reliability.md` says what each does when things fail).
+//! - **Executor knobs** — fusion, non-temporal copies, the alltoall pull, the step trace
+//!   ([`ExecOptions`]; `docs/performance.md` has the measurements behind the defaults).
+//!
+//! Every knob, in one table (the Python layer's own knobs are in `python/README.md`):
+//!
+//! | variable | accepts (refused, e.g.) | default | effect |
+//! |---|---|---|---|
+//! | `RANK`, `WORLD_SIZE` | integers, `RANK < WORLD_SIZE`, `WORLD_SIZE ≥ 1` (`x`, `RANK=3 WORLD_SIZE=2`) | required | torchrun rank variables ([`RuntimeConfig::from_env`]) |
+//! | `LOCAL_RANK`, `LOCAL_WORLD_SIZE` | integers consistent with the above, contiguous local ranks (`LOCAL_RANK=3 LOCAL_WORLD_SIZE=2`) | `RANK mod LOCAL_WORLD_SIZE`, `WORLD_SIZE` | the ranks of this node |
+//! | `MASTER_PORT` | 1–65535 (`http`, `0`, `70000`) | — | derives the rendezvous directory when neither key nor directory is given |
+//! | `SYMSCHED_RENDEZVOUS_KEY` | 32 hex digits (`xyz`) | unset | directory-free rendezvous on an abstract socket (set by `symsched launch`) |
+//! | `SYMSCHED_RENDEZVOUS_DIR` | absolute path, socket path ≤ 107 bytes, must be ours, 0700 (`rdv`, 120-byte paths) | derived | private rendezvous directory |
+//! | `SYMSCHED_JOB_ID` | 1–64 of `A-Z a-z 0-9 - _ .`, not starting with `.` (`../../etc`) | `TORCHELASTIC_RUN_ID` (made file-name safe), else `default` | the job part of a derived rendezvous directory |
+//! | `SYMMETRIC_MEMORY_HEAP_SIZE` | bytes, 1 MiB – 64 TiB (`1G`, `100`) | 1 GiB | symmetric heap bytes per rank |
+//! | `SYMSCHED_SCRATCH_SIZE` | bytes, 4 KiB – 1 TiB (`12`, `-1`) | 256 MiB | scratch arena per group (same on every rank) |
+//! | `SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS` | 1 – 2 592 000 000, 30 days (`0`: every wait would time out; `-5`) | 300 000 | deadline of every signal wait (also of in-process worlds) |
+//! | `SYMSCHED_RENDEZVOUS_TIMEOUT_MS` | 1 – 2 592 000 000 (`0`, `garbage`) | 60 000 | deadline of every rendezvous step |
+//! | `SYMSCHED_NODE_ID` | 1–255 printable characters, no whitespace (`a b`) | hostname + boot id | emulated node of a rank (hierarchical schedules) |
+//! | `HYPER_PARALLEL_SHMEM_LOG_LEVEL` | `DEBUG`, `INFO`, `WARNING`/`WARN`, `ERROR`, any case (`LOUD`) | `WARNING` | most verbose level logged ([`crate::log`]; `DEBUG` records every launch) |
+//! | `SHMEM_LOG_TO_STDOUT` | `0`, `1` (`yes`, `2`) | `0` | log to stdout instead of a per-rank file |
+//! | `SYMSCHED_LOG_DIR` | absolute path, created 0700 if missing (`logs`) | per-user default | directory of the per-rank log files |
+//! | `SYMSCHED_FUSE` | `0`, `1` (`maybe`) | `1` | `0` turns off the executor's reduce→put/cast and get→reduce fusion ([`ExecOptions::fuse`]) |
+//! | `SYMSCHED_NT_COPY` | `0`, `1` (`yes`) | `1` | `0` turns off non-temporal stores for large plain moves into buffers no step reads ([`ExecOptions::nt_copy`]) |
+//! | `SYMSCHED_NT_MIN_BYTES` | bytes (`abc`, `-1`) | 1 048 576 | smallest move those stores are used for ([`ExecOptions::nt_min_bytes`]) |
+//! | `SYMSCHED_A2A_LARGE_PULL` | `0`, `1` (`2`) | `1` | `0`: alltoall chunks above the eager capacity of a symmetric send tensor take the header round + plan instead of being pulled in one round ([`ExecOptions::a2a_large_pull`]) |
+//! | `SYMSCHED_TRACE` | a path | unset | Chrome/Perfetto trace file of every executed step ([`ExecOptions::trace`]) |
 //!
 //! An empty value means "unset" everywhere (so `VAR= cmd` restores the default).
+//! `XDG_RUNTIME_DIR`, `TMPDIR`, `HOME` and `TORCHELASTIC_RUN_ID` belong to other programs: used
+//! when usable, skipped otherwise.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -167,6 +196,8 @@ pub struct RuntimeConfig {
     pub node_id: String,
     /// Log sink and level.
     pub log: LogConfig,
+    /// The executor's knobs (see [`ExecOptions`]).
+    pub exec: ExecOptions,
 }
 
 /// The result of looking up one environment variable.
@@ -338,6 +369,7 @@ struct Knobs {
     rendezvous_timeout: Duration,
     node_id: String,
     log: LogConfig,
+    exec: ExecOptions,
 }
 
 impl Knobs {
@@ -360,6 +392,7 @@ impl Knobs {
             )?,
             node_id: node_id_from(get)?,
             log: LogConfig::from_lookup(get)?,
+            exec: ExecOptions::from_lookup(get)?,
         })
     }
 }
@@ -415,6 +448,7 @@ impl RuntimeConfig {
             rendezvous_timeout: k.rendezvous_timeout,
             node_id: k.node_id,
             log: k.log,
+            exec: k.exec,
         })
     }
 
@@ -588,6 +622,122 @@ pub fn node_id() -> String {
     node_id_from(&env_lookup).unwrap_or_else(|_| node_id_from(&|_| Ok(None)).unwrap_or_default())
 }
 
+// =============================================================================================
+// Executor knobs: fusion, non-temporal copies, the alltoall pull, the step trace.
+// =============================================================================================
+
+/// Executor fusion switch: `SYMSCHED_FUSE`.
+pub const ENV_FUSE: &str = "SYMSCHED_FUSE";
+/// Non-temporal copies switch: `SYMSCHED_NT_COPY`.
+pub const ENV_NT_COPY: &str = "SYMSCHED_NT_COPY";
+/// Smallest streamed move: `SYMSCHED_NT_MIN_BYTES`.
+pub const ENV_NT_MIN_BYTES: &str = "SYMSCHED_NT_MIN_BYTES";
+/// One-round pull of large symmetric alltoall chunks: `SYMSCHED_A2A_LARGE_PULL`.
+pub const ENV_A2A_LARGE_PULL: &str = "SYMSCHED_A2A_LARGE_PULL";
+/// Step trace file: `SYMSCHED_TRACE`.
+pub const ENV_TRACE: &str = "SYMSCHED_TRACE";
+
+/// Default of [`ExecOptions::nt_min_bytes`]: below it the destination likely stays in cache
+/// and the ordinary copy wins.
+///
+/// Measured (2-rank alltoall, executor bench `alltoall_eager`, every move ≥ 128 KiB streamed
+/// against none, time off ÷ on as min / median over rounds, two runs at load 6–8): 256 KiB
+/// moves 0.92 / 1.03 and 1.28 / 0.89 (no gain); 512 KiB 0.96 / 1.27 and 1.92 / 1.10 (mixed);
+/// 1 MiB 1.26 / 1.20 and 1.08 / 1.14; 2 MiB 1.09 / 1.13 and 0.91 / 1.19; 4 MiB 1.29 / 0.90
+/// and 1.27 / 1.09. Earlier whole-perftest runs: 1.24–2.26× at 16–64 MiB messages. So 1 MiB
+/// stays; 512 KiB is the candidate to re-measure on a quiet machine (`docs/performance.md`).
+pub const DEFAULT_NT_MIN_BYTES: usize = 1 << 20;
+
+/// The executor's knobs, read once into a value that is handed to the executor and, through
+/// it, to every part that acts on one (the resolve passes, the backends, the eager channel,
+/// the step trace). A [`RuntimeConfig`] carries the environment's; an executor may be given
+/// others (`Executor::with_options`).
+///
+/// ```
+/// use symsched_runtime::config::ExecOptions;
+/// let opts = ExecOptions { fuse: false, ..ExecOptions::default() };
+/// assert!(opts.nt_copy && !opts.fuse);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOptions {
+    /// Run a reduce and the puts/casts of its result as one pass, and let a reduce read the
+    /// peer regions of the gets that feed it (`SYMSCHED_FUSE`; off only for A/B runs).
+    pub fuse: bool,
+    /// Use non-temporal stores for large plain moves whose destination no step reads
+    /// (`SYMSCHED_NT_COPY`).
+    pub nt_copy: bool,
+    /// Smallest such move, in bytes (`SYMSCHED_NT_MIN_BYTES`).
+    pub nt_min_bytes: usize,
+    /// Pull the chunks of a symmetric alltoall send buffer above the eager capacity in the one
+    /// round (`SYMSCHED_A2A_LARGE_PULL`); off takes the header round + plan for them.
+    pub a2a_large_pull: bool,
+    /// Record every executed step into this Chrome/Perfetto trace file (`SYMSCHED_TRACE`).
+    pub trace: Option<PathBuf>,
+}
+
+impl Default for ExecOptions {
+    /// Everything on, the measured streaming threshold, no trace.
+    fn default() -> Self {
+        ExecOptions {
+            fuse: true,
+            nt_copy: true,
+            nt_min_bytes: DEFAULT_NT_MIN_BYTES,
+            a2a_large_pull: true,
+            trace: None,
+        }
+    }
+}
+
+impl ExecOptions {
+    /// The knobs from the environment (see the table in the module docs); a malformed value is
+    /// a [`RuntimeError::Env`] naming the variable.
+    pub fn from_env() -> Result<ExecOptions, RuntimeError> {
+        Self::from_lookup(&env_lookup)
+    }
+
+    /// Like [`ExecOptions::from_env`] with an explicit variable lookup (tests).
+    pub fn from_lookup(get: &dyn Fn(&str) -> Lookup) -> Result<ExecOptions, RuntimeError> {
+        let d = ExecOptions::default();
+        let nt_min = int_in(
+            get,
+            ENV_NT_MIN_BYTES,
+            d.nt_min_bytes as u64,
+            0,
+            usize::MAX as u64,
+            "bytes",
+        )?;
+        Ok(ExecOptions {
+            fuse: switch(get, ENV_FUSE, d.fuse)?,
+            nt_copy: switch(get, ENV_NT_COPY, d.nt_copy)?,
+            nt_min_bytes: nt_min as usize,
+            a2a_large_pull: switch(get, ENV_A2A_LARGE_PULL, d.a2a_large_pull)?,
+            // A path need not be UTF-8, and is not trimmed.
+            trace: match get(ENV_TRACE) {
+                Ok(Some(p)) if !p.trim().is_empty() => Some(PathBuf::from(p)),
+                Ok(_) => None,
+                Err(raw) => Some(PathBuf::from(raw)),
+            },
+        })
+    }
+}
+
+/// A `0`/`1` switch; unset or empty is `default`.
+fn switch(
+    get: &dyn Fn(&str) -> Lookup,
+    var: &'static str,
+    default: bool,
+) -> Result<bool, RuntimeError> {
+    match value(get, var)?.as_deref() {
+        None => Ok(default),
+        Some("0") => Ok(false),
+        Some("1") => Ok(true),
+        Some(v) => Err(RuntimeError::Env {
+            var,
+            reason: format!("`{v}` is not a switch (use 0 or 1)"),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -642,6 +792,41 @@ mod tests {
         }
         let long = format!("/tmp/{}", "d".repeat(120));
         assert!(err(&[(ENV_RENDEZVOUS_DIR, &long)]).contains("too long"));
+    }
+
+    #[test]
+    fn every_malformed_executor_knob_is_refused_with_its_name() {
+        let cases: &[(&str, &str, &str)] = &[
+            (ENV_FUSE, "maybe", "not a switch"),
+            (ENV_NT_COPY, "yes", "not a switch"),
+            (ENV_A2A_LARGE_PULL, "2", "not a switch"),
+            (ENV_NT_MIN_BYTES, "abc", "not a whole number of bytes"),
+            (ENV_NT_MIN_BYTES, "-1", "not a whole number of bytes"),
+        ];
+        for (var, v, want) in cases {
+            let e = err(&[(var, v)]);
+            assert!(e.contains(var) && e.contains(want), "{var}={v}: {e}");
+        }
+        let opts = ExecOptions::from_lookup(&with(&[
+            (ENV_FUSE, " 0 "),
+            (ENV_NT_COPY, ""),
+            (ENV_NT_MIN_BYTES, "4096"),
+            (ENV_TRACE, "/tmp/t.json"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            opts,
+            ExecOptions {
+                fuse: false,
+                nt_min_bytes: 4096,
+                trace: Some(PathBuf::from("/tmp/t.json")),
+                ..ExecOptions::default()
+            }
+        );
+        assert_eq!(
+            ExecOptions::from_lookup(&with(&[(ENV_TRACE, "  ")])).unwrap(),
+            ExecOptions::default()
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::heap::{
     atomic_u64, describe_divergence, read_alloc_state, AllocState, LINE, PAD_COUNT, PAD_LINES,
 };
 use crate::mailbox::{self, GroupRecord};
-use crate::runtime::Shared;
+use crate::process::ProcessState;
 use crate::shm::Mapping;
 use crate::signal::{SignalLine, SignalMode};
 
@@ -60,7 +60,7 @@ struct ScratchState {
 /// A group of ranks. Obtain one with [`crate::Runtime::group`]; ranks passed to its methods
 /// are group-local (`0..size()`).
 pub struct Group {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<ProcessState>,
     members: Vec<usize>,
     me: usize,
     hierarchical: bool,
@@ -105,7 +105,7 @@ fn fnv(bytes: &[u8], seed: u64) -> u64 {
 
 impl Group {
     pub(crate) fn create(
-        shared: Arc<Shared>,
+        shared: Arc<ProcessState>,
         members: &[usize],
         hierarchical: bool,
     ) -> Result<Group, RuntimeError> {
@@ -212,7 +212,7 @@ impl Group {
     /// Exchanges allocator state and signal-pad occupancy with the mapped members and picks
     /// the lowest pad index free on all of them (so pads and scratch arenas are symmetric).
     fn agree(
-        shared: &Shared,
+        shared: &ProcessState,
         members: &[usize],
         gid: u64,
         name: &str,

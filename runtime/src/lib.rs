@@ -4,15 +4,17 @@
 //! over a Unix socket, [`launcher`] `symsched launch`, [`config`] environment, [`heap`] +
 //! [`allocator`] the symmetric allocator, [`signal`] + [`wait`] signal lines (with per-sender
 //! tallies) and waiting, [`group_wait`] a group's waits and their diagnostics, [`abort`]
-//! failure propagation within a group, [`monitor`] peer liveness, [`group`] + [`primitives`]
+//! failure propagation within a group, [`monitor`] peer liveness, `process` this process's
+//! attachment to the job (below both [`runtime`] and [`group`]), [`group`] + [`primitives`]
 //! groups and one-sided operations, [`log`] diagnostics, [`avail`] availability and version
-//! checks.
+//! checks, [`exec`] the executor of compiled plans.
 //!
 //! Entry points: [`Runtime::init_from_env`], [`Runtime::group`], the [`Group`] methods
 //! (including [`Group::abort`], [`Group::check_usable`], [`Group::reset_after_abort`]).
 //!
-//! Environment: the torchrun variables and the runtime's knobs are read and validated in
-//! [`config`]; `docs/reliability.md` has the table (values accepted, defaults, what is refused).
+//! Environment: every knob is read once, validated and documented in one table by [`config`]
+//! (the registry; values accepted, defaults, what is refused), and passed down as values
+//! ([`RuntimeConfig`], [`config::ExecOptions`]).
 
 pub mod abort;
 pub mod allocator;
@@ -29,6 +31,7 @@ pub mod log;
 pub mod mailbox;
 pub mod monitor;
 pub mod primitives;
+mod process;
 pub mod runtime;
 pub mod shm;
 pub mod signal;

@@ -1,8 +1,8 @@
-//! The per-process runtime: this rank's heap, the mapped segments of its local peers, peer
-//! liveness and the cache of groups.
+//! The per-process runtime: joins the job (bootstrap, segment exchange, mapping) into a
+//! `ProcessState` and keeps the cache of the groups built on it.
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -13,35 +13,8 @@ use crate::error::RuntimeError;
 use crate::group::Group;
 use crate::heap::{read_identity, Heap, HeapAlloc};
 use crate::monitor::Monitor;
+use crate::process::{PeerSeg, ProcessState};
 use crate::shm::{self, Mapping};
-
-/// A mapped local peer (or this rank).
-#[derive(Debug)]
-pub(crate) struct PeerSeg {
-    pub(crate) map: Arc<Mapping>,
-    pub(crate) pid: i32,
-    pub(crate) node_id: String,
-}
-
-/// State shared by the runtime and its groups.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) cfg: RuntimeConfig,
-    pub(crate) heap: Heap,
-    /// Indexed by global rank; `None` for ranks on other nodes.
-    pub(crate) peers: Vec<Option<PeerSeg>>,
-    pub(crate) monitor: Monitor,
-    pub(crate) nonce: u64,
-    _fd: OwnedFd,
-}
-
-impl Shared {
-    /// Node identity of a global rank (`None`: a rank of another node whose identity this
-    /// node never learned).
-    pub(crate) fn node_of(&self, rank: usize) -> Option<&str> {
-        self.peers.get(rank)?.as_ref().map(|p| p.node_id.as_str())
-    }
-}
 
 /// Cache key of a group: its members in order and whether it is hierarchical.
 type GroupKey = (Vec<usize>, bool);
@@ -75,7 +48,7 @@ impl Drop for DirGuard {
 /// # Ok::<(), symsched_runtime::RuntimeError>(())
 /// ```
 pub struct Runtime {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<ProcessState>,
     groups: Mutex<HashMap<GroupKey, Arc<Group>>>,
     create: Mutex<()>,
 }
@@ -178,14 +151,7 @@ impl Runtime {
             "symmetric heap ready"
         );
         Ok(Runtime {
-            shared: Arc::new(Shared {
-                cfg,
-                heap,
-                peers,
-                monitor,
-                nonce: ex.nonce,
-                _fd: fd,
-            }),
+            shared: Arc::new(ProcessState::new(cfg, heap, peers, monitor, ex.nonce, fd)),
             groups: Mutex::new(HashMap::new()),
             create: Mutex::new(()),
         })

@@ -77,11 +77,11 @@ fn fabric_bounds_are_typed() {
 #[test]
 fn names_and_types_are_typed() {
     assert!(matches!(
-        DType::parse("f31"),
+        DType::parse("f31").map_err(ExecError::from),
         Err(ExecError::UnknownName { what: "dtype", .. })
     ));
     assert!(matches!(
-        ReduceOp::parse("prod"),
+        ReduceOp::parse("prod").map_err(ExecError::from),
         Err(ExecError::UnknownName { .. })
     ));
     assert!(matches!(

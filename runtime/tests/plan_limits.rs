@@ -8,8 +8,8 @@ use symsched_compiler::library::Library;
 use symsched_compiler::pipeline::{compile, CompileOptions};
 use symsched_plan::LaunchSizes;
 use symsched_runtime::exec::{
-    local::DEFAULT_SLOTS, Binding, DType, ElemTypes, Executor, Fabric, LaunchArgs, LocalWorld,
-    ReduceOp,
+    fabric::local::DEFAULT_SLOTS, Binding, DType, ElemTypes, Executor, Fabric, LaunchArgs,
+    LocalWorld, ReduceOp,
 };
 
 /// What the runtime's own exchanges on one group may take from its pad besides the plan: the

@@ -13,7 +13,7 @@ use super::credits::CREDIT_SLOT_PREFIX;
 use super::{Program, StepRef};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{BTreeMap, HashMap};
-use symsched_plan::{BufferId, Cmp, Op, Rank, Region, SignalMode, SlotId};
+use symsched_plan::{BufferId, Cmp, Op, Owner, Rank, RegionAccess, SignalMode, SlotId};
 
 /// Why one step is ordered before another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -134,37 +134,22 @@ impl Access {
     }
 }
 
-/// The memory accesses of `op` executed by rank `me`, reads before writes.
+/// The memory accesses of `op` executed by rank `me`, reads before writes (the plan's
+/// [`Op::reads`] and [`Op::writes`]). A write into a peer's memory is a put's destination: it
+/// happens when the put arrives.
 pub fn accesses(op: &Op, me: Rank) -> Vec<Access> {
-    let acc = |rank: Rank, r: &Region, write: bool| Access {
-        rank,
-        buffer: r.buffer,
-        first: r.first,
-        count: r.count,
+    let acc = |a: RegionAccess, write: bool| Access {
+        rank: a.rank(me),
+        buffer: a.region.buffer,
+        first: a.region.first,
+        count: a.region.count,
         write,
-        on_arrival: false,
+        on_arrival: write && matches!(a.owner, Owner::Peer(_)),
     };
-    match op {
-        Op::Put { src, dst, peer, .. } => vec![
-            acc(me, src, false),
-            Access {
-                on_arrival: true,
-                ..acc(*peer, dst, true)
-            },
-        ],
-        Op::Get { src, dst, peer } => vec![acc(*peer, src, false), acc(me, dst, true)],
-        Op::Reduce { dst, srcs } => srcs
-            .iter()
-            .map(|s| acc(me, s, false))
-            .chain(std::iter::once(acc(me, dst, true)))
-            .collect(),
-        Op::Copy { src, dst } | Op::Cast { src, dst } => {
-            vec![acc(me, src, false), acc(me, dst, true)]
-        }
-        Op::Matmul { c, a, b } => vec![acc(me, a, false), acc(me, b, false), acc(me, c, true)],
-        Op::HostColl { region, .. } => vec![acc(me, region, false), acc(me, region, true)],
-        Op::Signal { .. } | Op::Wait { .. } => Vec::new(),
-    }
+    op.reads()
+        .map(|a| acc(a, false))
+        .chain(op.writes().map(|a| acc(a, true)))
+        .collect()
 }
 
 /// Whether a slot is an internal launch-credit slot (always satisfied within one launch).

@@ -30,7 +30,7 @@ pub(super) fn check(prog: &Program) -> Vec<Diagnostic> {
     }
     for (at, s) in prog.steps() {
         let mut bad = Vec::new();
-        for (region, _) in regions(&s.op, at.rank) {
+        for region in s.op.regions().map(|a| a.region) {
             match prog.buffers.get(region.buffer as usize) {
                 None => bad.push(format!("buffer #{} does not exist", region.buffer)),
                 Some(b) if region.first as u64 + region.count as u64 > b.chunks as u64 => {
@@ -111,21 +111,6 @@ fn peer_or_slot_problem(prog: &Program, op: &Op) -> Option<String> {
         _ => {}
     }
     None
-}
-
-/// The regions of a step with the rank whose memory they are in.
-fn regions(op: &Op, me: Rank) -> Vec<(Region, Rank)> {
-    match op {
-        Op::Put { src, dst, peer, .. } => vec![(*src, me), (*dst, *peer)],
-        Op::Get { src, dst, peer } => vec![(*src, *peer), (*dst, me)],
-        Op::Reduce { dst, srcs } => std::iter::once((*dst, me))
-            .chain(srcs.iter().map(|s| (*s, me)))
-            .collect(),
-        Op::Copy { src, dst } | Op::Cast { src, dst } => vec![(*src, me), (*dst, me)],
-        Op::Matmul { c, a, b } => vec![(*c, me), (*a, me), (*b, me)],
-        Op::HostColl { region, .. } => vec![(*region, me)],
-        Op::Signal { .. } | Op::Wait { .. } => Vec::new(),
-    }
 }
 
 /// A region with the rank whose memory it is in.

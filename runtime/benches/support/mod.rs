@@ -49,7 +49,7 @@ pub fn slowest_launches(plan: &Plan, types: ElemTypes, n: u64, heap: u64, iters:
 
 /// Run this bench binary as `--child args…` with `env` set and return the numbers it printed
 /// (whitespace-separated). A child that fails aborts the bench with its stderr.
-// The entry-credit bench needs no switches and runs every variant in one process.
+// The entry-credit and launch-overhead benches need no switches and run in one process.
 #[allow(dead_code)]
 pub fn child_numbers(args: &[String], env: &[(&str, &str)]) -> Vec<f64> {
     let out = Command::new(std::env::current_exe().expect("bench binary"))

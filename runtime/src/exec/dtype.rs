@@ -15,111 +15,13 @@ use super::error::ExecError;
 use float8::{F8E4M3, F8E5M2};
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
-use std::fmt;
 use std::sync::OnceLock;
 
 /// Elements processed per inner block of a conversion or reduction.
 pub const BLOCK: usize = 1024;
 
-/// A concrete element type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DType {
-    F32,
-    F64,
-    F16,
-    Bf16,
-    I32,
-    I64,
-    U8,
-    /// fp8 with 4 exponent bits, 3 mantissa bits, no infinities (wire format only).
-    F8E4M3,
-    /// fp8 with 5 exponent bits, 2 mantissa bits (wire format only).
-    F8E5M2,
-}
-
-impl DType {
-    /// Every dtype, data types first.
-    pub const ALL: [DType; 9] = [
-        DType::F32,
-        DType::F64,
-        DType::F16,
-        DType::Bf16,
-        DType::I32,
-        DType::I64,
-        DType::U8,
-        DType::F8E4M3,
-        DType::F8E5M2,
-    ];
-
-    /// Parse the names used on the command line and in Python (`f32`, `float32`, `bf16`, `fp8_e4m3`, …).
-    pub fn parse(name: &str) -> Result<DType, ExecError> {
-        Ok(match name.to_ascii_lowercase().as_str() {
-            "f32" | "float32" | "float" => DType::F32,
-            "f64" | "float64" | "double" => DType::F64,
-            "f16" | "float16" | "half" | "fp16" => DType::F16,
-            "bf16" | "bfloat16" => DType::Bf16,
-            "i32" | "int32" | "int" => DType::I32,
-            "i64" | "int64" | "long" => DType::I64,
-            "u8" | "uint8" => DType::U8,
-            "e4m3" | "fp8_e4m3" | "f8e4m3" | "float8_e4m3fn" | "e4m3fn" | "fp8" => DType::F8E4M3,
-            "e5m2" | "fp8_e5m2" | "f8e5m2" | "float8_e5m2" => DType::F8E5M2,
-            _ => {
-                return Err(ExecError::UnknownName {
-                    what: "dtype",
-                    name: name.to_string(),
-                })
-            }
-        })
-    }
-
-    /// Short name (`f32`, `bf16`, `e4m3`, …).
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::F64 => "f64",
-            DType::F16 => "f16",
-            DType::Bf16 => "bf16",
-            DType::I32 => "i32",
-            DType::I64 => "i64",
-            DType::U8 => "u8",
-            DType::F8E4M3 => "e4m3",
-            DType::F8E5M2 => "e5m2",
-        }
-    }
-
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            DType::F64 | DType::I64 => 8,
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::Bf16 => 2,
-            DType::U8 | DType::F8E4M3 | DType::F8E5M2 => 1,
-        }
-    }
-
-    pub fn is_float(self) -> bool {
-        !matches!(self, DType::I32 | DType::I64 | DType::U8)
-    }
-
-    /// Whether users may hold tensors of this type (fp8 is a wire format only).
-    pub fn is_data(self) -> bool {
-        !matches!(self, DType::F8E4M3 | DType::F8E5M2)
-    }
-
-    /// The accumulator for reductions over this data type.
-    pub fn accumulator(self) -> DType {
-        match self {
-            DType::F16 | DType::Bf16 | DType::F8E4M3 | DType::F8E5M2 => DType::F32,
-            d => d,
-        }
-    }
-}
-
-impl fmt::Display for DType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// The element types (vocabulary shared with the compiler and the kernels).
+pub use symsched_plan::DType;
 
 /// The three dtypes of one launch, one per [`symsched_plan::ElemClass`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

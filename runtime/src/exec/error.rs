@@ -81,6 +81,15 @@ pub enum ExecError {
     Core(Box<crate::error::RuntimeError>),
 }
 
+impl From<symsched_plan::UnknownName> for ExecError {
+    fn from(e: symsched_plan::UnknownName) -> Self {
+        ExecError::UnknownName {
+            what: e.what,
+            name: e.name,
+        }
+    }
+}
+
 impl From<crate::error::RuntimeError> for ExecError {
     fn from(e: crate::error::RuntimeError) -> Self {
         ExecError::Core(Box::new(e))

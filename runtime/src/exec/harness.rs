@@ -9,9 +9,9 @@
 use super::dtype::ElemTypes;
 use super::error::ExecError;
 use super::fabric::Fabric;
-use super::interp::{Binding, Executor, LaunchArgs};
 use super::reduce::ReduceOp;
 use super::reference::{count_wrong, counts_for, expected, fill, role_lens, tolerance};
+use super::{Binding, Executor, LaunchArgs};
 use std::time::Instant;
 use symsched_plan::{BufferRole, CollectiveKind, LaunchSizes, Plan};
 
@@ -239,7 +239,7 @@ pub fn run_local(
     heap: u64,
     timeout: std::time::Duration,
 ) -> Result<Vec<RankReport>, ExecError> {
-    let world = super::local::LocalWorld::new(plan.group_size, heap)?.with_timeout(timeout);
+    let world = super::LocalWorld::new(plan.group_size, heap)?.with_timeout(timeout);
     let group = world.world_group()?;
     let results: Vec<Result<RankReport, ExecError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..plan.group_size)

@@ -10,50 +10,9 @@
 
 use super::dtype::{convert, multiversion, Accum, DType, BLOCK};
 use super::error::ExecError;
-use std::fmt;
 
-/// The launch's reduce op.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    Sum,
-    Avg,
-    Max,
-    Min,
-}
-
-impl ReduceOp {
-    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min];
-
-    pub fn parse(name: &str) -> Result<ReduceOp, ExecError> {
-        Ok(match name.to_ascii_lowercase().as_str() {
-            "sum" => ReduceOp::Sum,
-            "avg" | "mean" => ReduceOp::Avg,
-            "max" => ReduceOp::Max,
-            "min" => ReduceOp::Min,
-            _ => {
-                return Err(ExecError::UnknownName {
-                    what: "reduce op",
-                    name: name.to_string(),
-                })
-            }
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Avg => "avg",
-            ReduceOp::Max => "max",
-            ReduceOp::Min => "min",
-        }
-    }
-}
-
-impl fmt::Display for ReduceOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// The reduce ops (vocabulary shared with the compiler and the kernels).
+pub use symsched_plan::ReduceOp;
 
 /// Arithmetic of an accumulator type.
 pub trait Combine: Accum + PartialOrd {
@@ -351,6 +310,18 @@ pub fn reduce_slices<A: Combine>(op: ReduceOp, operands: &[&[A]], out: &mut [A])
     unsafe {
         reduce_typed::<A>(op, out.as_mut_ptr() as *mut u8, A::DTYPE, &srcs, out.len());
     }
+}
+
+/// Whether `op` is defined for `dtype` (every op is, for every data type; kept as the one place
+/// that decides).
+pub fn check_op(op: ReduceOp, dtype: DType) -> Result<(), ExecError> {
+    if !dtype.is_data() {
+        return Err(ExecError::UnsupportedOp {
+            op: op.to_string(),
+            dtype: dtype.to_string(),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,105 +1,10 @@
-//! Non-temporal ("streaming") copies for large plain moves whose destination nobody reads.
-//!
-//! A large put of an alltoall writes up to tens of MiB that no step of the launch reads again.
-//! An ordinary `memcpy` first reads every destination line into the cache (read-for-ownership)
-//! and later evicts it dirty; streaming stores skip the read and the cache pollution. They only
-//! pay off when the destination is not re-read soon, which is why a reduce's landing buffer must
-//! keep ordinary stores (the reduce would re-read it from DRAM).
-//!
-//! A step is streamed when all of these hold (decided once per resolved plan, see [`nt_steps`]):
-//! - it is a plain put, get or copy (not fused into a reduce, not folded into one); whether the
-//!   element types match (no conversion) is checked when it runs;
-//! - it moves at least [`NT_MIN_BYTES`] ([`min_bytes`]);
-//! - no step of any rank reads its destination buffer (as a source of a move, a reduce or
-//!   matmul operand, or a host collective's region).
+//! Non-temporal ("streaming") copies: the copy kernel for large plain moves whose destination
+//! nobody reads. The streaming pass (`resolve::streaming`) decides which moves qualify; the
+//! switch and the size threshold are [`crate::config::ExecOptions::nt_copy`] and
+//! [`crate::config::ExecOptions::nt_min_bytes`].
 //!
 //! Streaming stores are weakly ordered, so [`copy`] ends with an `sfence`: a signal released
 //! after it (a put's own signal or a later signal step) is still seen only after the data.
-//! `SYMSCHED_NT_COPY=0` turns it off (read once).
-
-use super::interp::RStep;
-use symsched_plan::{Op, Plan};
-
-/// Smallest move, in bytes, that is streamed; below it the destination likely stays in cache
-/// and the ordinary copy wins.
-///
-/// Measured (2-rank alltoall, executor bench `alltoall_eager`, every move ≥ 128 KiB streamed
-/// against none, time off ÷ on as min / median over rounds, two runs at load 6–8): 256 KiB
-/// moves 0.92 / 1.03 and 1.28 / 0.89 (no gain); 512 KiB 0.96 / 1.27 and 1.92 / 1.10 (mixed);
-/// 1 MiB 1.26 / 1.20 and 1.08 / 1.14; 2 MiB 1.09 / 1.13 and 0.91 / 1.19; 4 MiB 1.29 / 0.90
-/// and 1.27 / 1.09. Earlier whole-perftest runs: 1.24–2.26× at 16–64 MiB messages. So 1 MiB
-/// stays; 512 KiB is the candidate to re-measure on a quiet machine (`docs/performance.md`).
-pub(super) const NT_MIN_BYTES: usize = 1 << 20;
-
-/// The smallest move streamed: [`NT_MIN_BYTES`], or `SYMSCHED_NT_MIN_BYTES` (bytes, read once)
-/// for threshold measurements.
-pub(super) fn min_bytes() -> usize {
-    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *MIN.get_or_init(|| {
-        std::env::var("SYMSCHED_NT_MIN_BYTES")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(NT_MIN_BYTES)
-    })
-}
-
-/// Whether streaming copies are on (`SYMSCHED_NT_COPY`, read once; on unless `0`).
-pub(super) fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SYMSCHED_NT_COPY").map_or(true, |v| v != "0"))
-}
-
-/// Buffers some step of some rank reads.
-fn read_buffers(plan: &Plan) -> Vec<bool> {
-    let mut read = vec![false; plan.buffers.len()];
-    let mut mark = |b: u32| {
-        if let Some(r) = read.get_mut(b as usize) {
-            *r = true;
-        }
-    };
-    for prog in &plan.ranks {
-        for s in &prog.steps {
-            match &s.op {
-                Op::Put { src, .. }
-                | Op::Get { src, .. }
-                | Op::Copy { src, .. }
-                | Op::Cast { src, .. } => mark(src.buffer),
-                Op::Reduce { srcs, .. } => srcs.iter().for_each(|r| mark(r.buffer)),
-                Op::Matmul { a, b, .. } => {
-                    mark(a.buffer);
-                    mark(b.buffer);
-                }
-                Op::HostColl { region, .. } => mark(region.buffer),
-                Op::Signal { .. } | Op::Wait { .. } => {}
-            }
-        }
-    }
-    read
-}
-
-/// Per step of this rank's resolved list: whether it may be streamed. `chain` is
-/// [`super::fuse::reduce_chains`] of the same steps (moves fused into a reduce never stream).
-/// The byte threshold and the element types are checked at run time, where sizes are known.
-pub(super) fn nt_steps(plan: &Plan, steps: &[RStep], chain: &[u32]) -> Vec<bool> {
-    let mut out = vec![false; steps.len()];
-    if !enabled() {
-        return out;
-    }
-    let read = read_buffers(plan);
-    let mut fused_until = 0usize;
-    for (i, step) in steps.iter().enumerate() {
-        if i < fused_until {
-            continue;
-        }
-        fused_until = i + 1 + chain.get(i).copied().unwrap_or(0) as usize;
-        let dst = match step {
-            RStep::Put { dst, .. } | RStep::Get { dst, .. } | RStep::Copy { dst, .. } => dst,
-            _ => continue,
-        };
-        out[i] = !read.get(dst.buf as usize).copied().unwrap_or(true);
-    }
-    out
-}
 
 /// Copy `len` bytes from `src` to `dst`, streaming the aligned middle past the cache when the
 /// CPU can, and fence so that later stores (a signal) become visible after these.
@@ -107,7 +12,7 @@ pub(super) fn nt_steps(plan: &Plan, steps: &[RStep], chain: &[u32]) -> Vec<bool>
 /// # Safety
 /// `src` is valid for `len` bytes of reads, `dst` for `len` bytes of writes, and the ranges do
 /// not overlap.
-pub(super) unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
+pub(crate) unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -212,109 +117,6 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::interp::{RReg, RStep};
-    use symsched_plan::{Op, Plan};
-
-    fn plan(name: &str) -> Plan {
-        use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
-        compile(
-            &standard_library(),
-            name,
-            2,
-            &Default::default(),
-            &CompileOptions::default(),
-        )
-        .expect("standard schedules verify at P = 2")
-        .plan
-    }
-
-    fn reg(buf: u32) -> RReg {
-        RReg { buf, elem: 0 }
-    }
-
-    /// Rank 0's moves as resolved steps (offsets do not matter to the decision).
-    fn moves(plan: &Plan) -> Vec<RStep> {
-        plan.ranks[0]
-            .steps
-            .iter()
-            .map(|s| match &s.op {
-                Op::Put { src, dst, peer, .. } => RStep::Put {
-                    src: reg(src.buffer),
-                    dst: reg(dst.buffer),
-                    peer: *peer,
-                    n: 1,
-                    signal: None,
-                },
-                Op::Get { src, dst, peer } => RStep::Get {
-                    src: reg(src.buffer),
-                    dst: reg(dst.buffer),
-                    peer: *peer,
-                    n: 1,
-                },
-                Op::Copy { src, dst } | Op::Cast { src, dst } => RStep::Copy {
-                    src: reg(src.buffer),
-                    dst: reg(dst.buffer),
-                    n: 1,
-                },
-                _ => RStep::Signal(symsched_plan::SignalUpdate {
-                    peer: 0,
-                    slot: 0,
-                    mode: symsched_plan::SignalMode::Add,
-                    value: 1,
-                    stride: 0,
-                }),
-            })
-            .collect()
-    }
-
-    fn streamed(name: &str) -> Vec<bool> {
-        let p = plan(name);
-        let steps = moves(&p);
-        let nt = super::nt_steps(&p, &steps, &vec![0; steps.len()]);
-        // Only the moves' answers, in step order.
-        steps
-            .iter()
-            .zip(nt)
-            .filter(|(s, _)| !matches!(s, RStep::Signal(_)))
-            .map(|(_, b)| b)
-            .collect()
-    }
-
-    #[test]
-    fn alltoall_moves_stream_and_allreduce_moves_do_not() {
-        // Own-block copy and the put into the peer's `out`.
-        assert_eq!(streamed("alltoall_push"), [true, true]);
-        // Every allreduce move lands where a reduce or a later move reads.
-        for name in [
-            "allreduce_two_shot",
-            "allreduce_two_shot_pull",
-            "allreduce_one_shot",
-        ] {
-            let s = streamed(name);
-            assert!(!s.is_empty() && !s.contains(&true), "{name}: {s:?}");
-        }
-    }
-
-    #[test]
-    fn moves_fused_into_a_reduce_do_not_stream() {
-        let p = plan("alltoall_push");
-        // Buffer 1 is `out`, which no step reads.
-        let steps = vec![
-            RStep::Reduce {
-                dst: reg(1),
-                srcs: vec![reg(0)],
-                n: 1,
-            },
-            RStep::Copy {
-                src: reg(1),
-                dst: reg(1),
-                n: 1,
-            },
-        ];
-        assert_eq!(super::nt_steps(&p, &steps, &[1, 0]), [false, false]);
-        assert_eq!(super::nt_steps(&p, &steps, &[0, 0]), [false, true]);
-    }
-
     /// Lengths around every vector and unroll boundary, plus a large odd one.
     const LENS: &[usize] = &[
         0,

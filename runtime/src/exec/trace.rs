@@ -1,8 +1,10 @@
 //! Step-level tracing for `SYMSCHED_TRACE=PATH`: one Chrome/Perfetto complete event (`ph: "X"`)
 //! per executed plan step plus one enclosing event per launch.
 //!
-//! The variable is read once per process. When it is unset, [`enabled`] is one relaxed atomic
-//! load, so the executor's hook costs a branch per step. When set, events are buffered in memory
+//! The recorder is process-wide; the first executor created with a trace file in its options
+//! ([`crate::config::ExecOptions::trace`], from `SYMSCHED_TRACE`) turns it on, one created
+//! without decides it off until then. [`enabled`] is one relaxed atomic load, so the
+//! executor's hook costs a branch per step when tracing is off. When set, events are buffered in memory
 //! (at most [`MAX_EVENTS`]; later ones are counted as dropped) and written by [`flush`], which
 //! merges them into `PATH` with the same protocol as the Python layer
 //! (`python/symsched/profiling.py`): take an exclusive `flock` on `PATH.lock`, read `PATH` (a
@@ -29,8 +31,8 @@ use std::sync::{Mutex, Once, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use symsched_plan::{Op, Plan, Rank, Step};
 
-/// Environment variable naming the trace file.
-pub const TRACE_ENV: &str = "SYMSCHED_TRACE";
+/// Environment variable naming the trace file (read by [`crate::config::ExecOptions::from_env`]).
+pub const TRACE_ENV: &str = crate::config::ENV_TRACE;
 /// Events buffered per process before further ones are dropped (and counted).
 pub const MAX_EVENTS: usize = 1 << 20;
 
@@ -85,36 +87,28 @@ fn ts_us(t: Instant) -> f64 {
     wall + t.saturating_duration_since(*at).as_secs_f64() * 1e6
 }
 
-/// Whether step tracing is on; reads `SYMSCHED_TRACE` on the first call only.
+/// Whether step tracing is on.
 #[inline]
 pub fn enabled() -> bool {
-    match STATE.load(Ordering::Relaxed) {
-        ON => true,
-        OFF => false,
-        _ => init_from_env(),
+    STATE.load(Ordering::Relaxed) == ON
+}
+
+/// Apply an executor's trace option: a file turns tracing on into it (unless it is on
+/// already); none decides it off while nothing has turned it on.
+pub fn configure(path: Option<&Path>) {
+    if STATE.load(Ordering::Relaxed) == ON {
+        return;
+    }
+    match path {
+        Some(p) => enable(p),
+        None => {
+            // `enable` may have run meanwhile; only an undecided state becomes off.
+            let _ = STATE.compare_exchange(UNKNOWN, OFF, Ordering::Relaxed, Ordering::Relaxed);
+        }
     }
 }
 
-#[cold]
-fn init_from_env() -> bool {
-    let path = std::env::var_os(TRACE_ENV).filter(|p| !p.is_empty());
-    let mut rec = recorder().lock().unwrap_or_else(|e| e.into_inner());
-    // Another thread (or `enable`) may have decided meanwhile.
-    match STATE.load(Ordering::Relaxed) {
-        ON => return true,
-        OFF => return false,
-        _ => {}
-    }
-    let on = path.is_some();
-    rec.path = path.map(PathBuf::from);
-    if on {
-        origin();
-    }
-    STATE.store(if on { ON } else { OFF }, Ordering::Relaxed);
-    on
-}
-
-/// Turn tracing on into `path` regardless of the environment (tests, embedders).
+/// Turn tracing on into `path` regardless of any executor's options (tests, embedders).
 pub fn enable(path: impl Into<PathBuf>) {
     let mut rec = recorder().lock().unwrap_or_else(|e| e.into_inner());
     rec.path = Some(path.into());
@@ -171,16 +165,7 @@ pub fn kind(op: &Op) -> &'static str {
 
 /// The buffer whose element size measures the bytes a step moves (the written region).
 pub fn written_buffer(op: &Op) -> Option<u32> {
-    match op {
-        Op::Put { dst, .. }
-        | Op::Get { dst, .. }
-        | Op::Reduce { dst, .. }
-        | Op::Copy { dst, .. }
-        | Op::Cast { dst, .. } => Some(dst.buffer),
-        Op::Matmul { c, .. } => Some(c.buffer),
-        Op::HostColl { region, .. } => Some(region.buffer),
-        Op::Signal { .. } | Op::Wait { .. } => None,
-    }
+    op.writes().next().map(|w| w.region.buffer)
 }
 
 /// One launch being traced: created by the executor only when [`enabled`].

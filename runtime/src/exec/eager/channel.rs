@@ -1,123 +1,27 @@
-//! All-to-all-v in one round: the *eager* protocol, with the counts exchange folded into it.
-//!
-//! The plan `alltoallv_push` needs the whole `counts[sender][receiver]` matrix before its data
-//! round (where a rank writes into a peer's output depends on what every other rank sends that
-//! peer), and each rank only knows its own row. Exchanging the rows first costs a full
-//! synchronisation round per call, as much as the data round itself for small messages. Here
-//! the rows travel *with* the data instead, MPI-eager style:
-//!
-//! - every rank owns, in a symmetric scratch area, one landing slot per (epoch parity, source
-//!   rank): a header followed by `capacity` bytes of payload;
-//! - at epoch `e` a sender writes into slot `(e % 2, me)` of every peer its header (magic,
-//!   epoch, element type, its send row and its receive row) and, when its chunk for that peer is
-//!   at most `capacity` bytes, the chunk itself; then it sets the peer's `arrive[me]` counter to
-//!   `e + 1` (a release: the header and payload are visible first);
-//! - a receiver waits for `arrive[q] >= e + 1` of every peer `q`, reads the headers and so holds
-//!   every rank's send *and* receive row: it checks the whole matrix (`send_a[b] == recv_b[a]`
-//!   for every pair, the same element type everywhere) — every rank sees the same rows, so every
-//!   rank reaches the same verdict and a mismatch is the same typed error
-//!   ([`ExecError::CountsMismatch`], naming sender and receiver) on every rank, with nothing
-//!   written to any output;
-//! - when every off-diagonal chunk fits the capacity or is pulled (below), the receiver copies
-//!   the payloads into its output ([`AlltoallvOutcome::Done`]); otherwise nothing is copied and
-//!   the caller runs the plan with the matrix the headers carried
-//!   ([`AlltoallvOutcome::Rendezvous`]): a chunk above the capacity of an ordinary (private)
-//!   send buffer keeps the plan's data movement and pays one header round, as it paid one
-//!   counts round before. The decision is a function of the (checked) headers — each carries
-//!   a flag saying whether its sender pulls at any size — so every rank makes it alike;
-//! - a chunk of more than [`PULL_MIN_BYTES`] is not copied into the slot: the header publishes
-//!   its heap offset instead — in the send buffer itself when that lies in the symmetric heap
-//!   (at any size: a multi-MiB alltoall of a symmetric tensor is one round too), else, up to
-//!   the capacity, in the sender's outbox (a local copy) — and the receiver copies it straight
-//!   into its output (one cross-core pass over the data instead of two); such a sender returns
-//!   only after the receiver's `consumed` credit (below) for that call, so the caller may reuse
-//!   its send buffer (and the outbox is free) at once. Large pulled chunks and the own
-//!   (diagonal) block are copied with non-temporal stores (`stream_copy`), since nothing of the
-//!   call re-reads the output;
-//! - after reading (in every outcome, errors included) the receiver sets the sender's
-//!   `consumed[me]` counter to `e + 1` — right after copying that sender's chunk, before the
-//!   own block, so a pulled-from sender's final wait overlaps the receiver's remaining copies.
-//!   A sender waits for `consumed[q] >= e - 1` before writing slot `(e % 2, me)` of `q` again,
-//!   i.e. until `q` has copied out what it wrote there at `e - 2`: with two slot sets
-//!   alternating by parity a fast rank runs at most one call ahead and never overwrites a slot
-//!   the receiver has not read.
-//!
-//! Safety of a mismatched call: a receiver copies only after the whole matrix checked out, and
-//! then exactly its own receive count from each slot (at most `capacity`, the slot's size) or
-//! from the checked heap range the sender published, and it lands inside its output (whose
-//! length was checked against its receive counts). A peer that never arrives (dead, or calling
-//! something else) leaves the receiver in a bounded wait that fails with the fabric's timeout
-//! naming that peer.
-//!
-//! With `SYMSCHED_TRACE` set, every call records its steps on the launch timeline
-//! ([`super::trace::Protocol`]): the header write to each peer (`put_signal`, with the inline
-//! bytes), each outbox copy, the `arrive` and `consumed` waits per peer, each pull (`get`) or
-//! slot copy-out, the own block's copy and each credit given (`signal`), and one enclosing
-//! `launch alltoallv_eager` event with the outcome.
-//!
-//! Every rank of a group must call this in the same order (like any collective); one channel
-//! serves every dtype and size on a group, so it allocates once.
+//! One group's eager alltoallv channel and the protocol run over it (see the module docs of
+//! [`super`]).
 
-use super::dtype::DType;
-use super::error::ExecError;
-use super::fabric::{Fabric, WaitContext};
-use super::interp::Executor;
-use super::trace::Protocol;
+use super::header::{dtype_code, verdict, FIXED_WORDS, FLAGS_AT, INLINE, MAGIC, PULL_AT};
+use super::{eager_capacity, AlltoallvOutcome, ALIGN, PULL_MIN_BYTES};
+use crate::config::ExecOptions;
+use crate::exec::dtype::DType;
+use crate::exec::error::ExecError;
+use crate::exec::fabric::{Fabric, WaitContext};
+use crate::exec::trace::Protocol;
 use std::time::Instant;
 use symsched_plan::{Cmp, SignalMode};
 
-/// Largest chunk (bytes, per ordered pair of ranks) moved eagerly.
-pub const EAGER_MAX_CHUNK: u64 = 64 * 1024;
-
-/// Chunks larger than this (bytes) are pulled by the receiver from the sender's heap (the
-/// symmetric send buffer, or the sender's outbox): copying twice across cores (into the slot,
-/// out of it) then costs more than the sender's extra wait for the receiver's credit.
-pub const PULL_MIN_BYTES: u64 = 4 * 1024;
-
-/// Upper bound on the landing area of one rank (both parities, every source): for large
-/// groups the per-pair capacity shrinks so the area stays at this size.
-const AREA_BUDGET: u64 = 16 << 20;
-
-const ALIGN: u64 = 64;
-const MAGIC: u64 = 0x5359_4d41_3241_5631; // "SYMA2AV1"
-/// Header words before the two rows: magic, epoch, element size, dtype code, then (for this
-/// pair) the heap offset of the chunk to pull, or [`INLINE`] when the payload follows the
-/// header, then the sender's flags.
-const FIXED_WORDS: usize = 6;
-const PULL_AT: usize = 4;
-const INLINE: u64 = u64::MAX;
-/// Flags word: 1 when the sender offers every chunk above [`PULL_MIN_BYTES`] for pulling from
-/// its symmetric send buffer, whatever its size (so none of its chunks needs the rendezvous).
-const FLAGS_AT: usize = 5;
-
-/// Whether a symmetric send buffer's chunks above the slot capacity are pulled in the one
-/// round (`SYMSCHED_A2A_LARGE_PULL`, read once; on unless `0`). Off restores the earlier
-/// header round + plan for them, for comparison. Ranks may disagree: each announces its
-/// choice in its header, and the rendezvous decision reads the headers.
-fn large_pull_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SYMSCHED_A2A_LARGE_PULL").map_or(true, |v| v != "0"))
-}
-
-/// What a call of [`Executor::alltoallv_eager`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AlltoallvOutcome {
-    /// Every chunk moved eagerly; the output is complete.
-    Done,
-    /// Some chunk exceeds the eager capacity: nothing was written; run the alltoallv plan with
-    /// this `counts[sender][receiver]` matrix (agreed by every rank).
-    Rendezvous(Vec<Vec<u64>>),
-}
-
-/// Per-pair payload capacity of the eager slots for a group of `p` ranks.
-pub fn eager_capacity(p: u32) -> u64 {
-    let per = AREA_BUDGET / (2 * u64::from(p.max(1)));
-    (per.min(EAGER_MAX_CHUNK) / ALIGN * ALIGN).max(ALIGN)
-}
-
-/// The eager channel of one executor (group); created on first use.
-#[derive(Default)]
-pub struct EagerState {
+/// The eager channel of one group: its knobs, and its slots and areas, created on its first
+/// call.
+pub struct EagerChannel {
+    /// Pull a symmetric send buffer's chunks above the slot capacity in the one round
+    /// ([`ExecOptions::a2a_large_pull`]); off takes the header round + plan for them. Ranks may
+    /// disagree: each announces its choice in its header, and the rendezvous decision reads the
+    /// headers.
+    large_pull: bool,
+    /// Stream large pulled chunks and the own block past the cache from this many bytes on
+    /// (`None`: never; [`ExecOptions::nt_copy`], [`ExecOptions::nt_min_bytes`]).
+    nt_from: Option<usize>,
     chan: Option<Channel>,
 }
 
@@ -153,13 +57,6 @@ fn offsets(at: &mut Vec<u64>, counts: &[u64], es: u64) {
     }
 }
 
-fn dtype_code(dt: DType) -> u64 {
-    DType::ALL
-        .iter()
-        .position(|d| *d == dt)
-        .unwrap_or(usize::MAX) as u64
-}
-
 fn bytes_of(count: u64, es: u64, what: &str) -> Result<u64, ExecError> {
     count.checked_mul(es).ok_or_else(|| {
         ExecError::Plan(symsched_plan::PlanError::Inconsistent(format!(
@@ -176,26 +73,6 @@ fn total_bytes(counts: &[u64], es: u64, what: &str) -> Result<u64, ExecError> {
             .ok_or(symsched_plan::PlanError::SizeOverflow)?;
     }
     Ok(sum)
-}
-
-/// The first pair whose counts disagree, in (sender, receiver) order, so every rank reports the
-/// same one; `rows[r]` is rank r's header words.
-fn first_mismatch(rows: &[Vec<u64>], p: usize) -> Option<ExecError> {
-    for (a, ra) in rows.iter().enumerate() {
-        for (b, rb) in rows.iter().enumerate() {
-            let sent = ra[FIXED_WORDS + b];
-            let expected = rb[FIXED_WORDS + p + a];
-            if sent != expected {
-                return Some(ExecError::CountsMismatch {
-                    sender: a as u32,
-                    receiver: b as u32,
-                    sent,
-                    expected,
-                });
-            }
-        }
-    }
-    None
 }
 
 /// Wait until `slot` (fed by peer `q` alone) reaches `target`, naming the slot and the peer
@@ -217,7 +94,16 @@ fn wait_on<F: Fabric>(
     fab.wait(slot, Cmp::Ge, target, &c)
 }
 
-impl<F: Fabric> Executor<F> {
+impl EagerChannel {
+    /// A channel with the knobs of `opts`; its slots and areas are allocated on the first call.
+    pub fn new(opts: &ExecOptions) -> EagerChannel {
+        EagerChannel {
+            large_pull: opts.a2a_large_pull,
+            nt_from: opts.nt_copy.then_some(opts.nt_min_bytes),
+            chan: None,
+        }
+    }
+
     /// All-to-all-v of `dtype` elements in one round when every chunk is small or pulled (see
     /// the module docs): `send` holds this rank's chunks for ranks 0..P in order
     /// (`send_counts[j]` elements for rank j), `recv` receives `recv_counts[j]` elements from
@@ -232,8 +118,10 @@ impl<F: Fabric> Executor<F> {
     /// `send_heap` is the symmetric heap offset of `send` when it lies in this rank's heap
     /// segment (its chunks above [`PULL_MIN_BYTES`] are then pulled by the receivers, at any
     /// size), else `None`.
-    pub fn alltoallv_eager(
-        &self,
+    #[allow(clippy::too_many_arguments)] // one argument per part of the call, as the caller has them
+    pub fn alltoallv<F: Fabric>(
+        &mut self,
+        fab: &F,
         dtype: DType,
         send_counts: &[u64],
         recv_counts: &[u64],
@@ -241,7 +129,6 @@ impl<F: Fabric> Executor<F> {
         send_heap: Option<u64>,
         recv: &mut [u8],
     ) -> Result<AlltoallvOutcome, ExecError> {
-        let fab = self.fabric();
         let p = fab.size() as usize;
         let me = fab.rank() as usize;
         let es = dtype.size() as u64;
@@ -270,7 +157,6 @@ impl<F: Fabric> Executor<F> {
                 });
             }
         }
-        let mut guard = self.eager.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(off) = send_heap {
             // The published offsets must name `send` itself, or a receiver would read elsewhere.
             let at = fab.heap_ptr(me as u32, off, send.len() as u64)?;
@@ -280,14 +166,14 @@ impl<F: Fabric> Executor<F> {
                 )));
             }
         }
-        if guard.chan.is_none() {
+        if self.chan.is_none() {
             let cap = eager_capacity(p as u32);
             let hdr = (((FIXED_WORDS + 2 * p) * 8) as u64).next_multiple_of(ALIGN);
             let stride = hdr + cap;
             let slots = fab.signal_slots("alltoallv/eager", 2 * p as u32)?;
             let area = fab.scratch(&format!("alltoallv/eager/{cap}"), 2 * p as u64 * stride)?;
             let outbox = fab.scratch(&format!("alltoallv/eager-out/{cap}"), p as u64 * cap)?;
-            guard.chan = Some(Channel {
+            self.chan = Some(Channel {
                 epoch: 0,
                 slots,
                 area,
@@ -300,7 +186,7 @@ impl<F: Fabric> Executor<F> {
                 recv_at: Vec::with_capacity(p),
             });
         }
-        let ch = guard.chan.as_mut().expect("created above");
+        let ch = self.chan.as_mut().expect("created above");
         let e = ch.epoch;
         let par = e % 2;
         let slot_off = |src: usize| ch.area + (par * p as u64 + src as u64) * ch.stride;
@@ -323,7 +209,7 @@ impl<F: Fabric> Executor<F> {
         // Offsets of each chunk in the send buffer (the vector is the channel's, reused).
         let mut send_at = std::mem::take(&mut ch.send_at);
         offsets(&mut send_at, send_counts, es);
-        let pull_any = send_heap.is_some() && large_pull_enabled();
+        let pull_any = send_heap.is_some() && self.large_pull;
         {
             let mine = &mut ch.words[me];
             mine[0] = MAGIC;
@@ -411,7 +297,7 @@ impl<F: Fabric> Executor<F> {
         // Offsets of each chunk in `recv`.
         let mut recv_at = std::mem::take(&mut ch.recv_at);
         offsets(&mut recv_at, recv_counts, es);
-        let nt = super::stream_copy::enabled();
+        let nt = self.nt_from;
         let mut copied: Result<(), ExecError> = Ok(());
         // Peers `(me + i) % p` for `i < credited` got their credit already (right after we read
         // their chunk, so a sender waiting on it returns while we copy the rest).
@@ -500,97 +386,63 @@ impl<F: Fabric> Executor<F> {
     }
 }
 
-/// Copy `dst.len()` bytes from `src` into `dst`, streaming past the cache when the chunk is
-/// large (nothing of the call re-reads the output) and `nt` (streaming copies enabled).
+/// Copy `dst.len()` bytes from `src` into `dst`, streaming past the cache when the chunk is at
+/// least `nt` bytes (nothing of the call re-reads the output; `None`: never).
 ///
 /// # Safety
 /// `src` is valid for `dst.len()` bytes of reads and does not overlap `dst`.
-unsafe fn copy_out(dst: &mut [u8], src: *const u8, nt: bool) {
-    if nt && dst.len() >= super::stream_copy::min_bytes() {
+unsafe fn copy_out(dst: &mut [u8], src: *const u8, nt: Option<usize>) {
+    if nt.is_some_and(|min| dst.len() >= min) {
         // SAFETY: the caller's contract; `dst` is a live exclusive slice.
-        unsafe { super::stream_copy::copy(dst.as_mut_ptr(), src, dst.len()) };
+        unsafe { crate::exec::stream_copy::copy(dst.as_mut_ptr(), src, dst.len()) };
     } else {
         // SAFETY: as above.
         unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
     }
 }
 
-/// The call's verdict from every rank's header words (`rows[r]` is rank r's), identical on
-/// every rank: an error when a header is from another call, an element type differs or the
-/// counts disagree; else whether the call must take the rendezvous (some off-diagonal chunk
-/// exceeds the slot capacity and its sender did not offer it for pulling).
-fn verdict(
-    rows: &[Vec<u64>],
-    p: usize,
-    me: usize,
-    e: u64,
-    dtype: DType,
-    cap: u64,
-) -> Result<bool, ExecError> {
-    let es = dtype.size() as u64;
-    for (q, row) in rows.iter().enumerate() {
-        if row[0] != MAGIC || row[1] != e {
-            return Err(ExecError::Runtime(format!(
-                "alltoallv eager: rank {q} wrote a header for call {} (magic {:#x}) while \
-                 rank {me} is at call {e}; every rank must make the same collective calls \
-                 in the same order",
-                row[1], row[0]
-            )));
-        }
-        if row[2] != es || row[3] != dtype_code(dtype) {
-            return Err(ExecError::DtypeMismatch(format!(
-                "alltoallv: rank {q} sends a different element type (code {}, {} bytes) than \
-                 rank {me} ({dtype}, {es} bytes)",
-                row[3], row[2]
-            )));
-        }
-    }
-    if let Some(err) = first_mismatch(rows, p) {
-        return Err(err);
-    }
-    Ok(rows.iter().enumerate().any(|(a, row)| {
-        row[FLAGS_AT] == 0
-            && row[FIXED_WORDS..FIXED_WORDS + p]
-                .iter()
-                .enumerate()
-                .any(|(b, &c)| a != b && c.saturating_mul(es) > cap)
-    }))
-}
-
-/// The counts part of a counts plan's resolution-cache key: the matrix flattened row by row,
-/// or `None` (never cached) when it is not `P × P`. A repeated launch with the same matrix
-/// (the usual training loop: fixed splits) then reuses the resolved steps.
-pub(super) fn counts_key(
-    plan: &symsched_plan::Plan,
-    sizes: &symsched_plan::LaunchSizes,
-) -> Option<Vec<u64>> {
-    let m = sizes.counts.as_ref()?;
-    let p = plan.group_size as usize;
-    if m.len() != p || m.iter().any(|r| r.len() != p) {
-        return None;
-    }
-    Some(m.iter().flatten().copied().collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::local::LocalWorld;
+    use crate::exec::{LocalFabric, LocalWorld};
+    use std::sync::Mutex;
     use std::time::Duration;
 
-    #[test]
-    fn capacity_is_64k_for_small_groups_and_shrinks_for_large_ones() {
-        assert_eq!(eager_capacity(2), EAGER_MAX_CHUNK);
-        assert_eq!(eager_capacity(64), EAGER_MAX_CHUNK);
-        assert_eq!(eager_capacity(1024), AREA_BUDGET / 2048);
-        assert_eq!(eager_capacity(1 << 20), ALIGN);
+    /// One rank's fabric and channel, as the executor holds them per group.
+    struct Ex {
+        fab: LocalFabric,
+        chan: Mutex<EagerChannel>,
     }
 
-    /// Run `f(rank, executor)` on `p` threads of one in-process group.
-    fn on_ranks<T: Send>(
-        p: u32,
-        f: impl Fn(u32, &Executor<crate::exec::LocalFabric>) -> T + Sync,
-    ) -> Vec<T> {
+    impl Ex {
+        fn fabric(&self) -> &LocalFabric {
+            &self.fab
+        }
+
+        fn alltoallv_eager(
+            &self,
+            dtype: DType,
+            send_counts: &[u64],
+            recv_counts: &[u64],
+            send: &[u8],
+            send_heap: Option<u64>,
+            recv: &mut [u8],
+        ) -> Result<AlltoallvOutcome, ExecError> {
+            let mut chan = self.chan.lock().expect("channel");
+            chan.alltoallv(
+                &self.fab,
+                dtype,
+                send_counts,
+                recv_counts,
+                send,
+                send_heap,
+                recv,
+            )
+        }
+    }
+
+    /// Run `f(rank, channel)` on `p` threads of one in-process group.
+    fn on_ranks<T: Send>(p: u32, f: impl Fn(u32, &Ex) -> T + Sync) -> Vec<T> {
         let world = LocalWorld::new(p, 8 << 20)
             .expect("world")
             .with_timeout(Duration::from_secs(20));
@@ -599,7 +451,16 @@ mod tests {
             let hs: Vec<_> = (0..p)
                 .map(|r| {
                     let (group, f) = (group.clone(), &f);
-                    s.spawn(move || f(r, &Executor::new(group.fabric(r).expect("fabric"))))
+                    s.spawn(move || {
+                        let fab = group.fabric(r).expect("fabric");
+                        f(
+                            r,
+                            &Ex {
+                                fab,
+                                chan: Mutex::new(EagerChannel::new(&ExecOptions::default())),
+                            },
+                        )
+                    })
                 })
                 .collect();
             hs.into_iter().map(|h| h.join().expect("rank")).collect()
@@ -608,7 +469,7 @@ mod tests {
 
     /// Rank r sends `m[r][d]` bytes of value `16 r + d` to rank d, from the heap when `heap`.
     fn exchange(
-        ex: &Executor<crate::exec::LocalFabric>,
+        ex: &Ex,
         m: &[Vec<u64>],
         heap: bool,
     ) -> (Result<AlltoallvOutcome, ExecError>, Vec<u8>) {

@@ -23,103 +23,22 @@
 //!   region is overwritten only where it has been read, as in the unfused order; a shifted one
 //!   could be overwritten ahead of the read, so it keeps the get.
 //!
-//! The plan is unchanged; only this rank's execution of it is. `SYMSCHED_FUSE=0` turns it off.
+//! The plan is unchanged; only this rank's execution of it is. `SYMSCHED_FUSE=0` turns it off
+//! ([`crate::config::ExecOptions::fuse`]).
 
-use super::interp::{RReg, RStep};
-use symsched_plan::{BufferRole, Op, Plan, Rank};
-
-/// A reduce operand replaced by the source of a folded get: read `src` on `peer` instead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Pull {
-    /// Index into the reduce's operand list.
-    pub(super) operand: usize,
-    pub(super) peer: Rank,
-    pub(super) src: RReg,
-}
-
-/// Per step of a resolved list: which gets are folded away and what each reduce reads instead.
-#[derive(Debug, Default, Clone)]
-pub(super) struct GetFolds {
-    folded: Vec<bool>,
-    pulls: Vec<Vec<Pull>>,
-}
-
-impl GetFolds {
-    /// Whether step `i` is a get that a later reduce performs as part of its pass.
-    pub(super) fn folded(&self, i: usize) -> bool {
-        self.folded.get(i).copied().unwrap_or(false)
-    }
-
-    /// The operands reduce step `i` reads from a peer directly (empty for most steps).
-    pub(super) fn pulls(&self, i: usize) -> &[Pull] {
-        self.pulls.get(i).map_or(&[], |v| v.as_slice())
-    }
-}
+use crate::exec::resolved::{GetFolds, Pull, RReg, RStep};
+use symsched_plan::{BufferRole, Plan, Rank};
 
 /// Element range of a region in one buffer.
 fn overlaps(a: &RReg, an: u64, b: &RReg, bn: u64) -> bool {
     a.buf == b.buf && a.elem < b.elem + bn && b.elem < a.elem + an
 }
 
-/// Buffers some rank puts into or gets from on a peer (their contents outlive this rank's view).
-fn remote_buffers(plan: &Plan) -> Vec<bool> {
-    let mut remote = vec![false; plan.buffers.len()];
-    for prog in &plan.ranks {
-        for s in &prog.steps {
-            let b = match &s.op {
-                Op::Put { dst, peer, .. } if *peer != prog.rank => dst.buffer,
-                Op::Get { src, peer, .. } if *peer != prog.rank => src.buffer,
-                _ => continue,
-            };
-            if let Some(r) = remote.get_mut(b as usize) {
-                *r = true;
-            }
-        }
-    }
-    remote
-}
-
-/// Regions a step reads or writes on this rank, with their element counts.
-fn local_regions(step: &RStep, me: Rank) -> Vec<(RReg, u64)> {
-    match step {
-        RStep::Put {
-            src, dst, peer, n, ..
-        } => {
-            let mut v = vec![(*src, *n)];
-            if *peer == me {
-                v.push((*dst, *n));
-            }
-            v
-        }
-        RStep::Get {
-            src, dst, peer, n, ..
-        } => {
-            let mut v = vec![(*dst, *n)];
-            if *peer == me {
-                v.push((*src, *n));
-            }
-            v
-        }
-        RStep::Reduce { dst, srcs, n } => {
-            let mut v: Vec<_> = srcs.iter().map(|s| (*s, *n)).collect();
-            v.push((*dst, *n));
-            v
-        }
-        RStep::Copy { src, dst, n } => vec![(*src, *n), (*dst, *n)],
-        RStep::Matmul { c, a, b, m, k, n } => vec![(*c, m * n), (*a, m * k), (*b, k * n)],
-        RStep::HostColl { reg, n, .. } => vec![(*reg, *n)],
-        RStep::Signal(_) | RStep::Wait { .. } => Vec::new(),
-    }
-}
-
 /// Decide, for this rank's resolved steps of `plan`, which gets run inside a later reduce;
 /// `chain` is [`super::fuse::reduce_chains`] of the same steps.
-pub(super) fn get_folds(plan: &Plan, steps: &[RStep], me: Rank, chain: &[u32]) -> GetFolds {
+pub(crate) fn get_folds(plan: &Plan, steps: &[RStep], me: Rank, chain: &[u32]) -> GetFolds {
     let mut out = GetFolds::default();
-    if !super::fuse::enabled() {
-        return out;
-    }
-    let remote = remote_buffers(plan);
+    let remote = plan.remote_buffers();
     let class = |b: u32| plan.buffers.get(b as usize).map(|d| d.elem);
     let dead_scratch = |b: u32| {
         plan.buffers
@@ -169,7 +88,7 @@ pub(super) fn get_folds(plan: &Plan, steps: &[RStep], me: Rank, chain: &[u32]) -
                     _ => true,
                 })
                 && later.iter().all(|s| {
-                    local_regions(s, me)
+                    s.local_regions(me)
                         .iter()
                         .all(|(r, rn)| !overlaps(land, *m, r, *rn))
                 })
@@ -367,5 +286,78 @@ mod tests {
                 "{steps:?}"
             );
         }
+    }
+}
+
+/// The MC2 pull reduce-scatter relies on the executor reading peers' partial products where
+/// they were computed (`fuse_get`): its gets must fold into the reduce.
+#[cfg(test)]
+mod mc2_pull_tests {
+    use super::super::fuse;
+    use super::get_folds;
+    use crate::exec::resolved::{RReg, RStep};
+    use symsched_plan::{Cmp, WaitTarget};
+
+    #[test]
+    fn matmul_reduce_scatter_pull_reads_peer_products_in_place() {
+        use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+        let plan = compile(
+            &standard_library(),
+            "matmul_reduce_scatter_pull",
+            3,
+            &Default::default(),
+            &CompileOptions::default(),
+        )
+        .expect("matmul_reduce_scatter_pull verifies at P = 3")
+        .plan;
+        let names: Vec<&str> = plan.buffers.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "part", "land"]);
+        // Rank 1, blocks of 4 elements (m = 2, k = 3, n = 2): after its products, it waits for
+        // `ready`, gets part[1] of ranks 2 and 0 into land[2] and land[0], and folds them with its
+        // own part[1] in rank order into `c`.
+        let reg = |buf, elem| RReg { buf, elem };
+        let wait = RStep::Wait {
+            slot: 0,
+            cmp: Cmp::Ge,
+            target: WaitTarget {
+                stride: 2,
+                offset: 2,
+            },
+            id: 0,
+        };
+        let mm = |p: u64| RStep::Matmul {
+            c: reg(3, 4 * p),
+            a: reg(0, 6 * p),
+            b: reg(1, 0),
+            m: 2,
+            k: 3,
+            n: 2,
+        };
+        let get = |peer| RStep::Get {
+            src: reg(3, 4),
+            dst: reg(4, 4 * u64::from(peer)),
+            peer,
+            n: 4,
+        };
+        let steps = vec![
+            mm(2),
+            mm(0),
+            mm(1),
+            wait,
+            get(2),
+            get(0),
+            RStep::Reduce {
+                dst: reg(2, 0),
+                srcs: vec![reg(4, 0), reg(3, 4), reg(4, 8)],
+                n: 4,
+            },
+        ];
+        let f = get_folds(&plan, &steps, 1, &fuse::reduce_chains(&steps, 1));
+        let folded: Vec<bool> = (0..steps.len()).map(|i| f.folded(i)).collect();
+        assert_eq!(folded, [false, false, false, false, true, true, false]);
+        let mut pulls: Vec<(usize, u32)> = f.pulls(6).iter().map(|p| (p.operand, p.peer)).collect();
+        pulls.sort();
+        assert_eq!(pulls, [(0, 0), (2, 2)]);
+        assert!(f.pulls(6).iter().all(|p| p.src == reg(3, 4)));
     }
 }

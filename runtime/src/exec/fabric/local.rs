@@ -5,8 +5,9 @@
 //! Used by the fast test sweep and as an engine for single-process runs. Sub-groups of a world
 //! ([`LocalWorld::group`]) have their own signal pads, so overlapping groups can run concurrently.
 
-use super::error::{ExecError, WaitTimeout};
-use super::fabric::{Fabric, WaitContext};
+use super::{Fabric, WaitContext};
+use crate::config::{signal_timeout_from_env, ExecOptions};
+use crate::exec::error::{ExecError, WaitTimeout};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -51,11 +52,31 @@ pub struct LocalWorld {
     allocs: KeyedAllocs<u64>,
     next_group: AtomicU32,
     timeout: Duration,
+    exec: ExecOptions,
 }
 
 impl LocalWorld {
-    /// `size` ranks with `heap_len` bytes each (zeroed; the OS only backs touched pages).
+    /// `size` ranks with `heap_len` bytes each (zeroed; the OS only backs touched pages), with
+    /// the wait deadline and executor knobs of the environment (read by [`crate::config`]:
+    /// `SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS`, [`ExecOptions::from_env`]); a malformed value is
+    /// an error.
     pub fn new(size: u32, heap_len: u64) -> Result<Arc<LocalWorld>, ExecError> {
+        LocalWorld::with_options(
+            size,
+            heap_len,
+            signal_timeout_from_env()?,
+            ExecOptions::from_env()?,
+        )
+    }
+
+    /// `size` ranks with `heap_len` bytes each, waits that give up after `timeout`, and
+    /// executors that run with `exec`.
+    pub fn with_options(
+        size: u32,
+        heap_len: u64,
+        timeout: Duration,
+        exec: ExecOptions,
+    ) -> Result<Arc<LocalWorld>, ExecError> {
         let mut segments = Vec::with_capacity(size as usize);
         for _ in 0..size {
             let len = heap_len as usize;
@@ -73,16 +94,13 @@ impl LocalWorld {
             };
             segments.push(Segment { ptr, len });
         }
-        let timeout_ms = std::env::var("SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(300_000);
         Ok(Arc::new(LocalWorld {
             segments,
             heap_len,
             allocs: Mutex::new((0, HashMap::new())),
             next_group: AtomicU32::new(0),
-            timeout: Duration::from_millis(timeout_ms),
+            timeout,
+            exec,
         }))
     }
 
@@ -244,6 +262,10 @@ impl Fabric for LocalFabric {
 
     fn label(&self) -> &str {
         &self.group.label
+    }
+
+    fn exec_options(&self) -> &ExecOptions {
+        &self.group.world.exec
     }
 
     fn heap_ptr(&self, peer: u32, offset: u64, len: u64) -> Result<*mut u8, ExecError> {

@@ -25,26 +25,8 @@
 //! final when they read it; and nothing they write is read by the reduce. Values are computed by
 //! the same conversions, so results are bit-identical.
 
-use super::dtype::DType;
-use super::interp::{RReg, RStep};
+use crate::exec::resolved::{RReg, RStep};
 use symsched_plan::Rank;
-
-/// One fused consumer, resolved to addresses for a launch: convert each finished block from
-/// `src` into `dst` (a peer's memory for a put, local for a copy or a one-operand reduce).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Link {
-    pub(super) src: *const u8,
-    pub(super) src_dtype: DType,
-    pub(super) dst: *mut u8,
-    pub(super) dst_dtype: DType,
-    /// A one-operand reduce: convert through the accumulator as the reduce does (which, unlike
-    /// a same-type copy, quiets NaNs), not with a plain conversion.
-    pub(super) via_acc: bool,
-}
-
-// SAFETY: addresses into symmetric memory, only dereferenced by the launch that resolved them
-// while it holds the plan's state lock (the same rule as reduce operands).
-unsafe impl Send for Link {}
 
 /// Half-open element range of a region in one buffer on this rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,19 +50,9 @@ impl Span {
     }
 }
 
-/// Whether fusion (this and [`super::fuse_get`]) is on: `SYMSCHED_FUSE=0` turns it off (a
-/// diagnostic switch, to compare both ways in one run), read once per process.
-pub(super) fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SYMSCHED_FUSE").map_or(true, |v| v != "0"))
-}
-
 /// For every step, how many steps right after it run fused into it (non-zero only for reduces).
-pub(super) fn reduce_chains(steps: &[RStep], me: Rank) -> Vec<u32> {
+pub(crate) fn reduce_chains(steps: &[RStep], me: Rank) -> Vec<u32> {
     let mut chain = vec![0u32; steps.len()];
-    if !enabled() {
-        return chain;
-    }
     for (i, step) in steps.iter().enumerate() {
         let RStep::Reduce { dst, srcs, n } = step else {
             continue;

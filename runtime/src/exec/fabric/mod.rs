@@ -1,12 +1,26 @@
-//! What one rank of a group needs from the machinery underneath to execute plans.
+//! What one rank of a group needs from the machinery underneath to execute plans: the
+//! [`Fabric`] trait, with one implementation per file.
 //!
-//! Two implementations exist: [`super::local::LocalFabric`] (ranks are threads of one process
-//! sharing one allocation; used by fast tests and the in-process engine) and
-//! [`super::group_fabric::GroupFabric`] (ranks are processes sharing the runtime's memfd heap).
-//! The executor only ever talks to this trait, so both run the very same interpreter.
+//! - [`local`]: ranks are threads of one process sharing one allocation per rank
+//!   ([`LocalWorld`](local::LocalWorld)); used by fast tests and the in-process engine;
+//! - [`group`]: ranks are processes sharing the runtime's memfd heap ([`GroupFabric`](group::GroupFabric)
+//!   over a runtime [`crate::Group`]).
+//!
+//! The executor only ever talks to this trait, so every implementation runs the very same
+//! executor; `runtime/tests/fabric_conformance.rs` runs one contract suite over each.
+//!
+//! **Errors** are the executor's ([`ExecError`]), the same variants on every implementation:
+//! [`ExecError::RankOutsideGroup`] for a peer outside the group, [`ExecError::OffsetPastHeap`]
+//! for a range past the heap, [`ExecError::Exhausted`] when slots or scratch run out, and for an
+//! expired wait [`ExecError::Timeout`] (in-process) or [`ExecError::Core`] carrying the runtime
+//! core's timeout or dead-peer error (multi-process), both naming the peers that never signalled.
 
 use super::error::ExecError;
+use crate::config::ExecOptions;
 use symsched_plan::{Cmp, SignalMode};
+
+pub mod group;
+pub mod local;
 
 /// Context of a wait, so a timeout can say exactly what was stuck.
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +46,10 @@ pub trait Fabric: Send + Sync {
     fn size(&self) -> u32;
     /// Short description of the group for messages (`"world[0,1,2]"`).
     fn label(&self) -> &str;
+    /// The executor knobs of the world this rank belongs to, read once when the world was set
+    /// up (the runtime's [`crate::RuntimeConfig::exec`], or a [`local::LocalWorld`]'s); what
+    /// [`crate::exec::Executor::new`] runs with.
+    fn exec_options(&self) -> &ExecOptions;
     /// Address of `len` bytes at `offset` in `peer`'s heap segment (`peer == rank()` is local).
     /// Fails with [`ExecError::RankOutsideGroup`] or [`ExecError::OffsetPastHeap`].
     fn heap_ptr(&self, peer: u32, offset: u64, len: u64) -> Result<*mut u8, ExecError>;

@@ -5,9 +5,10 @@
 //! errors on both fabrics; everything else (signal timeouts naming the silent peers, dead peers,
 //! exhausted pads) is passed through as [`ExecError::Core`].
 
-use super::error::ExecError;
-use super::fabric::{Fabric, WaitContext as ExecWaitContext};
+use super::{Fabric, WaitContext as ExecWaitContext};
+use crate::config::ExecOptions;
 use crate::error::{RuntimeError, WaitContext};
+use crate::exec::error::ExecError;
 use crate::group::Group;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -85,6 +86,10 @@ impl Fabric for GroupFabric {
 
     fn label(&self) -> &str {
         self.group.name()
+    }
+
+    fn exec_options(&self) -> &ExecOptions {
+        &self.group.shared.cfg.exec
     }
 
     fn heap_ptr(&self, peer: u32, offset: u64, len: u64) -> Result<*mut u8, ExecError> {

@@ -1,0 +1,112 @@
+//! Backends: what runs the resolved steps of one launch on this rank.
+//!
+//! Everything around that is the executor's and shared by every backend: loading the plan,
+//! checking the launch's arguments and bindings, resolving (or reusing) the steps for the
+//! launch sizes and their fusion schedule, staging buffers in and out, the launch's entry and
+//! exit signals, its trace event and its log record. A backend receives all of it as a [`StepContext`]: the
+//! [`Resolved`] steps, the address map ([`LaunchMemory`]), the launch's signal block
+//! ([`LaunchSignals`], which also carries the bounded waits every backend must use) and the
+//! host collective library; it may keep state per loaded plan ([`Backend::PlanState`]).
+//!
+//! One file per implementation: [`interp`] (the interpreter, the reference).
+//!
+//! **Errors** are the executor's ([`ExecError`]); a backend stops at the first one.
+
+pub mod interp;
+
+use super::dtype::ElemTypes;
+use super::error::ExecError;
+use super::fabric::{Fabric, WaitContext};
+use super::hostcoll::{Exchanges, HostCollRequest, HostCollectives};
+use super::reduce::ReduceOp;
+use super::resolved::Resolved;
+use super::staging::LaunchMemory;
+use super::trace;
+use crate::config::ExecOptions;
+use std::sync::Mutex;
+use symsched_plan::{Cmp, Plan, SignalUpdate, WaitTarget};
+
+/// Runs the resolved steps of one launch (see the module docs).
+pub trait Backend {
+    /// What the backend keeps per loaded plan between launches (scratch vectors, compiled
+    /// code); created empty at load.
+    type PlanState: Default + Send;
+
+    /// Run every step of `ctx.resolved`, in order, as the plan prescribes.
+    fn run<F: Fabric>(
+        &self,
+        ctx: &StepContext<'_, F>,
+        state: &mut Self::PlanState,
+    ) -> Result<(), ExecError>;
+}
+
+/// The signals of one launch of a loaded plan: the plan's block of slots on this group and the
+/// launch epoch, so waits and set-signals are relative to it (counters are never reset).
+#[derive(Clone, Copy)]
+pub struct LaunchSignals<'a> {
+    /// First slot of the plan's block.
+    pub base: u32,
+    pub epoch: u64,
+    /// Per plan slot, the group ranks that update it on this rank (named by a timeout).
+    pub signallers: &'a [Vec<u32>],
+}
+
+impl LaunchSignals<'_> {
+    /// Deliver `u` to its peer (release: this rank's earlier writes are visible first).
+    #[inline]
+    pub fn send<F: Fabric>(&self, fabric: &F, u: &SignalUpdate) -> Result<(), ExecError> {
+        fabric.signal(u.peer, self.base + u.slot, u.mode, u.value_at(self.epoch))
+    }
+
+    /// Block until plan slot `slot` compares true against `target` for this epoch, or the
+    /// fabric's deadline passes (the error names the plan step, the slot and its signallers).
+    #[inline]
+    pub fn wait<F: Fabric>(
+        &self,
+        fabric: &F,
+        plan: &Plan,
+        slot: u32,
+        cmp: Cmp,
+        target: WaitTarget,
+        step: u32,
+    ) -> Result<u64, ExecError> {
+        let ctx = WaitContext {
+            schedule: &plan.schedule,
+            step,
+            slot_name: &plan.signals[slot as usize].name,
+            signallers: &self.signallers[slot as usize],
+        };
+        fabric.wait(self.base + slot, cmp, target.at(self.epoch), &ctx)
+    }
+}
+
+/// Everything a backend gets to run one launch's steps on this rank.
+pub struct StepContext<'a, F: Fabric> {
+    pub fabric: &'a F,
+    pub plan: &'a Plan,
+    /// The loaded plan's key (names its host collectives).
+    pub key: &'a str,
+    pub resolved: &'a Resolved,
+    pub memory: &'a LaunchMemory<'a, F>,
+    pub signals: LaunchSignals<'a>,
+    pub types: ElemTypes,
+    pub op: ReduceOp,
+    pub opts: &'a ExecOptions,
+    /// The step trace of this launch, when tracing is on.
+    pub trace: Option<&'a trace::Launch<'a>>,
+    pub(crate) host: &'a dyn HostCollectives,
+    pub(crate) exchanges: &'a Mutex<Exchanges>,
+}
+
+impl<F: Fabric> StepContext<'_, F> {
+    /// Run a host collective step on the framework's library, or over the heap itself when the
+    /// executor has no other.
+    pub fn host_collective(&self, req: HostCollRequest) -> Result<(), ExecError> {
+        if self.host.is_builtin() {
+            let mut ex = self.exchanges.lock().unwrap_or_else(|e| e.into_inner());
+            ex.run(self.fabric, req)
+        } else {
+            self.host.run(req)
+        }
+    }
+}

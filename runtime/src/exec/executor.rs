@@ -1,0 +1,386 @@
+//! The executor: runs compiled [`Plan`]s for one rank of one group, over any [`Fabric`].
+//!
+//! Per group (one [`Executor`] per fabric) it loads each plan once ([`Executor::load`]: signal
+//! slots, caches) and then launches it as often as asked. A launch ([`Executor::launch`]) is a
+//! fixed sequence of phases, all shared by every backend except the one that runs the steps:
+//!
+//! 1. **check** the arguments against the plan ([`LoadedPlan`]);
+//! 2. **resolve or reuse** the steps for the launch sizes ([`super::resolve`]);
+//! 3. **bind and stage in**: check the bindings, lay out the staging area and copy staged inputs
+//!    in ([`super::binding`], [`super::staging`]);
+//! 4. **entry signals**: the plan's entry credits, once the staged inputs are in place. A peer's
+//!    put into a role buffer waits for them (or for a later signal of this rank), and a peer's
+//!    get from a role buffer follows a signal of this rank (both proved by the verifier), so no
+//!    peer touches this rank's staging area before it is filled — no barrier needed;
+//! 5. **run the steps** on the backend ([`super::backend`]), traced when tracing is on;
+//! 6. **finish** an `avg`: one division by P over every written role (bit-identical everywhere);
+//! 7. **stage out** the staged outputs;
+//! 8. **exit signals**: only then the plan's launch credits, so no peer writes into the staging
+//!    area of the next launch while this one is still copying out;
+//! 9. **record**: at `DEBUG` the launch is logged — schedule, group, bytes bound, duration and
+//!    outcome, whichever phase it ended in ([`crate::log::launch_record`]); below `DEBUG` this
+//!    phase measures nothing.
+//!
+//! A launch with the same sizes as the previous one allocates nothing.
+//!
+//! **alltoallv counts.** Each rank knows only its own send counts. [`Executor::gather_counts`]
+//! exchanges the rows through the heap (every rank writes its row into every peer's exchange
+//! area, then signals) and returns the full `counts[sender][receiver]` matrix to put in
+//! [`LaunchSizes::counts`]; it is a collective over the group. [`Executor::alltoallv_eager`]
+//! ([`super::eager`]) folds that exchange into the data round instead, and hands back the
+//! matrix for a launch only when a chunk is too large to go eagerly. A counts plan keeps its
+//! resolved steps for a repeated matrix.
+
+use super::backend::interp::{InterpState, Interpreter};
+use super::backend::{Backend, LaunchSignals, StepContext};
+use super::binding::Binding;
+use super::dtype::{DType, ElemTypes};
+use super::eager::{AlltoallvOutcome, EagerChannel};
+use super::error::ExecError;
+use super::fabric::Fabric;
+use super::hostcoll::{Exchanges, HeapHostColl, HostCollectives};
+use super::loaded::LoadedPlan;
+use super::reduce::{scale_avg, ReduceOp};
+use super::resolve::resolve_or_reuse;
+use super::resolved::{RReg, Resolved};
+use super::staging::LaunchMemory;
+use super::trace;
+use crate::config::ExecOptions;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use symsched_plan::{BufferRole, LaunchSizes, Plan, PLAN_SCHEMA_VERSION};
+
+/// Everything a launch needs besides the plan.
+pub struct LaunchArgs<'s, 'b, 'c> {
+    pub types: ElemTypes,
+    pub op: ReduceOp,
+    pub sizes: &'s LaunchSizes,
+    /// One binding per role buffer, in signature order.
+    pub buffers: &'b mut [Binding<'c>],
+}
+
+/// Executes plans for one rank of one group.
+pub struct Executor<F: Fabric> {
+    fabric: F,
+    opts: ExecOptions,
+    plans: Mutex<HashMap<String, Arc<LoadedPlan>>>,
+    host: Box<dyn HostCollectives>,
+    /// Heap exchanges of the executor's own collectives (barrier, allgather, host collectives).
+    internal: Mutex<Exchanges>,
+    /// The one-round alltoallv channel ([`super::eager`]).
+    eager: Mutex<EagerChannel>,
+}
+
+impl<F: Fabric> Executor<F> {
+    /// An executor with the knobs of the fabric's world ([`Fabric::exec_options`]) whose
+    /// `HostColl` steps and counts exchange go through the heap itself.
+    pub fn new(fabric: F) -> Executor<F> {
+        let opts = fabric.exec_options().clone();
+        Executor::with_options(fabric, opts)
+    }
+
+    /// [`Executor::new`] with other knobs.
+    pub fn with_options(fabric: F, opts: ExecOptions) -> Executor<F> {
+        trace::configure(opts.trace.as_deref());
+        Executor {
+            eager: Mutex::new(EagerChannel::new(&opts)),
+            opts,
+            fabric,
+            plans: Mutex::new(HashMap::new()),
+            host: Box::new(HeapHostColl),
+            internal: Mutex::new(Default::default()),
+        }
+    }
+
+    /// Replace the host collective library (e.g. the framework's gloo group).
+    pub fn with_host_collectives(mut self, host: Box<dyn HostCollectives>) -> Self {
+        self.host = host;
+        self
+    }
+
+    pub fn fabric(&self) -> &F {
+        &self.fabric
+    }
+
+    /// The knobs this executor runs with.
+    pub fn options(&self) -> &ExecOptions {
+        &self.opts
+    }
+
+    /// Register a plan on this group (cached by schedule, source hash, size and params).
+    pub fn load(&self, plan: &Plan) -> Result<Arc<LoadedPlan>, ExecError> {
+        if plan.schema_version != PLAN_SCHEMA_VERSION {
+            return Err(symsched_plan::PlanError::Version {
+                found: plan.schema_version,
+                expected: PLAN_SCHEMA_VERSION,
+            }
+            .into());
+        }
+        if plan.group_size != self.fabric.size() {
+            return Err(ExecError::GroupSizeMismatch {
+                schedule: plan.schedule.clone(),
+                plan_size: plan.group_size,
+                group_size: self.fabric.size(),
+            });
+        }
+        plan.check_consistency()?;
+        let key = format!(
+            "{}#{}#P{}#{:?}",
+            plan.schedule, plan.source_hash, plan.group_size, plan.params
+        );
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = plans.get(&key) {
+            return Ok(p.clone());
+        }
+        let loaded = Arc::new(LoadedPlan::load(&self.fabric, plan, key.clone())?);
+        plans.insert(key, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Element count of each role buffer on this rank for the given sizes.
+    pub fn role_lens(&self, lp: &LoadedPlan, sizes: &LaunchSizes) -> Result<Vec<u64>, ExecError> {
+        let me = self.fabric.rank();
+        lp.plan.buffers[..lp.roles()]
+            .iter()
+            .map(|b| b.total_len(me, sizes).map_err(ExecError::from))
+            .collect()
+    }
+
+    /// Gather every rank's alltoallv send counts into the `counts[sender][receiver]` matrix.
+    /// Collective over the group.
+    pub fn gather_counts(&self, my_row: &[u64]) -> Result<Vec<Vec<u64>>, ExecError> {
+        let p = self.fabric.size() as usize;
+        if my_row.len() != p {
+            return Err(ExecError::SizeMismatch {
+                buffer: "alltoallv counts row".into(),
+                expected: p as u64,
+                found: my_row.len() as u64,
+            });
+        }
+        self.allgather_u64("counts", my_row)
+    }
+
+    /// Allgather of small u64 vectors (same length on every rank) through the heap; returns
+    /// every rank's values in rank order. Collective over the group.
+    pub fn allgather_u64(&self, tag: &str, vals: &[u64]) -> Result<Vec<Vec<u64>>, ExecError> {
+        let members: Vec<u32> = (0..self.fabric.size()).collect();
+        let bytes: Vec<u8> = vals.iter().flat_map(|c| c.to_le_bytes()).collect();
+        let mut ex = self.internal.lock().unwrap_or_else(|e| e.into_inner());
+        let all = ex.exchange(&self.fabric, tag, &members, &bytes)?;
+        Ok(all
+            .chunks(vals.len().max(1) * 8)
+            .map(|row| {
+                row.chunks(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// All-to-all-v of `dtype` elements in one round when every chunk is small or pulled, on
+    /// this group's eager channel (see [`super::eager`]): `send` holds this rank's chunks for
+    /// ranks 0..P in order (`send_counts[j]` elements for rank j), `recv` receives
+    /// `recv_counts[j]` elements from each rank j in order.
+    ///
+    /// Collective over the group. Returns [`AlltoallvOutcome::Rendezvous`] with the agreed
+    /// counts matrix when a chunk of an ordinary (non-heap) send buffer is too large to go
+    /// eagerly; the caller then runs the plan. Counts that disagree between a sender and its
+    /// receiver fail on every rank with [`ExecError::CountsMismatch`] and leave every output
+    /// untouched.
+    ///
+    /// `send_heap` is the symmetric heap offset of `send` when it lies in this rank's heap
+    /// segment (its chunks above [`super::eager::PULL_MIN_BYTES`] are then pulled by the
+    /// receivers, at any size), else `None`.
+    pub fn alltoallv_eager(
+        &self,
+        dtype: DType,
+        send_counts: &[u64],
+        recv_counts: &[u64],
+        send: &[u8],
+        send_heap: Option<u64>,
+        recv: &mut [u8],
+    ) -> Result<AlltoallvOutcome, ExecError> {
+        let mut chan = self.eager.lock().unwrap_or_else(|e| e.into_inner());
+        chan.alltoallv(
+            &self.fabric,
+            dtype,
+            send_counts,
+            recv_counts,
+            send,
+            send_heap,
+            recv,
+        )
+    }
+
+    /// Block until every rank of the group has called `barrier` as often as this one.
+    pub fn barrier(&self) -> Result<(), ExecError> {
+        let members: Vec<u32> = (0..self.fabric.size()).collect();
+        let mut ex = self.internal.lock().unwrap_or_else(|e| e.into_inner());
+        ex.barrier(&self.fabric, &members)
+    }
+
+    /// Run one launch of `lp` on this rank. Collective: every rank of the group launches the
+    /// same plans in the same order. The phases are listed in the module docs; at `DEBUG` every
+    /// launch is logged ([`crate::log::launch_record`]).
+    pub fn launch(&self, lp: &LoadedPlan, args: LaunchArgs) -> Result<(), ExecError> {
+        if !crate::log::launch_records_enabled() {
+            return self.launch_phases(lp, args);
+        }
+        // 9. record
+        let bytes = args.buffers.iter().map(Binding::len).sum();
+        let t0 = std::time::Instant::now();
+        let r = self.launch_phases(lp, args);
+        let outcome = r
+            .as_ref()
+            .map(|_| ())
+            .map_err(|e| e as &dyn std::fmt::Display);
+        crate::log::launch_record(
+            &lp.plan.schedule,
+            self.fabric.label(),
+            bytes,
+            t0.elapsed(),
+            outcome,
+        );
+        r
+    }
+
+    /// Phases 1 to 8 of a launch.
+    #[inline]
+    fn launch_phases(&self, lp: &LoadedPlan, args: LaunchArgs) -> Result<(), ExecError> {
+        let LaunchArgs {
+            types,
+            op,
+            sizes,
+            buffers,
+        } = args;
+        // 1. check
+        lp.check_launch(types, op, sizes, buffers.len())?;
+        let mut state = lp.lock_state();
+        let st = &mut *state;
+        // 2. resolve or reuse
+        let me = self.fabric.rank();
+        let res = resolve_or_reuse(
+            &mut st.resolved,
+            &lp.plan,
+            me,
+            sizes,
+            lp.uses_counts,
+            &self.opts,
+        )?;
+        // 3. bind and stage in
+        st.staging
+            .stage_in(&self.fabric, &lp.plan, &lp.access, res, types, buffers)?;
+        let signals = LaunchSignals {
+            base: lp.slot_base,
+            epoch: st.epoch,
+            signallers: &lp.signallers,
+        };
+        // 4. entry signals
+        self.send_entry_signals(lp, signals)?;
+        let memory = st.staging.memory(&self.fabric, &lp.plan, types);
+        // 5. run the steps; 6. finish
+        self.run_steps(lp, res, &memory, signals, types, op, &mut st.backend)?;
+        finish_avg(lp, res, &memory, types, op)?;
+        // 7. stage out; 8. exit signals
+        st.staging.stage_out(&self.fabric, &lp.plan, buffers)?;
+        self.send_exit_signals(lp, signals)?;
+        st.epoch += 1;
+        Ok(())
+    }
+
+    /// Phase 4: the plan's entry credits, right after the staged inputs are in place: from now
+    /// on peers may write into this rank's role buffers.
+    #[inline]
+    fn send_entry_signals(
+        &self,
+        lp: &LoadedPlan,
+        signals: LaunchSignals<'_>,
+    ) -> Result<(), ExecError> {
+        for u in &lp.plan.ranks[self.fabric.rank() as usize].entry_signals {
+            signals.send(&self.fabric, u)?;
+        }
+        Ok(())
+    }
+
+    /// Phase 5: run the resolved steps on the backend, inside the launch's trace event.
+    #[allow(clippy::too_many_arguments)] // the launch's parts, handed on to the backend
+    #[inline]
+    fn run_steps(
+        &self,
+        lp: &LoadedPlan,
+        res: &Resolved,
+        memory: &LaunchMemory<'_, F>,
+        signals: LaunchSignals<'_>,
+        types: ElemTypes,
+        op: ReduceOp,
+        state: &mut InterpState,
+    ) -> Result<(), ExecError> {
+        let tr = trace::Launch::begin(
+            &lp.plan,
+            self.fabric.rank(),
+            self.fabric.label(),
+            signals.epoch,
+        );
+        let ctx = StepContext {
+            fabric: &self.fabric,
+            plan: &lp.plan,
+            key: &lp.key,
+            resolved: res,
+            memory,
+            signals,
+            types,
+            op,
+            opts: &self.opts,
+            trace: tr.as_ref(),
+            host: self.host.as_ref(),
+            exchanges: &self.internal,
+        };
+        Interpreter.run(&ctx, state)?;
+        if let Some(tr) = tr {
+            tr.end();
+        }
+        Ok(())
+    }
+
+    /// Phase 8: the plan's launch credits, after every staged output was copied out.
+    #[inline]
+    fn send_exit_signals(
+        &self,
+        lp: &LoadedPlan,
+        signals: LaunchSignals<'_>,
+    ) -> Result<(), ExecError> {
+        for u in &lp.plan.ranks[self.fabric.rank() as usize].exit_signals {
+            signals.send(&self.fabric, u)?;
+        }
+        Ok(())
+    }
+}
+
+/// Phase 6: `avg` = sum, then one division by P over every written role (bit-identical
+/// everywhere).
+#[inline]
+fn finish_avg<F: Fabric>(
+    lp: &LoadedPlan,
+    res: &Resolved,
+    memory: &LaunchMemory<'_, F>,
+    types: ElemTypes,
+    op: ReduceOp,
+) -> Result<(), ExecError> {
+    let plan = &lp.plan;
+    if op != ReduceOp::Avg || !plan.collective.reduces() {
+        return Ok(());
+    }
+    let me = memory.rank();
+    for (i, b) in plan.buffers[..lp.roles()].iter().enumerate() {
+        if matches!(b.role, BufferRole::Output | BufferRole::InOut) && res.my_len[i] > 0 {
+            let whole = RReg {
+                buf: i as u32,
+                elem: 0,
+            };
+            let (p, dt) = memory.ptr(me, &whole, res.my_len[i])?;
+            // SAFETY: checked local range.
+            unsafe { scale_avg(types.acc, p, dt, res.my_len[i] as usize, plan.group_size) };
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! A plan loaded on a group: what is decided once per (group, plan) — its signal slots, who
+//! signals each of them here, which roles peers reach into — and the state its launches carry
+//! from one to the next (epoch, the last resolution, the staging area, the backend's scratch).
+//!
+//! **Epochs.** Every launch of a plan on a group increments its epoch; waits compare against
+//! `WaitTarget::at(epoch)` and set-signals write `SignalUpdate::value_at(epoch)`, so counters are
+//! never reset.
+
+use super::backend::{interp::Interpreter, Backend};
+use super::dtype::ElemTypes;
+use super::error::ExecError;
+use super::fabric::Fabric;
+use super::reduce::{check_op, ReduceOp};
+use super::resolved::Resolved;
+use super::staging::{RoleAccess, Staging};
+use std::sync::{Mutex, MutexGuard};
+use symsched_plan::{Extent, LaunchSizes, Op, Plan};
+
+/// A plan loaded on a group: its slots, epoch and caches (see the module docs).
+pub struct LoadedPlan {
+    pub(crate) plan: Plan,
+    /// Cache key of the plan on its group (schedule, source hash, size, params).
+    pub(crate) key: String,
+    /// First slot of the plan's block of signal slots on the group.
+    pub(crate) slot_base: u32,
+    /// For each slot, the ranks that update it on this rank.
+    pub(crate) signallers: Vec<Vec<u32>>,
+    pub(crate) access: RoleAccess,
+    has_reduce: bool,
+    /// The plan's extents take alltoallv counts.
+    pub(crate) uses_counts: bool,
+    state: Mutex<PlanState>,
+}
+
+/// What one launch of a plan leaves for the next.
+pub(crate) struct PlanState {
+    pub(crate) epoch: u64,
+    /// The steps resolved for the last launch's sizes.
+    pub(crate) resolved: Option<Resolved>,
+    pub(crate) staging: Staging,
+    pub(crate) backend: <Interpreter as Backend>::PlanState,
+}
+
+impl LoadedPlan {
+    /// Load `plan` (already checked against the group) under `key`: reserve its signal slots
+    /// on `fabric`'s group and decide what its launches share.
+    pub(crate) fn load<F: Fabric>(
+        fabric: &F,
+        plan: &Plan,
+        key: String,
+    ) -> Result<LoadedPlan, ExecError> {
+        let slot_base = fabric.signal_slots(&format!("plan/{key}"), plan.signals.len() as u32)?;
+        let me = fabric.rank();
+        let mut signallers = vec![Vec::new(); plan.signals.len()];
+        for prog in &plan.ranks {
+            let ups = prog
+                .steps
+                .iter()
+                .filter_map(|s| match &s.op {
+                    Op::Put {
+                        signal: Some(u), ..
+                    } => Some(u),
+                    Op::Signal { update } => Some(update),
+                    _ => None,
+                })
+                .chain(prog.entry_signals.iter())
+                .chain(prog.exit_signals.iter());
+            for u in ups {
+                let list: &mut Vec<u32> = &mut signallers[u.slot as usize];
+                if u.peer == me && !list.contains(&prog.rank) {
+                    list.push(prog.rank);
+                }
+            }
+        }
+        let staging = Staging::new(&key);
+        Ok(LoadedPlan {
+            plan: plan.clone(),
+            key,
+            slot_base,
+            signallers,
+            access: RoleAccess::of(plan),
+            has_reduce: plan
+                .ranks
+                .iter()
+                .flat_map(|r| &r.steps)
+                .any(|s| matches!(s.op, Op::Reduce { .. })),
+            uses_counts: plan
+                .buffers
+                .iter()
+                .any(|b| matches!(b.extent, Extent::Counts { .. })),
+            state: Mutex::new(PlanState {
+                epoch: 0,
+                resolved: None,
+                staging,
+                backend: Default::default(),
+            }),
+        })
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Launches done so far on this group.
+    pub fn epoch(&self) -> u64 {
+        self.lock_state().epoch
+    }
+
+    /// Number of role buffers a launch binds.
+    #[inline]
+    pub(crate) fn roles(&self) -> usize {
+        self.access.roles
+    }
+
+    /// The launch state; launches of one plan on one group run one at a time.
+    #[inline]
+    pub(crate) fn lock_state(&self) -> MutexGuard<'_, PlanState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a launch's arguments fit the plan: an op defined for the data type when the
+    /// plan reduces, one binding per role, and the counts matrix when extents take it.
+    #[inline]
+    pub(crate) fn check_launch(
+        &self,
+        types: ElemTypes,
+        op: ReduceOp,
+        sizes: &LaunchSizes,
+        bindings: usize,
+    ) -> Result<(), ExecError> {
+        let plan = &self.plan;
+        if plan.collective.reduces() || self.has_reduce {
+            check_op(op, types.data)?;
+        }
+        if bindings != self.roles() {
+            return Err(ExecError::BindingCount {
+                schedule: plan.schedule.clone(),
+                expected: self.roles(),
+                found: bindings,
+            });
+        }
+        if self.uses_counts && sizes.counts.is_none() {
+            return Err(ExecError::MissingCounts(plan.schedule.clone()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,261 @@
+//! Resolving a loaded plan for one launch's sizes: the front every backend shares.
+//!
+//! As in MSCCL++, loading a plan (its slots and caches, [`super::Executor::load`]) and
+//! resolving it are split from running it: `resolve_or_reuse` evaluates every step's regions
+//! for the launch sizes into the [`Resolved`] representation and runs the passes that choose
+//! how the steps execute, once per set of sizes; a repeated launch with the same sizes reuses
+//! the result and allocates nothing.
+//!
+//! **Extents** come from [`BufferDecl::chunk_span`] / [`BufferDecl::region_span`]; a region on a
+//! peer (put destination, get source) is measured with the *peer's* extents, which differ from
+//! ours only for alltoallv counts. A step moves the length of its data region (source of
+//! put/get/copy/cast, destination of reduce); every other region must be at least as long.
+//!
+//! **Passes** (each a function of the resolved steps, the plan unchanged):
+//! - `fuse`: a reduce and the puts/casts of its result right after it run as one pass over
+//!   the data;
+//! - `fuse_get`: gets whose landing slot only feeds the reduce after them are read by the
+//!   reduce straight from the peer;
+//! - `streaming`: plain moves whose destination nobody reads may stream past the cache.
+//!
+//! **Cache key.** A resolution is reused when the launch's size variables (plan order) are the
+//! same; a plan whose extents take alltoallv counts also compares the counts matrix row by row
+//! (the usual training loop repeats its splits), and one launched with a matrix that is not
+//! `P × P` is resolved afresh every time (and fails there).
+//!
+//! [`BufferDecl::chunk_span`]: symsched_plan::BufferDecl::chunk_span
+//! [`BufferDecl::region_span`]: symsched_plan::BufferDecl::region_span
+
+mod fuse;
+mod fuse_get;
+mod streaming;
+
+use super::error::ExecError;
+use super::resolved::{GetFolds, RReg, RStep, Resolved};
+use crate::config::ExecOptions;
+use symsched_plan::{LaunchSizes, Op, Plan, Rank};
+
+/// The resolution of `plan` for `sizes` on rank `me`: `cached` when it was made for the same
+/// sizes, else a fresh one stored there. `uses_counts`: the plan's extents take alltoallv
+/// counts (the caller has checked that `sizes.counts` is present). `opts` says which passes
+/// run (fusion and streaming may be switched off for A/B runs).
+#[inline]
+pub(crate) fn resolve_or_reuse<'a>(
+    cached: &'a mut Option<Resolved>,
+    plan: &Plan,
+    me: Rank,
+    sizes: &LaunchSizes,
+    uses_counts: bool,
+    opts: &ExecOptions,
+) -> Result<&'a Resolved, ExecError> {
+    let counts = if uses_counts {
+        counts_key(plan, sizes)
+    } else {
+        None
+    };
+    let nv = plan.size_vars.len();
+    let hit = (!uses_counts || counts.is_some())
+        && cached.as_ref().is_some_and(|r| {
+            r.key.as_ref().is_some_and(|k| {
+                k.len() == nv + counts.as_ref().map_or(0, |c| c.len())
+                    && plan
+                        .size_vars
+                        .iter()
+                        .zip(k)
+                        .all(|(v, x)| sizes.vars.get(&v.name) == Some(x))
+                    && counts.as_ref().is_none_or(|c| k[nv..] == c[..])
+            })
+        });
+    if !hit {
+        let key = if uses_counts && counts.is_none() {
+            None
+        } else {
+            let mut k = Vec::with_capacity(nv);
+            for v in &plan.size_vars {
+                k.push(
+                    *sizes
+                        .vars
+                        .get(&v.name)
+                        .ok_or_else(|| symsched_plan::PlanError::UnboundSize(v.name.clone()))?,
+                );
+            }
+            k.extend(counts.iter().flatten());
+            Some(k)
+        };
+        *cached = Some(resolve(plan, me, sizes, key, opts)?);
+    }
+    Ok(cached.as_ref().expect("resolved above"))
+}
+
+/// The counts part of a counts plan's cache key: the matrix flattened row by row, or `None`
+/// (never cached) when it is not `P × P`.
+fn counts_key(plan: &Plan, sizes: &LaunchSizes) -> Option<Vec<u64>> {
+    let m = sizes.counts.as_ref()?;
+    let p = plan.group_size as usize;
+    if m.len() != p || m.iter().any(|r| r.len() != p) {
+        return None;
+    }
+    Some(m.iter().flatten().copied().collect())
+}
+
+fn resolve(
+    plan: &Plan,
+    me: Rank,
+    sizes: &LaunchSizes,
+    key: Option<Vec<u64>>,
+    opts: &ExecOptions,
+) -> Result<Resolved, ExecError> {
+    let p = plan.group_size;
+    let bufs = &plan.buffers;
+    let span = |r: &symsched_plan::Region, on: Rank| -> Result<(RReg, u64), ExecError> {
+        let s = bufs[r.buffer as usize].region_span(r.first, r.count, on, sizes)?;
+        Ok((
+            RReg {
+                buf: r.buffer,
+                elem: s.offset,
+            },
+            s.len,
+        ))
+    };
+    let fits = |need: u64, have: u64, id: u32| -> Result<(), ExecError> {
+        if have < need {
+            return Err(symsched_plan::PlanError::Inconsistent(format!(
+                "step {id} moves {need} elements into a region of {have}"
+            ))
+            .into());
+        }
+        Ok(())
+    };
+    let var = |name: &str| -> Result<u64, ExecError> {
+        sizes
+            .vars
+            .get(name)
+            .copied()
+            .ok_or_else(|| symsched_plan::PlanError::UnboundSize(name.into()).into())
+    };
+    let mut steps = Vec::with_capacity(plan.ranks[me as usize].steps.len());
+    let mut host_ordinal = 0u32;
+    for step in &plan.ranks[me as usize].steps {
+        let id = step.id;
+        steps.push(match &step.op {
+            Op::Put {
+                src,
+                dst,
+                peer,
+                signal,
+            } => {
+                let (s, n) = span(src, me)?;
+                let (d, cap) = span(dst, *peer)?;
+                fits(n, cap, id)?;
+                RStep::Put {
+                    src: s,
+                    dst: d,
+                    peer: *peer,
+                    n,
+                    signal: *signal,
+                }
+            }
+            Op::Get { src, dst, peer } => {
+                let (s, n) = span(src, *peer)?;
+                let (d, cap) = span(dst, me)?;
+                fits(n, cap, id)?;
+                RStep::Get {
+                    src: s,
+                    dst: d,
+                    peer: *peer,
+                    n,
+                }
+            }
+            Op::Signal { update } => RStep::Signal(*update),
+            Op::Wait { slot, cmp, target } => RStep::Wait {
+                slot: *slot,
+                cmp: *cmp,
+                target: *target,
+                id,
+            },
+            Op::Reduce { dst, srcs } => {
+                let (d, n) = span(dst, me)?;
+                let mut rs = Vec::with_capacity(srcs.len());
+                for s in srcs {
+                    let (r, len) = span(s, me)?;
+                    fits(n, len, id)?;
+                    rs.push(r);
+                }
+                RStep::Reduce {
+                    dst: d,
+                    srcs: rs,
+                    n,
+                }
+            }
+            Op::Copy { src, dst } | Op::Cast { src, dst } => {
+                let (s, n) = span(src, me)?;
+                let (d, cap) = span(dst, me)?;
+                fits(n, cap, id)?;
+                RStep::Copy { src: s, dst: d, n }
+            }
+            Op::Matmul { c, a, b } => {
+                let (m, k, n) = (var("m")?, var("k")?, var("n")?);
+                let (cr, cl) = span(c, me)?;
+                let (ar, al) = span(a, me)?;
+                let (br, bl) = span(b, me)?;
+                fits(m * n, cl, id)?;
+                fits(m * k, al, id)?;
+                fits(k * n, bl, id)?;
+                RStep::Matmul {
+                    c: cr,
+                    a: ar,
+                    b: br,
+                    m,
+                    k,
+                    n,
+                }
+            }
+            Op::HostColl {
+                op,
+                region,
+                members,
+            } => {
+                let (r, n) = span(region, me)?;
+                host_ordinal += 1;
+                RStep::HostColl {
+                    op: *op,
+                    reg: r,
+                    n,
+                    members: members.clone(),
+                    ordinal: host_ordinal - 1,
+                }
+            }
+        });
+    }
+    let mut my_len = Vec::with_capacity(bufs.len());
+    let mut max_len = Vec::with_capacity(bufs.len());
+    for b in bufs {
+        my_len.push(b.total_len(me, sizes)?);
+        let mut mx = 0;
+        for r in 0..p {
+            mx = mx.max(b.total_len(r, sizes)?);
+        }
+        max_len.push(mx);
+    }
+    let (chain, get_folds) = if opts.fuse {
+        let chain = fuse::reduce_chains(&steps, me);
+        let folds = fuse_get::get_folds(plan, &steps, me, &chain);
+        (chain, folds)
+    } else {
+        (vec![0; steps.len()], GetFolds::default())
+    };
+    let nt = if opts.nt_copy {
+        streaming::nt_steps(plan, &steps, &chain)
+    } else {
+        vec![false; steps.len()]
+    };
+    Ok(Resolved {
+        key,
+        steps,
+        my_len,
+        max_len,
+        chain,
+        get_folds,
+        nt,
+    })
+}

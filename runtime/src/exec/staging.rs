@@ -1,0 +1,243 @@
+//! Where a launch's buffers are: the symmetric staging/scratch area of a loaded plan, the copies
+//! of staged roles into it and back out, and the resulting address map every backend reads
+//! ([`LaunchMemory`]).
+//!
+//! Memory already in the symmetric heap is used in place (its offset must be the same on every
+//! rank, as for any symmetric tensor); private memory bound to a role that no rank puts into or
+//! gets from (e.g. reduce-scatter's `in` and `out`, the wire allreduce's `x`) is used in place
+//! too, since only its owner ever addresses it; private memory bound to any other role is
+//! *staged*: copied into the area before the steps (inputs and in-out roles) and back after them
+//! (outputs and in-out roles). No peer touches a rank's area before its copy-in is done: the
+//! executor sends the plan's entry signals only after it, and every peer access to a role
+//! buffer waits for one of them or follows a later signal of the owner (the verifier's entry
+//! rule); nor after the copy-out starts, since the exit signals come after it. The area holds the staged roles and the scratch buffers, each
+//! sized for the largest rank, so its layout agrees on every rank as long as every rank binds a
+//! remotely accessed role the same way (the binding rule, [`super::binding`]); it is one area
+//! per (group, plan), grown geometrically so a sweep over sizes allocates O(largest) in total.
+
+use super::binding::{self, Binding};
+use super::dtype::{DType, ElemTypes};
+use super::error::ExecError;
+use super::fabric::Fabric;
+use super::resolved::{RReg, Resolved};
+use symsched_plan::{BufferRole, Plan, PlanError, Rank};
+
+/// Alignment of each buffer in the area.
+const AREA_ALIGN: u64 = 64;
+
+/// Which roles of a loaded plan peers reach into, decided once at load.
+#[derive(Debug, Clone)]
+pub(crate) struct RoleAccess {
+    /// Number of role buffers (they come first among the plan's buffers).
+    pub(crate) roles: usize,
+    /// Per role: whether any rank puts into, or gets from, a peer's copy of it. Only such roles
+    /// need to live in the heap; private memory bound to any other role is used in place.
+    pub(crate) remote: Vec<bool>,
+}
+
+impl RoleAccess {
+    pub(crate) fn of(plan: &Plan) -> RoleAccess {
+        let roles = plan
+            .buffers
+            .iter()
+            .take_while(|b| b.role != BufferRole::Scratch)
+            .count();
+        let mut remote = plan.remote_buffers();
+        remote.truncate(roles);
+        RoleAccess { roles, remote }
+    }
+}
+
+/// A loaded plan's area and this launch's layout of it; the vectors are kept between launches
+/// so a repeated launch allocates nothing.
+#[derive(Debug)]
+pub(crate) struct Staging {
+    /// Scratch key prefix of the area (its capacity completes it).
+    area_key: String,
+    /// Symmetric offset and capacity of the area.
+    area: Option<(u64, u64)>,
+    /// Per buffer: its offset in the area (unused for buffers not in it).
+    area_off: Vec<u64>,
+    /// Per buffer: bound to private memory that is used in place.
+    in_place: Vec<bool>,
+    /// Per buffer: its symmetric offset this launch (heap binding or area slot).
+    base: Vec<u64>,
+    /// Per role: address and length of private memory used in place.
+    private: Vec<Option<(usize, u64)>>,
+}
+
+impl Staging {
+    /// The staging of the plan loaded under `key`; its area is allocated by the first launch.
+    pub(crate) fn new(key: &str) -> Staging {
+        Staging {
+            area_key: format!("plan/{key}/area"),
+            area: None,
+            area_off: Vec::new(),
+            in_place: Vec::new(),
+            base: Vec::new(),
+            private: Vec::new(),
+        }
+    }
+
+    /// Lay the area out for this launch, check the bindings ([`binding::check`]), grow the area
+    /// if needed and copy the staged inputs in.
+    #[inline]
+    pub(crate) fn stage_in<F: Fabric>(
+        &mut self,
+        fabric: &F,
+        plan: &Plan,
+        access: &RoleAccess,
+        res: &Resolved,
+        types: ElemTypes,
+        buffers: &mut [Binding<'_>],
+    ) -> Result<(), ExecError> {
+        let heap_bound = |i: usize| matches!(buffers.get(i), Some(Binding::Heap { .. }));
+        // Private memory bound to a role no peer touches is worked on in place (no staging).
+        self.in_place.clear();
+        self.in_place.extend(
+            (0..plan.buffers.len())
+                .map(|i| !heap_bound(i) && i < access.roles && !access.remote[i]),
+        );
+        // Staged roles and scratch buffers, each sized for the largest rank; heap-bound and
+        // in-place roles need no slot.
+        self.area_off.clear();
+        let mut need = 0u64;
+        for (i, b) in plan.buffers.iter().enumerate() {
+            self.area_off.push(need);
+            if heap_bound(i) || self.in_place[i] {
+                continue;
+            }
+            let bytes = res.max_len[i]
+                .checked_mul(types.of(b.elem).size() as u64)
+                .ok_or(PlanError::SizeOverflow)?;
+            need = need
+                .checked_add(bytes.next_multiple_of(AREA_ALIGN))
+                .ok_or(PlanError::SizeOverflow)?;
+        }
+        binding::check(fabric, plan, res, types, buffers)?;
+        let area = match self.area {
+            Some((off, cap)) if cap >= need => off,
+            old => {
+                // Grow geometrically so a sweep over sizes allocates O(largest) in total.
+                let cap = need.max(AREA_ALIGN).max(old.map_or(0, |(_, c)| 2 * c));
+                let off = fabric.scratch(&format!("{}/{cap}", self.area_key), cap)?;
+                self.area = Some((off, cap));
+                off
+            }
+        };
+        self.base.clear();
+        for i in 0..plan.buffers.len() {
+            self.base.push(match buffers.get(i) {
+                Some(Binding::Heap { offset, .. }) => *offset,
+                _ => area + self.area_off[i],
+            });
+        }
+        // Addresses of the roles used in place from private memory, with their byte lengths;
+        // the plan only reads `HostRead` memory (checked above).
+        self.private.clear();
+        for (i, bnd) in buffers.iter_mut().enumerate() {
+            let direct = self.in_place[i];
+            self.private.push(match bnd {
+                Binding::Host(s) if direct => Some((s.as_mut_ptr() as usize, s.len() as u64)),
+                Binding::HostRead(s) if direct => Some((s.as_ptr() as usize, s.len() as u64)),
+                _ => None,
+            });
+        }
+        let me = fabric.rank();
+        for (i, bnd) in buffers.iter().enumerate() {
+            let src: &[u8] = match bnd {
+                Binding::Host(s) => s,
+                Binding::HostRead(s) => s,
+                Binding::Heap { .. } => continue,
+            };
+            if plan.buffers[i].role == BufferRole::Output || src.is_empty() || self.in_place[i] {
+                continue;
+            }
+            let dst = fabric.heap_ptr(me, self.base[i], src.len() as u64)?;
+            // SAFETY: `dst` is a checked heap range of src.len() bytes, disjoint from `src`.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        }
+        Ok(())
+    }
+
+    /// Where every buffer is this launch (valid after [`Staging::stage_in`]).
+    #[inline]
+    pub(crate) fn memory<'a, F: Fabric>(
+        &'a self,
+        fabric: &'a F,
+        plan: &'a Plan,
+        types: ElemTypes,
+    ) -> LaunchMemory<'a, F> {
+        LaunchMemory {
+            fabric,
+            plan,
+            types,
+            me: fabric.rank(),
+            base: &self.base,
+            private: &self.private,
+        }
+    }
+
+    /// Copy the staged outputs back into the caller's memory.
+    #[inline]
+    pub(crate) fn stage_out<F: Fabric>(
+        &self,
+        fabric: &F,
+        plan: &Plan,
+        buffers: &mut [Binding<'_>],
+    ) -> Result<(), ExecError> {
+        let me = fabric.rank();
+        for (i, bnd) in buffers.iter_mut().enumerate() {
+            if let Binding::Host(dst) = bnd {
+                if plan.buffers[i].role == BufferRole::Input || dst.is_empty() || self.in_place[i] {
+                    continue;
+                }
+                let src = fabric.heap_ptr(me, self.base[i], dst.len() as u64)?;
+                // SAFETY: checked heap range, disjoint from the private slice.
+                unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The address map of one launch: where each resolved region is, on this rank or a peer.
+pub struct LaunchMemory<'a, F: Fabric> {
+    fabric: &'a F,
+    plan: &'a Plan,
+    types: ElemTypes,
+    me: Rank,
+    base: &'a [u64],
+    private: &'a [Option<(usize, u64)>],
+}
+
+impl<F: Fabric> LaunchMemory<'_, F> {
+    /// The rank whose launch this is.
+    pub fn rank(&self) -> Rank {
+        self.me
+    }
+
+    /// Address and element type of `n` elements of region `r` in `rank`'s memory,
+    /// bounds-checked (a role used in place from private memory exists on this rank only).
+    #[inline]
+    pub fn ptr(&self, rank: Rank, r: &RReg, n: u64) -> Result<(*mut u8, DType), ExecError> {
+        let dt = self.types.of(self.plan.buffers[r.buf as usize].elem);
+        let sz = dt.size() as u64;
+        if let Some(Some((p, len))) = self.private.get(r.buf as usize) {
+            let (at, bytes) = (r.elem * sz, n * sz);
+            if rank != self.me || at.checked_add(bytes).is_none_or(|end| end > *len) {
+                return Err(PlanError::Inconsistent(format!(
+                    "region of `{}` on rank {rank} outside this rank's private binding",
+                    self.plan.buffers[r.buf as usize].name
+                ))
+                .into());
+            }
+            // In bounds of the caller's binding (checked just above), live for the launch.
+            return Ok(((*p + at as usize) as *mut u8, dt));
+        }
+        let p = self
+            .fabric
+            .heap_ptr(rank, self.base[r.buf as usize] + r.elem * sz, n * sz)?;
+        Ok((p, dt))
+    }
+}
