@@ -9,7 +9,8 @@
 //! The runtime fills a [`KernelArgs`] per launch: its own context pointer (opaque to the kernel,
 //! handed back to every intrinsic), the [`Intrinsics`] table, the size variables in
 //! `plan.size_vars` order, the alltoallv count matrix (or null), and the launch epoch. The
-//! kernel computes every extent from those at entry, runs the rank's steps, scales `avg`
+//! runtime has copied staged inputs in before the call. The kernel computes every extent from
+//! those at entry, sends the plan's entry signals (entry credits), runs the rank's steps, scales `avg`
 //! outputs, calls [`Intrinsics::stage_out`] (the runtime copies staged outputs out there),
 //! sends the plan's exit signals (launch credits), and returns [`STATUS_OK`]; on failure it
 //! stores the code, the failing step id and, for a too-small region, the two lengths in
@@ -43,7 +44,8 @@ pub const STATUS_SIZE_OVERFLOW: u32 = 3;
 /// Status: the plan has alltoallv count extents but `counts` was null.
 pub const STATUS_MISSING_COUNTS: u32 = 4;
 
-/// Step id reported for failures outside any step (stage-out, exit signals, the `avg` pass).
+/// Step id passed and reported outside any step: the entry signals, the `avg` pass,
+/// stage-out and the exit signals.
 pub const NO_STEP: u32 = u32::MAX;
 
 /// Signal modes as the kernel passes them to [`Intrinsics::signal`].

@@ -9,7 +9,8 @@
 //!
 //! The kernel: load the arguments; evaluate every step's extents in step order, checking that
 //! each region holds what the step moves (the interpreter's resolve, same errors in the same
-//! order); run the waits that earlier launches satisfy; run the actions of
+//! order); send the entry signals; run the waits that earlier launches and the peers' entry
+//! signals satisfy; run the actions of
 //! [`fusion::schedule`] in order; divide `avg` outputs by P; `stage_out`; exit signals.
 
 pub(crate) mod dataflow;
@@ -525,6 +526,7 @@ pub fn lower<'ctx>(
     let mut ext = extents::Extents::default();
     ext.resolve_all(&mut cg)?;
     cg.flush()?;
+    sync::enter(&cg)?;
     let actions = fusion::schedule(plan, spec.rank, opts.fusion);
     let mut host_ordinal = 0u32;
     let steps = &plan.ranks[spec.rank as usize].steps;

@@ -57,6 +57,11 @@ struct RankCtx<'a> {
     epoch: u64,
     error: Option<String>,
     staged: u32,
+    /// Whether a step reached an intrinsic (an entry signal after that is misplaced).
+    stepped: bool,
+    /// Signals sent outside a step before and after stage_out: (peer, slot, mode, value).
+    entry_sent: Vec<(u32, u32, u32, u64)>,
+    exit_sent: Vec<(u32, u32, u32, u64)>,
     /// Sleep before the first wait (to make a dropped wait observable).
     delay_first_wait: Option<Duration>,
     wait_timeout: Duration,
@@ -68,6 +73,7 @@ unsafe fn ctx<'a>(p: *mut c_void) -> &'a mut RankCtx<'a> {
 
 unsafe extern "C" fn region(c: *mut c_void, rank: u32, buf: u32, off: u64, len: u64) -> *mut u8 {
     let c = unsafe { ctx(c) };
+    c.stepped = true;
     let Some(&(base, blen)) = c
         .world
         .bases
@@ -97,9 +103,18 @@ unsafe extern "C" fn signal(
     step: u32,
 ) -> i32 {
     let c = unsafe { ctx(c) };
-    if step == abi::NO_STEP && c.staged != 1 {
-        c.error.get_or_insert("exit signal before stage_out".into());
+    // Outside a step: the entry signals before every step, the exit signals after stage_out.
+    if step == abi::NO_STEP && c.staged == 0 && c.stepped {
+        c.error
+            .get_or_insert("entry signal after a step, or exit signal before stage_out".into());
         return 1;
+    }
+    if step != abi::NO_STEP {
+        c.stepped = true;
+    } else if c.staged == 0 {
+        c.entry_sent.push((peer, slot, mode, value));
+    } else {
+        c.exit_sent.push((peer, slot, mode, value));
     }
     let Some(s) = c
         .world
@@ -123,6 +138,7 @@ unsafe extern "C" fn signal(
 
 unsafe extern "C" fn wait(c: *mut c_void, slot: u32, cmp: u32, target: u64, step: u32) -> i32 {
     let c = unsafe { ctx(c) };
+    c.stepped = true;
     if let Some(d) = c.delay_first_wait.take() {
         std::thread::sleep(d);
     }
@@ -240,6 +256,7 @@ unsafe extern "C" fn host_coll(
 
 unsafe extern "C" fn stage_out(c: *mut c_void) -> i32 {
     let c = unsafe { ctx(c) };
+    c.stepped = true;
     c.staged += 1;
     0
 }
@@ -277,6 +294,10 @@ pub struct Harness {
     pub delay_first_wait: Vec<(u32, Duration)>,
     /// Bound of every wait (default [`WAIT_TIMEOUT`]).
     pub wait_timeout: Option<Duration>,
+    /// Rank → how late it enters each launch: it sleeps, then writes its role buffers again
+    /// (the caller's data, as before the launch), then calls its kernel. A peer that wrote into
+    /// them before the entry loses that write.
+    pub late_entry: Vec<(u32, Duration)>,
 }
 
 /// Compile every rank's kernel and run `launches` launches (epochs 0..) on threads over `mem`.
@@ -334,6 +355,15 @@ pub fn run_jit(
     };
     let mut failures = Vec::new();
     for epoch in epochs {
+        // What the late ranks' callers write just before they enter.
+        let images: Vec<Option<Vec<Vec<u8>>>> = (0..p as usize)
+            .map(|r| {
+                h.late_entry
+                    .iter()
+                    .any(|(x, _)| *x as usize == r)
+                    .then(|| mem.bufs[r].clone())
+            })
+            .collect();
         let results: Vec<Option<Failure>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..p)
                 .map(|r| {
@@ -344,13 +374,36 @@ pub fn run_jit(
                         .iter()
                         .find(|(x, _)| *x == r)
                         .map(|(_, d)| *d);
+                    let late = h.late_entry.iter().find(|(x, _)| *x == r).map(|(_, d)| *d);
+                    let image = &images[r as usize];
                     s.spawn(move || {
+                        if let (Some(d), Some(image)) = (late, image) {
+                            std::thread::sleep(d);
+                            for (b, decl) in world.plan.buffers.iter().enumerate() {
+                                if decl.role == symsched_plan::BufferRole::Scratch {
+                                    continue;
+                                }
+                                let (base, len) = world.bases[r as usize][b];
+                                // SAFETY: this rank's own buffer, `len` bytes; peers write it
+                                // only after this rank's entry signal (which follows).
+                                unsafe {
+                                    std::ptr::copy_nonoverlapping(
+                                        image[b].as_ptr(),
+                                        base as *mut u8,
+                                        len,
+                                    )
+                                };
+                            }
+                        }
                         let mut rc = RankCtx {
                             world,
                             rank: r,
                             epoch,
                             error: None,
                             staged: 0,
+                            stepped: false,
+                            entry_sent: Vec::new(),
+                            exit_sent: Vec::new(),
                             delay_first_wait: delay,
                             wait_timeout: h.wait_timeout.unwrap_or(WAIT_TIMEOUT),
                         };
@@ -374,6 +427,28 @@ pub fn run_jit(
                             });
                         }
                         assert_eq!(rc.staged, 1, "rank {r}: stage_out once per launch");
+                        let sent = |ups: &[symsched_plan::SignalUpdate]| -> Vec<_> {
+                            ups.iter()
+                                .map(|u| {
+                                    let mode = match u.mode {
+                                        symsched_plan::SignalMode::Add => abi::SIGNAL_ADD,
+                                        symsched_plan::SignalMode::Set => abi::SIGNAL_SET,
+                                    };
+                                    (u.peer, u.slot, mode, u.value_at(epoch))
+                                })
+                                .collect()
+                        };
+                        let prog = &world.plan.ranks[r as usize];
+                        assert_eq!(
+                            rc.entry_sent,
+                            sent(&prog.entry_signals),
+                            "rank {r}: the entry signals, before every step"
+                        );
+                        assert_eq!(
+                            rc.exit_sent,
+                            sent(&prog.exit_signals),
+                            "rank {r}: the exit signals, after stage_out"
+                        );
                         None
                     })
                 })
