@@ -17,7 +17,7 @@ use symsched_compiler::pipeline::{
 use symsched_jit::abi::{self, Intrinsics, KernelArgs, Status};
 use symsched_jit::cache::KernelCache;
 use symsched_jit::compile::CompileOptions;
-use symsched_jit::{DType, ElemTypes, KernelSpec, ReduceOp};
+use symsched_jit::{DType, ElemTypes, KernelScope, KernelSpec, ReduceOp};
 use symsched_plan::{Cmp, LaunchSizes, Op, Plan};
 
 /// How long a wait spins before it reports a timeout.
@@ -62,6 +62,9 @@ struct RankCtx<'a> {
     /// Signals sent outside a step before and after stage_out: (peer, slot, mode, value).
     entry_sent: Vec<(u32, u32, u32, u64)>,
     exit_sent: Vec<(u32, u32, u32, u64)>,
+    /// `copy_nt` calls and `trace` calls (step, flags) of this launch.
+    nt_calls: u32,
+    traced: Vec<(u32, u32)>,
     /// Sleep before the first wait (to make a dropped wait observable).
     delay_first_wait: Option<Duration>,
     wait_timeout: Duration,
@@ -261,6 +264,19 @@ unsafe extern "C" fn stage_out(c: *mut c_void) -> i32 {
     0
 }
 
+unsafe extern "C" fn copy_nt(c: *mut c_void, dst: *mut u8, src: *const u8, bytes: u64) {
+    let c = unsafe { ctx(c) };
+    c.stepped = true;
+    c.nt_calls += 1;
+    // SAFETY: the kernel passes two disjoint ranges it obtained from `region`.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, bytes as usize) };
+}
+
+unsafe extern "C" fn trace(c: *mut c_void, step: u32, flags: u32) {
+    let c = unsafe { ctx(c) };
+    c.traced.push((step, flags));
+}
+
 pub const INTRINSICS: Intrinsics = Intrinsics {
     region,
     signal,
@@ -268,7 +284,18 @@ pub const INTRINSICS: Intrinsics = Intrinsics {
     matmul,
     host_coll,
     stage_out,
+    copy_nt,
+    trace,
 };
+
+/// What a rank's kernel did in one launch, beyond its data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    pub epoch: u64,
+    pub rank: u32,
+    pub nt_calls: u32,
+    pub traced: Vec<(u32, u32)>,
+}
 
 /// A failed launch: the decoded status and the intrinsic's message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -298,6 +325,10 @@ pub struct Harness {
     /// (the caller's data, as before the launch), then calls its kernel. A peer that wrote into
     /// them before the entry loses that write.
     pub late_entry: Vec<(u32, Duration)>,
+    /// [`KernelArgs::nt_min_bytes`] (default: never stream).
+    pub nt_min_bytes: Option<u64>,
+    /// Where to record each rank's [`Observed`] per launch.
+    pub observe: Option<std::sync::Arc<Mutex<Vec<Observed>>>>,
 }
 
 /// Compile every rank's kernel and run `launches` launches (epochs 0..) on threads over `mem`.
@@ -404,15 +435,26 @@ pub fn run_jit(
                             stepped: false,
                             entry_sent: Vec::new(),
                             exit_sent: Vec::new(),
+                            nt_calls: 0,
+                            traced: Vec::new(),
                             delay_first_wait: delay,
                             wait_timeout: h.wait_timeout.unwrap_or(WAIT_TIMEOUT),
                         };
+                        let prog = &world.plan.ranks[r as usize];
+                        let steps_only = h.compile.lower.scope == KernelScope::Steps;
+                        if steps_only {
+                            // The executor's part before the kernel: the entry signals.
+                            for u in &prog.entry_signals {
+                                apply(world, u, epoch);
+                            }
+                        }
                         let mut args = KernelArgs {
                             ctx: &mut rc as *mut RankCtx as *mut c_void,
                             intrinsics: &INTRINSICS,
                             sizes: sizes.as_ptr(),
                             counts: counts.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
                             epoch,
+                            nt_min_bytes: h.nt_min_bytes.unwrap_or(abi::NT_NEVER),
                             status: Default::default(),
                         };
                         // SAFETY: the harness implements the intrinsics over live buffers sized
@@ -426,6 +468,27 @@ pub fn run_jit(
                                 message: rc.error.clone(),
                             });
                         }
+                        if let Some(o) = &h.observe {
+                            o.lock().unwrap().push(Observed {
+                                epoch,
+                                rank: r,
+                                nt_calls: rc.nt_calls,
+                                traced: rc.traced.clone(),
+                            });
+                        }
+                        if steps_only {
+                            assert_eq!(rc.staged, 0, "rank {r}: a steps kernel stages nothing");
+                            assert!(
+                                rc.entry_sent.is_empty() && rc.exit_sent.is_empty(),
+                                "rank {r}: a steps kernel sends no entry or exit signal"
+                            );
+                            // The executor's part after it: avg, then the exit signals.
+                            scale_avg(world, r);
+                            for u in &prog.exit_signals {
+                                apply(world, u, epoch);
+                            }
+                            return None;
+                        }
                         assert_eq!(rc.staged, 1, "rank {r}: stage_out once per launch");
                         let sent = |ups: &[symsched_plan::SignalUpdate]| -> Vec<_> {
                             ups.iter()
@@ -438,7 +501,6 @@ pub fn run_jit(
                                 })
                                 .collect()
                         };
-                        let prog = &world.plan.ranks[r as usize];
                         assert_eq!(
                             rc.entry_sent,
                             sent(&prog.entry_signals),
@@ -463,6 +525,46 @@ pub fn run_jit(
         }
     }
     Ok(())
+}
+
+/// A signal update sent by the harness itself (the executor's part around a steps kernel).
+fn apply(w: &World, u: &symsched_plan::SignalUpdate, epoch: u64) {
+    let s = &w.signals[u.peer as usize][u.slot as usize];
+    match u.mode {
+        symsched_plan::SignalMode::Add => {
+            s.fetch_add(u.value, Ordering::Release);
+        }
+        symsched_plan::SignalMode::Set => s.store(u.value_at(epoch), Ordering::Release),
+    }
+}
+
+/// `avg` after a steps kernel: every output and in-out role of `rank` divided by P.
+fn scale_avg(w: &World, rank: u32) {
+    if w.op != ReduceOp::Avg || !w.plan.collective.reduces() {
+        return;
+    }
+    for (b, decl) in w.plan.buffers.iter().enumerate() {
+        if !matches!(
+            decl.role,
+            symsched_plan::BufferRole::Output | symsched_plan::BufferRole::InOut
+        ) {
+            continue;
+        }
+        let d = w.types.of(decl.elem);
+        let width = d.size() as usize;
+        let (base, len) = w.bases[rank as usize][b];
+        // SAFETY: this rank's own buffer; its kernel has returned and no peer writes it before
+        // this rank's exit signals.
+        let buf = unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len) };
+        for i in 0..len / width {
+            let x = &mut buf[i * width..(i + 1) * width];
+            let a = reference::acc_load(w.types.acc, d, x);
+            x.copy_from_slice(&reference::acc_store(
+                reference::div_by(a, w.plan.group_size),
+                d,
+            ));
+        }
+    }
 }
 
 pub fn new_signals(plan: &Plan) -> Vec<Vec<AtomicU64>> {
