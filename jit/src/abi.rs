@@ -8,18 +8,23 @@
 //!
 //! The runtime fills a [`KernelArgs`] per launch: its own context pointer (opaque to the kernel,
 //! handed back to every intrinsic), the [`Intrinsics`] table, the size variables in
-//! `plan.size_vars` order, the alltoallv count matrix (or null), and the launch epoch. The
-//! kernel computes every extent from those at entry, runs the rank's steps, scales `avg`
-//! outputs, calls [`Intrinsics::stage_out`] (the runtime copies staged outputs out there),
-//! sends the plan's exit signals (launch credits), and returns [`STATUS_OK`]; on failure it
-//! stores the code, the failing step id and, for a too-small region, the two lengths in
-//! [`KernelArgs::status`] and returns the code. The runtime turns a status into the
-//! interpreter's `ExecError` ([`Status::decode`] names the cases).
+//! `plan.size_vars` order, the alltoallv count matrix (or null), the launch epoch and the
+//! streaming threshold. The runtime has copied staged inputs in before the call. The kernel
+//! computes every extent from those at entry, then — in the *launch* scope
+//! ([`crate::lower::KernelScope::Launch`]) — sends the plan's entry signals (entry credits),
+//! runs the rank's steps, scales `avg` outputs, calls [`Intrinsics::stage_out`] (the runtime
+//! copies staged outputs out there), sends the plan's exit signals (exit credits); in the
+//! *steps* scope ([`crate::lower::KernelScope::Steps`], for an executor that does the entry,
+//! `avg`, stage-out and exit itself, as for its other backends) it runs the steps only. It
+//! returns [`STATUS_OK`]; on failure it stores the code, the failing step id and, for a
+//! too-small region, the two lengths in [`KernelArgs::status`] and returns the code. The
+//! runtime turns a status into the interpreter's `ExecError` ([`Status::decode`] names the
+//! cases).
 //!
 //! **Intrinsics** do what needs the runtime: symmetric addresses (bounds-checked, so the kernel
 //! never forms an address outside a binding), signals, waits (bounded, with dead-peer detection
 //! and the interpreter's timeout message: the kernel passes the step id), matmul and host
-//! collectives. An intrinsic that fails keeps its error in the runtime's context and returns
+//! collectives; non-temporal copies and step trace events. An intrinsic that fails keeps its error in the runtime's context and returns
 //! non-zero (null for [`Intrinsics::region`]); the kernel then stops with [`STATUS_INTRINSIC`].
 //! Data itself is moved by the kernel, inline, through the addresses `region` returns (a
 //! peer's for puts and gets), so a put is ordinary stores into the peer's mapping, ordered
@@ -43,7 +48,8 @@ pub const STATUS_SIZE_OVERFLOW: u32 = 3;
 /// Status: the plan has alltoallv count extents but `counts` was null.
 pub const STATUS_MISSING_COUNTS: u32 = 4;
 
-/// Step id reported for failures outside any step (stage-out, exit signals, the `avg` pass).
+/// Step id passed and reported outside any step: the entry signals, the `avg` pass,
+/// stage-out and the exit signals.
 pub const NO_STEP: u32 = u32::MAX;
 
 /// Signal modes as the kernel passes them to [`Intrinsics::signal`].
@@ -134,6 +140,23 @@ pub type HostCollFn = unsafe extern "C" fn(*mut c_void, u32, u32, *mut u8, u64) 
 /// non-zero on error.
 pub type StageOutFn = unsafe extern "C" fn(*mut c_void) -> i32;
 
+/// `copy_nt(ctx, dst, src, bytes)`: copy `bytes` from `src` to `dst` (disjoint) with
+/// non-temporal stores, fenced so that a later signal is seen after the data. The kernel calls
+/// it for passes of plain moves into buffers no step reads, when every move is at least
+/// [`KernelArgs::nt_min_bytes`] long (the interpreter's streaming rule).
+pub type CopyNtFn = unsafe extern "C" fn(*mut c_void, *mut u8, *const u8, u64);
+/// `trace(ctx, step, flags)`: step `step` has run (flags [`TRACE_LAST`]: the last step of what
+/// ran together — a fused pass names each of its steps, then sets it on the last; the runtime
+/// times each group from the previous one's end). [`TRACE_SIGNAL`]: the signal of a fused put
+/// went out. Only kernels lowered with [`crate::LowerOptions::trace`] call it.
+pub type TraceFn = unsafe extern "C" fn(*mut c_void, u32, u32);
+
+/// [`TraceFn`] flag: the last step of an action.
+pub const TRACE_LAST: u32 = 1;
+/// [`TraceFn`] flag: the step is a put whose data ran in an earlier pass; now its signal went
+/// out.
+pub const TRACE_SIGNAL: u32 = 2;
+
 /// The table of runtime functions a kernel calls.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -144,6 +167,8 @@ pub struct Intrinsics {
     pub matmul: MatmulFn,
     pub host_coll: HostCollFn,
     pub stage_out: StageOutFn,
+    pub copy_nt: CopyNtFn,
+    pub trace: TraceFn,
 }
 
 /// Everything one launch passes to a kernel.
@@ -158,9 +183,15 @@ pub struct KernelArgs {
     pub counts: *const u64,
     /// Launches of this plan on this group instance before this one.
     pub epoch: u64,
+    /// Smallest plain move, in bytes, that goes through [`Intrinsics::copy_nt`]
+    /// ([`NT_NEVER`]: none).
+    pub nt_min_bytes: u64,
     /// Written by the kernel.
     pub status: KernelStatus,
 }
+
+/// [`KernelArgs::nt_min_bytes`]: never stream.
+pub const NT_NEVER: u64 = u64::MAX;
 
 /// The kernel entry point.
 pub type KernelFn = unsafe extern "C" fn(*mut KernelArgs) -> u32;
@@ -175,6 +206,7 @@ pub(crate) mod offsets {
     pub const SIZES: u64 = offset_of!(KernelArgs, sizes) as u64;
     pub const COUNTS: u64 = offset_of!(KernelArgs, counts) as u64;
     pub const EPOCH: u64 = offset_of!(KernelArgs, epoch) as u64;
+    pub const NT_MIN_BYTES: u64 = offset_of!(KernelArgs, nt_min_bytes) as u64;
     pub const STATUS_CODE: u64 =
         (offset_of!(KernelArgs, status) + offset_of!(KernelStatus, code)) as u64;
     pub const STATUS_STEP: u64 =
@@ -190,6 +222,8 @@ pub(crate) mod offsets {
     pub const MATMUL: u64 = offset_of!(Intrinsics, matmul) as u64;
     pub const HOST_COLL: u64 = offset_of!(Intrinsics, host_coll) as u64;
     pub const STAGE_OUT: u64 = offset_of!(Intrinsics, stage_out) as u64;
+    pub const COPY_NT: u64 = offset_of!(Intrinsics, copy_nt) as u64;
+    pub const TRACE: u64 = offset_of!(Intrinsics, trace) as u64;
 }
 
 #[cfg(test)]
@@ -222,8 +256,10 @@ mod tests {
         // without padding.
         assert_eq!(offsets::CTX, 0);
         assert_eq!(offsets::EPOCH, 32);
-        assert_eq!(offsets::STATUS_CODE, 40);
-        assert_eq!(offsets::STATUS_HAVE, 56);
+        assert_eq!(offsets::NT_MIN_BYTES, 40);
+        assert_eq!(offsets::STATUS_CODE, 48);
+        assert_eq!(offsets::STATUS_HAVE, 64);
         assert_eq!(offsets::STAGE_OUT, 40);
+        assert_eq!(offsets::TRACE, 56);
     }
 }

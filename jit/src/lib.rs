@@ -24,4 +24,4 @@ pub mod lower;
 
 pub use dtype::{DType, ElemTypes, ReduceOp};
 pub use error::JitError;
-pub use lower::{emit_llvm, F16Lowering, KernelSpec, LowerOptions};
+pub use lower::{emit_llvm, F16Lowering, KernelScope, KernelSpec, LowerOptions};

@@ -78,6 +78,7 @@ fn one_rank(chunk: SizeExpr, steps: Vec<Op>, signals: usize) -> Plan {
                     op,
                 })
                 .collect(),
+            entry_signals: vec![],
             exit_signals: vec![],
         }],
         duals: vec![],

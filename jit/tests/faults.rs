@@ -60,6 +60,44 @@ fn a_dropped_wait_is_caught() {
 }
 
 #[test]
+fn a_late_entrant_keeps_what_peers_push_and_a_dropped_entry_credit_is_caught() {
+    // broadcast_push and allgather_push push straight into the peers' role buffers, behind
+    // entry credits. Rank 2 enters 150 ms late and its caller writes its buffers just before:
+    // a push that landed earlier would be lost.
+    for (name, pusher) in [("broadcast_push", 0), ("allgather_push", 1)] {
+        let p = plan(name, 4);
+        let steps = &p.ranks[pusher as usize].steps;
+        let put = steps
+            .iter()
+            .position(|s| matches!(s.op, Op::Put { peer: 2, .. }))
+            .expect("a put to rank 2");
+        let credit = steps[..put]
+            .iter()
+            .rev()
+            .find(|s| matches!(s.op, Op::Wait { .. }))
+            .expect("an entry credit before the put")
+            .id;
+        let sizes = sizes_for(&p, 1000, 0);
+        let l = Launch {
+            plan: &p,
+            types: types(DType::F32, None),
+            op: ReduceOp::Sum,
+            sizes: &sizes,
+        };
+        let late = vec![(2, Duration::from_millis(150))];
+        let mut good = harness(None);
+        good.late_entry = late.clone();
+        compare(&cache(&good), &good, &l, 2, 11)
+            .unwrap_or_else(|e| panic!("{name}: the correct lowering matches: {e}"));
+        let mut bad = harness(Some(Fault::DropWait(credit)));
+        bad.late_entry = late;
+        let err = compare(&cache(&bad), &bad, &l, 1, 11)
+            .expect_err("a push before the peer entered must be caught");
+        assert!(err.contains("rank 2"), "{name}: {err}");
+    }
+}
+
+#[test]
 fn a_reversed_fold_is_caught() {
     // Folds of three or more operands (a two-operand sum is commutative in IEEE arithmetic, so
     // the ring's reversed folds compute the same bits).

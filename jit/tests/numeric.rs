@@ -81,6 +81,7 @@ fn conversion_plan() -> Plan {
                     },
                 ),
             ],
+            entry_signals: vec![],
             exit_signals: vec![],
         }],
         duals: vec![],

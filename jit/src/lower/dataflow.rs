@@ -150,6 +150,22 @@ pub(crate) fn len_key(plan: &Plan, rank: Rank, r: &Region) -> LenKey {
     }
 }
 
+/// Buffers some step of some rank reads (a move's source, a reduce or matmul operand, a host
+/// collective's region): a move into any other buffer is never read back during the launch.
+pub(crate) fn read_buffers(plan: &Plan) -> Vec<bool> {
+    let mut read = vec![false; plan.buffers.len()];
+    for prog in &plan.ranks {
+        for s in &prog.steps {
+            for a in accesses(&s.op, prog.rank).iter().filter(|a| !a.write) {
+                if let Some(r) = read.get_mut(a.region.buffer as usize) {
+                    *r = true;
+                }
+            }
+        }
+    }
+    read
+}
+
 /// Buffers some rank puts into or gets from on another rank: their contents are visible beyond
 /// the rank that writes them.
 pub(crate) fn remote_buffers(plan: &Plan) -> Vec<bool> {
@@ -180,20 +196,31 @@ pub(crate) fn private_scratch(plan: &Plan) -> Vec<bool> {
         .collect()
 }
 
-/// A wait that earlier launches alone satisfy: `>=` against `epoch·stride + 0` on an add slot.
-/// An add counter holds exactly `e·stride` after `e` complete launches and only grows, so the
-/// wait never depends on anything the current launch does (the launch credits are such
-/// waits). Running it earlier cannot deadlock and only adds ordering.
-pub(crate) fn satisfied_by_earlier_launches(plan: &Plan, step: &Step) -> bool {
-    match &step.op {
-        Op::Wait { slot, cmp, target } => {
-            *cmp == symsched_plan::Cmp::Ge
-                && target.offset == 0
-                && plan
-                    .signals
-                    .get(*slot as usize)
-                    .is_some_and(|s| s.mode == SignalMode::Add)
-        }
-        _ => false,
+/// A wait that is satisfied without anything this rank does in the current launch: `>=`
+/// against `epoch·stride + offset` on an add slot, where the peers' *entry signals* to this rank
+/// on that slot add at least `offset`. An add counter holds exactly `e·stride` after `e`
+/// complete launches and only grows, and a rank's entry signals of launch `e` depend only on it
+/// finishing launch `e − 1` (docs/plan-schema.md, "Entry rule", point 4), never on a step of
+/// launch `e`. So such a wait may run right after this rank's own entry signals: it can only
+/// add ordering, never deadlock. Exit credits (`offset` 0, satisfied by earlier launches
+/// alone) and entry credits (`offset` 1, satisfied by the peer's entry) are such waits.
+pub(crate) fn satisfied_at_entry(plan: &Plan, me: Rank, step: &Step) -> bool {
+    let Op::Wait { slot, cmp, target } = &step.op else {
+        return false;
+    };
+    if *cmp != symsched_plan::Cmp::Ge
+        || !plan
+            .signals
+            .get(*slot as usize)
+            .is_some_and(|s| s.mode == SignalMode::Add)
+    {
+        return false;
     }
+    let at_entry: u64 = plan
+        .ranks
+        .iter()
+        .flat_map(|r| &r.entry_signals)
+        .filter(|u| u.peer == me && u.slot == *slot && u.mode == SignalMode::Add)
+        .fold(0u64, |a, u| a.saturating_add(u.value));
+    target.offset <= at_entry
 }

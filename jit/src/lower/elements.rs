@@ -150,12 +150,94 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
     };
     // Every address of the pass is checked before any data moves.
     cg.flush()?;
+    if !streams_eligible(cg, p, &streams, &per_step) {
+        return fused_pass(cg, p, &fused, &streams, &per_step);
+    }
+    // Plain moves into buffers no step reads: above the threshold each goes through the
+    // runtime's non-temporal copy, one after the other in program order (the unfused
+    // semantics), as the interpreter streams them; below it, the fused loop.
+    let mut ok: Option<IntValue<'ctx>> = None;
+    let mut sized: Vec<(IntValue<'ctx>, u64, IntValue<'ctx>)> = Vec::new();
+    let mut moves = Vec::new();
+    for (op, _, n) in &per_step {
+        let ElemOp::Move { src, dst } = op else {
+            unreachable!("checked by streams_eligible")
+        };
+        let size = streams[*src].dtype.size();
+        let bytes = match sized.iter().find(|(m, s, _)| m == n && *s == size) {
+            Some((_, _, b)) => *b,
+            None => {
+                let b = cg.mul_k(*n, size)?;
+                sized.push((*n, size, b));
+                b
+            }
+        };
+        moves.push((*src, *dst, bytes));
+        let big =
+            cg.b.build_int_compare(IntPredicate::UGE, bytes, cg.nt_min_bytes, "")?;
+        let apart =
+            cg.b.build_int_compare(IntPredicate::NE, streams[*src].ptr, streams[*dst].ptr, "")?;
+        let both = cg.b.build_and(big, apart, "")?;
+        ok = Some(match ok {
+            None => both,
+            Some(o) => cg.b.build_and(o, both, "")?,
+        });
+    }
+    let (nt, loop_, join) = (cg.block("stream"), cg.block("fused"), cg.block("moved"));
+    cg.b.build_conditional_branch(ok.expect("a pass has a step"), nt, loop_)?;
+    cg.b.position_at_end(nt);
+    for (src, dst, bytes) in moves {
+        cg.call_void(
+            cg.intr.copy_nt,
+            &[
+                streams[dst].ptr.into(),
+                streams[src].ptr.into(),
+                bytes.into(),
+            ],
+        )?;
+    }
+    cg.b.build_unconditional_branch(join)?;
+    cg.b.position_at_end(loop_);
+    fused_pass(cg, p, &fused, &streams, &per_step)?;
+    cg.b.build_unconditional_branch(join)?;
+    cg.b.position_at_end(join);
+    Ok(())
+}
+
+/// Whether every step of the pass is a move without conversion between distinct places into a
+/// buffer no step of any rank reads, with nothing kept in registers (the interpreter's
+/// streaming rule, `resolve/streaming.rs` in the runtime).
+fn streams_eligible(
+    cg: &Cg<'_, '_>,
+    p: &Pass,
+    streams: &[Stream<'_>],
+    per_step: &[(ElemOp, Vec<usize>, IntValue<'_>)],
+) -> bool {
+    let read = super::dataflow::read_buffers(cg.plan());
+    p.dead.is_empty()
+        && per_step.iter().all(|(op, _, _)| match op {
+            ElemOp::Move { src, dst } => {
+                let (s, d) = (&streams[*src], &streams[*dst]);
+                src != dst && s.dtype == d.dtype && !read[d.region.buffer as usize]
+            }
+            ElemOp::Fold { .. } => false,
+        })
+}
+
+/// The pass as element loops: one fused loop, plus scalar tails when its steps' counts differ.
+fn fused_pass<'ctx>(
+    cg: &Cg<'ctx, '_>,
+    p: &Pass,
+    fused: &Shape,
+    streams: &[Stream<'ctx>],
+    per_step: &[(ElemOp, Vec<usize>, IntValue<'ctx>)],
+) -> R<()> {
     let n0 = per_step[0].2;
     let all_ptrs: Vec<PointerValue<'ctx>> = streams.iter().map(|s| s.ptr).collect();
     // Keys that differ symbolically may still be one value here (both spell `c`): then
     // nothing needs a tail.
     if !p.guarded || per_step.iter().all(|(_, _, n)| *n == n0) {
-        return call_loop(cg, &fused, n0, &all_ptrs);
+        return call_loop(cg, fused, n0, &all_ptrs);
     }
     // Different symbolic counts: the fused loop runs over the elements every step has
     // (`0..min`), then each step alone over the rest of its own (`min..n`), in program order.
@@ -173,8 +255,8 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
         let lt = cg.b.build_int_compare(IntPredicate::ULT, *n, min, "")?;
         min = cg.b.build_select(lt, *n, min, "")?.into_int_value();
     }
-    call_loop(cg, &fused, min, &all_ptrs)?;
-    for (op, used, n) in &per_step {
+    call_loop(cg, fused, min, &all_ptrs)?;
+    for (op, used, n) in per_step {
         // Renumber the step's streams 0.. in first-use order.
         let mut local: Vec<usize> = Vec::new();
         for u in used {

@@ -5,10 +5,11 @@
 //! or opaque work; the element-wise steps between two of them (puts, gets, copies, casts,
 //! reduces) form a *segment*. Nothing in a segment waits, and no peer is told anything until
 //! the segment's signals go out, so within a segment only this rank's own dependencies order
-//! its steps: the verifier proved every peer access race-free against them. Waits that
-//! earlier launches alone satisfy (the launch credits, [`satisfied_by_earlier_launches`]) move
-//! to the kernel entry first, which joins the segments they used to separate (the puts of one
-//! source to every peer, each behind its own credit wait).
+//! its steps: the verifier proved every peer access race-free against them. Waits that nothing
+//! of this rank's current launch can be needed for (the launch credits, exit and entry ones,
+//! [`satisfied_at_entry`]) move to the kernel entry, right after its own entry signals, which
+//! joins the segments they used to separate (the puts of one source to every peer, each behind
+//! its own credit wait).
 //!
 //! **Passes.** Every element-wise step maps element `i` of each region it touches to element
 //! `i` of the others and moves `n` elements. A *pass* runs several such steps as one loop over
@@ -31,8 +32,8 @@
 //! in the pass and does not store it (a pulled chunk folded straight into its reduce).
 
 use super::dataflow::{
-    accesses, data_region, is_elementwise, len_key, private_scratch, satisfied_by_earlier_launches,
-    Access, LenKey,
+    accesses, data_region, is_elementwise, len_key, private_scratch, satisfied_at_entry, Access,
+    LenKey,
 };
 use symsched_plan::{Op, Plan, Rank};
 
@@ -41,7 +42,8 @@ use symsched_plan::{Op, Plan, Rank};
 pub struct FusionOptions {
     /// Form multi-step passes.
     pub fuse: bool,
-    /// Move waits that earlier launches satisfy to the kernel entry.
+    /// Move waits that earlier launches and the peers' entry signals satisfy to the kernel
+    /// entry.
     pub hoist_waits: bool,
 }
 
@@ -112,7 +114,7 @@ pub(crate) fn schedule(plan: &Plan, me: Rank, opts: FusionOptions) -> Vec<Action
     let mut actions = Vec::new();
     let hoisted: Vec<bool> = steps
         .iter()
-        .map(|s| opts.hoist_waits && satisfied_by_earlier_launches(plan, s))
+        .map(|s| opts.hoist_waits && satisfied_at_entry(plan, me, s))
         .collect();
     for (i, h) in hoisted.iter().enumerate() {
         if *h {
@@ -341,6 +343,14 @@ mod tests {
         let p = plan("allgather_push", 4);
         let a = schedule(&p, 1, FusionOptions::default());
         assert_eq!(a[..3], [Action::Wait(1), Action::Wait(3), Action::Wait(5)]);
+        // They are entry credits (the puts write the peers' `out`): `>= epoch + 1`, satisfied
+        // by each peer's entry signal, not by earlier launches alone.
+        for w in [1, 3, 5] {
+            let Op::Wait { target, .. } = &p.ranks[1].steps[w].op else {
+                panic!("step {w} is a wait")
+            };
+            assert_eq!((target.stride, target.offset), (1, 1), "step {w}");
+        }
         assert_eq!(passes(&a), vec![vec![0, 2, 4, 6]]);
         assert!(matches!(&a[4], Action::PutSignals(s) if *s == vec![2, 4, 6]));
         assert_eq!(a[5], Action::Wait(7));
@@ -354,6 +364,22 @@ mod tests {
             },
         );
         assert_eq!(passes(&a), vec![vec![0], vec![2], vec![4], vec![6]]);
+    }
+
+    #[test]
+    fn only_waits_the_entry_can_satisfy_move() {
+        // A data wait (`>= P - 1` on an add slot only steps update) stays where it is; an
+        // entry credit moves only while its peers' entry signals add enough.
+        let mut p = plan("allgather_push", 4);
+        let steps = &p.ranks[1].steps;
+        assert!(satisfied_at_entry(&p, 1, &steps[1]));
+        assert!(!satisfied_at_entry(&p, 1, &steps[7]));
+        for prog in &mut p.ranks {
+            prog.entry_signals.clear();
+        }
+        assert!(!satisfied_at_entry(&p, 1, &p.ranks[1].steps[1]));
+        let a = schedule(&p, 1, FusionOptions::default());
+        assert!(!matches!(a[0], Action::Wait(_)));
     }
 
     #[test]

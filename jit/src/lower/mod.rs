@@ -9,7 +9,8 @@
 //!
 //! The kernel: load the arguments; evaluate every step's extents in step order, checking that
 //! each region holds what the step moves (the interpreter's resolve, same errors in the same
-//! order); run the waits that earlier launches satisfy; run the actions of
+//! order); send the entry signals; run the waits that earlier launches and the peers' entry
+//! signals satisfy; run the actions of
 //! [`fusion::schedule`] in order; divide `avg` outputs by P; `stage_out`; exit signals.
 
 pub(crate) mod dataflow;
@@ -62,11 +63,27 @@ pub enum Fault {
     ReverseFold,
 }
 
+/// How much of a launch the kernel does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum KernelScope {
+    /// The whole launch after the stage-in: entry signals, the steps, `avg`, `stage_out`, exit
+    /// signals (a kernel that stands alone; what `--emit llvm` prints).
+    #[default]
+    Launch,
+    /// The steps only: the caller sends the entry signals before the call and does `avg`,
+    /// stage-out and the exit signals after it (the runtime's executor, whose phases around
+    /// the steps are the same for every backend).
+    Steps,
+}
+
 /// Choices of the lowering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LowerOptions {
     pub fusion: FusionOptions,
     pub f16: F16Lowering,
+    pub scope: KernelScope,
+    /// Call the `trace` intrinsic after every action (for the step trace).
+    pub trace: bool,
     #[doc(hidden)]
     pub fault: Option<Fault>,
 }
@@ -76,6 +93,8 @@ impl Default for LowerOptions {
         LowerOptions {
             fusion: FusionOptions::default(),
             f16: F16Lowering::Native,
+            scope: KernelScope::Launch,
+            trace: false,
             fault: None,
         }
     }
@@ -143,6 +162,8 @@ pub(crate) struct Intrinsics<'ctx> {
     pub matmul: Intrinsic<'ctx>,
     pub host_coll: Intrinsic<'ctx>,
     pub stage_out: Intrinsic<'ctx>,
+    pub copy_nt: Intrinsic<'ctx>,
+    pub trace: Intrinsic<'ctx>,
 }
 
 /// Code generation state of one kernel.
@@ -159,6 +180,8 @@ pub(crate) struct Cg<'ctx, 'p> {
     pub sizes: PointerValue<'ctx>,
     pub counts: PointerValue<'ctx>,
     pub epoch: IntValue<'ctx>,
+    /// [`abi::KernelArgs::nt_min_bytes`].
+    pub nt_min_bytes: IntValue<'ctx>,
     pub intr: Intrinsics<'ctx>,
     pending: std::cell::RefCell<Option<Pending<'ctx>>>,
     /// Addresses the `region` intrinsic returned, by (rank, region, count).
@@ -330,6 +353,35 @@ impl<'ctx, 'p> Cg<'ctx, 'p> {
             .expect("every intrinsic returns a value"))
     }
 
+    /// Call an intrinsic that returns nothing.
+    pub fn call_void(&self, f: Intrinsic<'ctx>, args: &[BasicMetadataValueEnum<'ctx>]) -> R<()> {
+        let mut all: Vec<BasicMetadataValueEnum<'ctx>> = vec![self.rt.into()];
+        all.extend_from_slice(args);
+        self.b.build_indirect_call(f.ty, f.ptr, &all, "")?;
+        Ok(())
+    }
+
+    /// Report steps to the `trace` intrinsic (kernels lowered with tracing only): `steps` ran
+    /// together; `flags` is added to each ([`abi::TRACE_SIGNAL`]), the last gets
+    /// [`abi::TRACE_LAST`] too.
+    pub fn trace(&self, steps: &[u32], flags: u32) -> R<()> {
+        if !self.opts.trace {
+            return Ok(());
+        }
+        for (k, id) in steps.iter().enumerate() {
+            let last = if k + 1 == steps.len() {
+                abi::TRACE_LAST
+            } else {
+                0
+            };
+            self.call_void(
+                self.intr.trace,
+                &[self.i32c(*id).into(), self.i32c(flags | last).into()],
+            )?;
+        }
+        Ok(())
+    }
+
     /// Load a field of the argument block at `offset`.
     fn field(
         b: &Builder<'ctx>,
@@ -420,9 +472,19 @@ pub fn lower<'ctx>(
     let counts =
         Cg::field(&b, args, t.ptr.into(), &t, offsets::COUNTS, "counts")?.into_pointer_value();
     let epoch = Cg::field(&b, args, t.i64.into(), &t, offsets::EPOCH, "epoch")?.into_int_value();
+    let nt_min_bytes = Cg::field(
+        &b,
+        args,
+        t.i64.into(),
+        &t,
+        offsets::NT_MIN_BYTES,
+        "nt_min_bytes",
+    )?
+    .into_int_value();
     let p = t.ptr;
     let (i32t, i64t) = (t.i32, t.i64);
-    let fns: [(u64, &str, FunctionType); 6] = [
+    let void = ctx.void_type();
+    let fns: [(u64, &str, FunctionType); 8] = [
         (
             offsets::REGION,
             "region",
@@ -484,6 +546,16 @@ pub fn lower<'ctx>(
             "stage_out",
             i32t.fn_type(&[p.into()], false),
         ),
+        (
+            offsets::COPY_NT,
+            "copy_nt",
+            void.fn_type(&[p.into(), p.into(), p.into(), i64t.into()], false),
+        ),
+        (
+            offsets::TRACE,
+            "trace",
+            void.fn_type(&[p.into(), i32t.into(), i32t.into()], false),
+        ),
     ];
     let mut loaded = Vec::new();
     for (off, name, ty) in fns {
@@ -497,6 +569,8 @@ pub fn lower<'ctx>(
         matmul: loaded[3],
         host_coll: loaded[4],
         stage_out: loaded[5],
+        copy_nt: loaded[6],
+        trace: loaded[7],
     };
     let mut cg = Cg {
         ctx,
@@ -517,6 +591,7 @@ pub fn lower<'ctx>(
         sizes,
         counts,
         epoch,
+        nt_min_bytes,
         intr,
         pending: Default::default(),
         regions: Default::default(),
@@ -525,6 +600,10 @@ pub fn lower<'ctx>(
     let mut ext = extents::Extents::default();
     ext.resolve_all(&mut cg)?;
     cg.flush()?;
+    let launch = opts.scope == KernelScope::Launch;
+    if launch {
+        sync::enter(&cg)?;
+    }
     let actions = fusion::schedule(plan, spec.rank, opts.fusion);
     let mut host_ordinal = 0u32;
     let steps = &plan.ranks[spec.rank as usize].steps;
@@ -540,19 +619,33 @@ pub fn lower<'ctx>(
                 if opts.fault == Some(Fault::DropWait(steps[*i].id)) {
                     continue;
                 }
-                sync::wait(&cg, &steps[*i])?
+                sync::wait(&cg, &steps[*i])?;
+                cg.trace(&[steps[*i].id], 0)?;
             }
-            Action::Signal(i) => sync::signal_step(&cg, &steps[*i])?,
-            Action::Matmul(i) => sync::matmul(&cg, &ext, &steps[*i])?,
+            Action::Signal(i) => {
+                sync::signal_step(&cg, &steps[*i])?;
+                cg.trace(&[steps[*i].id], 0)?;
+            }
+            Action::Matmul(i) => {
+                sync::matmul(&cg, &ext, &steps[*i])?;
+                cg.trace(&[steps[*i].id], 0)?;
+            }
             Action::HostColl(i) => {
                 sync::host_coll(&cg, &ext, &steps[*i], host_ordinal)?;
                 host_ordinal += 1;
+                cg.trace(&[steps[*i].id], 0)?;
             }
-            Action::Pass(pass) => elements::pass(&cg, &ext, pass)?,
+            Action::Pass(pass) => {
+                elements::pass(&cg, &ext, pass)?;
+                let ids: Vec<u32> = pass.steps.iter().map(|i| steps[*i].id).collect();
+                cg.trace(&ids, 0)?;
+            }
             Action::PutSignals(list) => {
                 for i in list {
                     sync::put_signal(&cg, &steps[*i])?;
                 }
+                let ids: Vec<u32> = list.iter().map(|i| steps[*i].id).collect();
+                cg.trace(&ids, abi::TRACE_SIGNAL)?;
             }
         }
         // A failed wait, matmul or host collective must stop the kernel before it tells a
@@ -565,14 +658,16 @@ pub fn lower<'ctx>(
         }
     }
     // avg = sum, then one division by P over every written role.
-    if spec.op == ReduceOp::Avg && plan.collective.reduces() {
+    if launch && spec.op == ReduceOp::Avg && plan.collective.reduces() {
         for (i, buf) in plan.buffers.iter().enumerate() {
             if matches!(buf.role, BufferRole::Output | BufferRole::InOut) {
                 elements::scale_avg(&cg, &ext, i as u32)?;
             }
         }
     }
-    sync::finish(&cg)?;
+    if launch {
+        sync::finish(&cg)?;
+    }
     cg.flush()?;
     cg.b.build_return(Some(&cg.t.i32.const_zero()))?;
     // The failure exit last, for reading.

@@ -1,5 +1,5 @@
-//! Steps that go through the runtime: waits, signals, matmul, host collectives, and the
-//! kernel's exit (stage-out, then the launch credits).
+//! Steps that go through the runtime: waits, signals, matmul, host collectives, the kernel's
+//! entry (entry credits) and its exit (stage-out, then the exit credits).
 
 use super::extents::Extents;
 use super::Cg;
@@ -198,6 +198,20 @@ pub(crate) fn host_coll<'ctx>(
         )?
         .into_int_value();
     cg.check_status(st, step.id)
+}
+
+/// The entry signals (entry credits): the runtime copied staged inputs in before it called the
+/// kernel, and no step has run yet, so peers may now write into this rank's role buffers.
+/// Sent after the extent checks (a launch that fails them sends nothing, as in the
+/// interpreter) and before every wait (a wait hoisted to the entry may need a peer's entry
+/// signal, and the peer ours).
+pub(crate) fn enter(cg: &Cg<'_, '_>) -> R<()> {
+    cg.flush()?;
+    for u in &cg.plan().ranks[cg.me() as usize].entry_signals {
+        cg.send(u, abi::NO_STEP)?;
+    }
+    // No step runs after a failed entry signal.
+    cg.flush()
 }
 
 /// Stage-out, then the exit signals (the launch credits), in that order.

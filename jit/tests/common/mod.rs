@@ -17,7 +17,7 @@ use symsched_compiler::pipeline::{
 use symsched_jit::abi::{self, Intrinsics, KernelArgs, Status};
 use symsched_jit::cache::KernelCache;
 use symsched_jit::compile::CompileOptions;
-use symsched_jit::{DType, ElemTypes, KernelSpec, ReduceOp};
+use symsched_jit::{DType, ElemTypes, KernelScope, KernelSpec, ReduceOp};
 use symsched_plan::{Cmp, LaunchSizes, Op, Plan};
 
 /// How long a wait spins before it reports a timeout.
@@ -57,6 +57,14 @@ struct RankCtx<'a> {
     epoch: u64,
     error: Option<String>,
     staged: u32,
+    /// Whether a step reached an intrinsic (an entry signal after that is misplaced).
+    stepped: bool,
+    /// Signals sent outside a step before and after stage_out: (peer, slot, mode, value).
+    entry_sent: Vec<(u32, u32, u32, u64)>,
+    exit_sent: Vec<(u32, u32, u32, u64)>,
+    /// `copy_nt` calls and `trace` calls (step, flags) of this launch.
+    nt_calls: u32,
+    traced: Vec<(u32, u32)>,
     /// Sleep before the first wait (to make a dropped wait observable).
     delay_first_wait: Option<Duration>,
     wait_timeout: Duration,
@@ -68,6 +76,7 @@ unsafe fn ctx<'a>(p: *mut c_void) -> &'a mut RankCtx<'a> {
 
 unsafe extern "C" fn region(c: *mut c_void, rank: u32, buf: u32, off: u64, len: u64) -> *mut u8 {
     let c = unsafe { ctx(c) };
+    c.stepped = true;
     let Some(&(base, blen)) = c
         .world
         .bases
@@ -97,9 +106,18 @@ unsafe extern "C" fn signal(
     step: u32,
 ) -> i32 {
     let c = unsafe { ctx(c) };
-    if step == abi::NO_STEP && c.staged != 1 {
-        c.error.get_or_insert("exit signal before stage_out".into());
+    // Outside a step: the entry signals before every step, the exit signals after stage_out.
+    if step == abi::NO_STEP && c.staged == 0 && c.stepped {
+        c.error
+            .get_or_insert("entry signal after a step, or exit signal before stage_out".into());
         return 1;
+    }
+    if step != abi::NO_STEP {
+        c.stepped = true;
+    } else if c.staged == 0 {
+        c.entry_sent.push((peer, slot, mode, value));
+    } else {
+        c.exit_sent.push((peer, slot, mode, value));
     }
     let Some(s) = c
         .world
@@ -123,6 +141,7 @@ unsafe extern "C" fn signal(
 
 unsafe extern "C" fn wait(c: *mut c_void, slot: u32, cmp: u32, target: u64, step: u32) -> i32 {
     let c = unsafe { ctx(c) };
+    c.stepped = true;
     if let Some(d) = c.delay_first_wait.take() {
         std::thread::sleep(d);
     }
@@ -240,8 +259,22 @@ unsafe extern "C" fn host_coll(
 
 unsafe extern "C" fn stage_out(c: *mut c_void) -> i32 {
     let c = unsafe { ctx(c) };
+    c.stepped = true;
     c.staged += 1;
     0
+}
+
+unsafe extern "C" fn copy_nt(c: *mut c_void, dst: *mut u8, src: *const u8, bytes: u64) {
+    let c = unsafe { ctx(c) };
+    c.stepped = true;
+    c.nt_calls += 1;
+    // SAFETY: the kernel passes two disjoint ranges it obtained from `region`.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, bytes as usize) };
+}
+
+unsafe extern "C" fn trace(c: *mut c_void, step: u32, flags: u32) {
+    let c = unsafe { ctx(c) };
+    c.traced.push((step, flags));
 }
 
 pub const INTRINSICS: Intrinsics = Intrinsics {
@@ -251,7 +284,18 @@ pub const INTRINSICS: Intrinsics = Intrinsics {
     matmul,
     host_coll,
     stage_out,
+    copy_nt,
+    trace,
 };
+
+/// What a rank's kernel did in one launch, beyond its data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    pub epoch: u64,
+    pub rank: u32,
+    pub nt_calls: u32,
+    pub traced: Vec<(u32, u32)>,
+}
 
 /// A failed launch: the decoded status and the intrinsic's message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,6 +321,14 @@ pub struct Harness {
     pub delay_first_wait: Vec<(u32, Duration)>,
     /// Bound of every wait (default [`WAIT_TIMEOUT`]).
     pub wait_timeout: Option<Duration>,
+    /// Rank → how late it enters each launch: it sleeps, then writes its role buffers again
+    /// (the caller's data, as before the launch), then calls its kernel. A peer that wrote into
+    /// them before the entry loses that write.
+    pub late_entry: Vec<(u32, Duration)>,
+    /// [`KernelArgs::nt_min_bytes`] (default: never stream).
+    pub nt_min_bytes: Option<u64>,
+    /// Where to record each rank's [`Observed`] per launch.
+    pub observe: Option<std::sync::Arc<Mutex<Vec<Observed>>>>,
 }
 
 /// Compile every rank's kernel and run `launches` launches (epochs 0..) on threads over `mem`.
@@ -334,6 +386,15 @@ pub fn run_jit(
     };
     let mut failures = Vec::new();
     for epoch in epochs {
+        // What the late ranks' callers write just before they enter.
+        let images: Vec<Option<Vec<Vec<u8>>>> = (0..p as usize)
+            .map(|r| {
+                h.late_entry
+                    .iter()
+                    .any(|(x, _)| *x as usize == r)
+                    .then(|| mem.bufs[r].clone())
+            })
+            .collect();
         let results: Vec<Option<Failure>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..p)
                 .map(|r| {
@@ -344,22 +405,56 @@ pub fn run_jit(
                         .iter()
                         .find(|(x, _)| *x == r)
                         .map(|(_, d)| *d);
+                    let late = h.late_entry.iter().find(|(x, _)| *x == r).map(|(_, d)| *d);
+                    let image = &images[r as usize];
                     s.spawn(move || {
+                        if let (Some(d), Some(image)) = (late, image) {
+                            std::thread::sleep(d);
+                            for (b, decl) in world.plan.buffers.iter().enumerate() {
+                                if decl.role == symsched_plan::BufferRole::Scratch {
+                                    continue;
+                                }
+                                let (base, len) = world.bases[r as usize][b];
+                                // SAFETY: this rank's own buffer, `len` bytes; peers write it
+                                // only after this rank's entry signal (which follows).
+                                unsafe {
+                                    std::ptr::copy_nonoverlapping(
+                                        image[b].as_ptr(),
+                                        base as *mut u8,
+                                        len,
+                                    )
+                                };
+                            }
+                        }
                         let mut rc = RankCtx {
                             world,
                             rank: r,
                             epoch,
                             error: None,
                             staged: 0,
+                            stepped: false,
+                            entry_sent: Vec::new(),
+                            exit_sent: Vec::new(),
+                            nt_calls: 0,
+                            traced: Vec::new(),
                             delay_first_wait: delay,
                             wait_timeout: h.wait_timeout.unwrap_or(WAIT_TIMEOUT),
                         };
+                        let prog = &world.plan.ranks[r as usize];
+                        let steps_only = h.compile.lower.scope == KernelScope::Steps;
+                        if steps_only {
+                            // The executor's part before the kernel: the entry signals.
+                            for u in &prog.entry_signals {
+                                apply(world, u, epoch);
+                            }
+                        }
                         let mut args = KernelArgs {
                             ctx: &mut rc as *mut RankCtx as *mut c_void,
                             intrinsics: &INTRINSICS,
                             sizes: sizes.as_ptr(),
                             counts: counts.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
                             epoch,
+                            nt_min_bytes: h.nt_min_bytes.unwrap_or(abi::NT_NEVER),
                             status: Default::default(),
                         };
                         // SAFETY: the harness implements the intrinsics over live buffers sized
@@ -373,7 +468,49 @@ pub fn run_jit(
                                 message: rc.error.clone(),
                             });
                         }
+                        if let Some(o) = &h.observe {
+                            o.lock().unwrap().push(Observed {
+                                epoch,
+                                rank: r,
+                                nt_calls: rc.nt_calls,
+                                traced: rc.traced.clone(),
+                            });
+                        }
+                        if steps_only {
+                            assert_eq!(rc.staged, 0, "rank {r}: a steps kernel stages nothing");
+                            assert!(
+                                rc.entry_sent.is_empty() && rc.exit_sent.is_empty(),
+                                "rank {r}: a steps kernel sends no entry or exit signal"
+                            );
+                            // The executor's part after it: avg, then the exit signals.
+                            scale_avg(world, r);
+                            for u in &prog.exit_signals {
+                                apply(world, u, epoch);
+                            }
+                            return None;
+                        }
                         assert_eq!(rc.staged, 1, "rank {r}: stage_out once per launch");
+                        let sent = |ups: &[symsched_plan::SignalUpdate]| -> Vec<_> {
+                            ups.iter()
+                                .map(|u| {
+                                    let mode = match u.mode {
+                                        symsched_plan::SignalMode::Add => abi::SIGNAL_ADD,
+                                        symsched_plan::SignalMode::Set => abi::SIGNAL_SET,
+                                    };
+                                    (u.peer, u.slot, mode, u.value_at(epoch))
+                                })
+                                .collect()
+                        };
+                        assert_eq!(
+                            rc.entry_sent,
+                            sent(&prog.entry_signals),
+                            "rank {r}: the entry signals, before every step"
+                        );
+                        assert_eq!(
+                            rc.exit_sent,
+                            sent(&prog.exit_signals),
+                            "rank {r}: the exit signals, after stage_out"
+                        );
                         None
                     })
                 })
@@ -388,6 +525,46 @@ pub fn run_jit(
         }
     }
     Ok(())
+}
+
+/// A signal update sent by the harness itself (the executor's part around a steps kernel).
+fn apply(w: &World, u: &symsched_plan::SignalUpdate, epoch: u64) {
+    let s = &w.signals[u.peer as usize][u.slot as usize];
+    match u.mode {
+        symsched_plan::SignalMode::Add => {
+            s.fetch_add(u.value, Ordering::Release);
+        }
+        symsched_plan::SignalMode::Set => s.store(u.value_at(epoch), Ordering::Release),
+    }
+}
+
+/// `avg` after a steps kernel: every output and in-out role of `rank` divided by P.
+fn scale_avg(w: &World, rank: u32) {
+    if w.op != ReduceOp::Avg || !w.plan.collective.reduces() {
+        return;
+    }
+    for (b, decl) in w.plan.buffers.iter().enumerate() {
+        if !matches!(
+            decl.role,
+            symsched_plan::BufferRole::Output | symsched_plan::BufferRole::InOut
+        ) {
+            continue;
+        }
+        let d = w.types.of(decl.elem);
+        let width = d.size() as usize;
+        let (base, len) = w.bases[rank as usize][b];
+        // SAFETY: this rank's own buffer; its kernel has returned and no peer writes it before
+        // this rank's exit signals.
+        let buf = unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len) };
+        for i in 0..len / width {
+            let x = &mut buf[i * width..(i + 1) * width];
+            let a = reference::acc_load(w.types.acc, d, x);
+            x.copy_from_slice(&reference::acc_store(
+                reference::div_by(a, w.plan.group_size),
+                d,
+            ));
+        }
+    }
 }
 
 pub fn new_signals(plan: &Plan) -> Vec<Vec<AtomicU64>> {

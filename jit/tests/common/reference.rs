@@ -321,6 +321,12 @@ pub fn simulate(
             SignalMode::Set => *c = u.value_at(epoch),
         }
     };
+    // Every rank enters (its staged inputs are in place) before any step runs.
+    for prog in &plan.ranks {
+        for u in &prog.entry_signals {
+            apply(signals, u);
+        }
+    }
     loop {
         let mut progress = false;
         for r in 0..p {
