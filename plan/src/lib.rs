@@ -170,7 +170,7 @@ pub enum BufferRole {
 }
 
 /// Element type class of a buffer; the concrete dtypes are launch parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ElemClass {
     /// The user's dtype.

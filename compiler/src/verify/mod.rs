@@ -19,6 +19,8 @@ mod interop;
 mod placement;
 mod postcondition;
 mod race;
+mod readonly;
+mod replica;
 mod symbolic;
 #[cfg(test)]
 pub(crate) mod testutil;
@@ -46,6 +48,7 @@ pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
     let structurally_sound = structural.is_empty();
     errors.extend(cap(structural));
     errors.extend(cap(placement::check(prog)));
+    errors.extend(readonly::check(prog));
     if !structurally_sound {
         // Later rules index buffers, chunks and ranks by the regions' values.
         return Err(errors);
@@ -80,9 +83,14 @@ pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
     errors.extend(cap(early_writes));
     let mut fold_warnings = Vec::new();
     if errors.is_empty() {
-        let (refused, warned) = postcondition::check(prog, hb);
-        errors.extend(cap(refused));
-        fold_warnings = warned;
+        let proved = postcondition::check(prog, hb);
+        errors.extend(cap(proved.errors));
+        fold_warnings = proved.warnings;
+        if errors.is_empty() {
+            if let Some(run) = &proved.run {
+                errors.extend(replica::check(prog, run));
+            }
+        }
     }
     if errors.is_empty() {
         let mut warnings = warnings(prog);
