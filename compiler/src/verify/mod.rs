@@ -15,6 +15,7 @@ mod check;
 mod deadlock;
 mod dual;
 mod entry;
+mod folds;
 mod interop;
 mod placement;
 mod postcondition;
@@ -37,6 +38,8 @@ pub struct Report {
     pub warnings: Vec<Diagnostic>,
     /// E.g. "dual identity accepted assuming replicated downstream (Megatron g)".
     pub notes: Vec<Diagnostic>,
+    /// How every reduced output chunk is computed (empty for collectives that do not reduce).
+    pub folds: symsched_plan::FoldTable,
 }
 
 /// Verify one instantiated program: bounds, placement, deadlock, races, host-collective mixing
@@ -82,6 +85,7 @@ pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
     errors.extend(cap(early_reads));
     errors.extend(cap(early_writes));
     let mut fold_warnings = Vec::new();
+    let mut table = symsched_plan::FoldTable::default();
     if errors.is_empty() {
         let proved = postcondition::check(prog, hb);
         errors.extend(cap(proved.errors));
@@ -89,6 +93,7 @@ pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
         if errors.is_empty() {
             if let Some(run) = &proved.run {
                 errors.extend(replica::check(prog, run));
+                table = folds::table(prog, run);
             }
         }
     }
@@ -98,6 +103,7 @@ pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
         Ok(Report {
             warnings,
             notes: Vec::new(),
+            folds: table,
         })
     } else {
         Err(errors)

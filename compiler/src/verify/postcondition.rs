@@ -304,7 +304,6 @@ pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Proved {
 }
 
 /// Every (rank, role, chunk) an output role's postcondition specifies, in order.
-#[allow(dead_code)]
 pub(super) fn specified_outputs(prog: &Program) -> Vec<(Rank, usize, u32)> {
     let kind = prog.collective;
     let mut out = Vec::new();
@@ -333,28 +332,27 @@ fn fold_order(prog: &Program, run: &mut Outcome) -> Vec<Diagnostic> {
     for role in (0..role_access(kind).len()).filter(|&i| is_output_role(kind, i)) {
         let blocks = role_blocks(kind, role, prog.group_size);
         let mut first: Option<(Rank, u32, NodeId)> = None;
-        let mut more = 0usize;
-        let mut seen: HashSet<NodeId> = HashSet::new();
+        let (mut bad_chunks, mut all_chunks) = (0usize, 0usize);
+        let mut distinct: HashSet<NodeId> = HashSet::new();
         for r in 0..prog.group_size {
             // Blocks the collective leaves unspecified (reduce's non-roots) may hold anything.
             let Ok(specified) = specified_blocks(prog, role, r) else {
                 continue;
             };
             for (j, _) in (0..blocks).zip(specified).filter(|(_, s)| *s) {
-                let bad = block_chunks(prog, role, j).find_map(|c| {
+                for c in block_chunks(prog, role, j) {
+                    all_chunks += 1;
                     let v = run.value(r, role as u32, c);
-                    run.exprs
+                    let bad = run
+                        .exprs
                         .pieces(v)
                         .into_iter()
-                        .find_map(|piece| run.exprs.first_out_of_order(piece))
-                });
-                if let Some(node) = bad {
-                    if first.is_none() {
-                        first = Some((r, j, node));
-                    } else {
-                        more += 1;
+                        .find_map(|piece| run.exprs.first_out_of_order(piece));
+                    if let Some(node) = bad {
+                        bad_chunks += 1;
+                        distinct.insert(v);
+                        first.get_or_insert((r, j, node));
                     }
-                    seen.insert(node);
                 }
             }
         }
@@ -389,12 +387,10 @@ fn fold_order(prog: &Program, run: &mut Outcome) -> Vec<Diagnostic> {
             ),
         };
         d.severity = crate::diag::Severity::Warning;
-        if more > 0 {
-            d.notes.push(format!(
-                "{more} more output block(s) of `{name}` fold out of rank order ({} distinct fold(s))",
-                seen.len()
-            ));
-        }
+        d.notes.push(format!(
+            "{bad_chunks} of the {all_chunks} output chunk(s) of `{name}` on all ranks fold out of rank order ({} distinct value(s))",
+            distinct.len()
+        ));
         d.notes.push(
             "`symsched run --check` compares against the order the verifier proved (the plan's fold table), so this is no failure there".into(),
         );
@@ -818,7 +814,7 @@ mod tests {
         assert_eq!(w[0].severity, crate::diag::Severity::Warning);
         assert!(w[0].message.contains("rank 1 `x`"), "{}", w[0].message);
         assert!(
-            w[0].notes[0].starts_with("1 more output block(s) of `x` fold out of rank order"),
+            w[0].notes[0].starts_with("2 of the 3 output chunk(s) of `x` on all ranks fold out of rank order (2 distinct value(s))"),
             "{:?}",
             w[0].notes
         );
