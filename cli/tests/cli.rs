@@ -395,3 +395,30 @@ fn the_reference_follows_the_plan_fold_table() {
     blind.folds = Default::default();
     assert!(wrong(&blind) > 0);
 }
+
+#[test]
+fn hierarchical_run_with_chunks_of_different_lengths_ends_cleanly() {
+    // 4097 elements over two node-local chunks: 2049 and 2048. Each rank's host collective
+    // (over its own one-rank cross group) has a different length; its exchange area used to be
+    // sized by that length, so the ranks' scratch registrations disagreed and every rank failed
+    // with SIGNAL SLOT MISMATCH after "check passed".
+    let out = symsched(&[
+        "run",
+        s(&example("allreduce_hier")),
+        "--param",
+        "L=2",
+        "--ranks",
+        "2",
+        "--count",
+        "4097",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--check",
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("# check passed"), "{stdout}");
+    assert!(!stderr.contains("MISMATCH"), "{stderr}");
+}
