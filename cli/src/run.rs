@@ -14,11 +14,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use symsched_compiler::pipeline::{compile, CompileOptions};
-use symsched_plan::Plan;
+use symsched_plan::{LaunchSizes, Plan};
 use symsched_runtime::exec::harness::{
     message_bytes, run_local, run_rank_with, sizes_for, RankReport, RoleMemory, RunSpec,
 };
-use symsched_runtime::exec::reference::bus_factor;
+use symsched_runtime::exec::reference::{assumed_order, bus_factor};
 use symsched_runtime::exec::{DType, ElemTypes, ExecError, Executor, GroupFabric, ReduceOp};
 use symsched_runtime::launcher::{launch, LaunchSpec, Stream};
 
@@ -290,6 +290,11 @@ fn run_threads(args: &Args) -> Result<ExitCode> {
             run_local(&s.plan, &spec, heap, Duration::from_secs(args.timeout))?;
         let wrong: u64 = reports.iter().map(|r| r.wrong).sum();
         total_wrong += wrong;
+        for (r, rep) in reports.iter().enumerate() {
+            if let Some(at) = rep.first_wrong {
+                println!("{}", explain_wrong(&s.plan, &spec.sizes, r as u32, at));
+            }
+        }
         row(
             &s,
             bytes,
@@ -299,6 +304,31 @@ fn run_threads(args: &Args) -> Result<ExitCode> {
         );
     }
     finish(args, total_wrong)
+}
+
+/// Where a rank's first wrong element is, and the order the reference assumed for its chunk:
+/// a failing comparison says what it compared against.
+fn explain_wrong(plan: &Plan, sizes: &LaunchSizes, rank: u32, at: (u32, u64)) -> String {
+    let (buffer, elem) = at;
+    let Some(b) = plan.buffers.get(buffer as usize) else {
+        return format!("# rank {rank}: first wrong element {elem} of buffer #{buffer}");
+    };
+    let chunk = (0..b.chunks).find(|&c| {
+        b.chunk_span(c, rank, sizes)
+            .is_ok_and(|s| elem >= s.offset && elem < s.offset + s.len)
+    });
+    match chunk {
+        Some(c) if plan.collective.reduces() => format!(
+            "# rank {rank}: first wrong element: `{}` element {elem} (chunk {c}); the reference assumed {}",
+            b.name,
+            assumed_order(plan, rank, buffer, c)
+        ),
+        Some(c) => format!(
+            "# rank {rank}: first wrong element: `{}` element {elem} (chunk {c})",
+            b.name
+        ),
+        None => format!("# rank {rank}: first wrong element: `{}` element {elem}", b.name),
+    }
 }
 
 fn finish(args: &Args, total_wrong: u64) -> Result<ExitCode> {
@@ -392,6 +422,9 @@ fn run_child(args: &Args) -> Result<ExitCode> {
             Some(kernel) => symsched_kernels::sim::harness::run_rank(&exec, kernel, &s.plan, &spec)?,
             None => run_rank_with(&exec, &s.plan, &spec, Some(&mut mem))?,
         };
+        if let Some(at) = rep.first_wrong {
+            println!("{}", explain_wrong(&s.plan, &spec.sizes, me as u32, at));
+        }
         let wrongs = exec.allgather_u64("run/wrong", &[rep.wrong])?;
         let wrong: u64 = wrongs.iter().filter_map(|w| w.first()).sum();
         total_wrong += wrong;
@@ -414,6 +447,27 @@ fn run_child(args: &Args) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wrong_element_names_its_chunk_and_the_assumed_order() {
+        let lib = symsched_compiler::pipeline::standard_library();
+        let plan = compile(
+            &lib,
+            "allreduce_ring",
+            3,
+            &Default::default(),
+            &CompileOptions::default(),
+        )
+        .expect("compiles")
+        .plan;
+        let sizes = sizes_for(&plan, 30, &[]);
+        let text = explain_wrong(&plan, &sizes, 1, (0, 25));
+        assert!(text.contains("`x` element 25 (chunk 2)"), "{text}");
+        assert!(
+            text.contains("the fold the verifier proved: (x[2]@0 ⊕ x[2]@1) ⊕ x[2]@2"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn counts_parse() {

@@ -321,3 +321,104 @@ fn run_refuses_bad_arguments_before_launching() {
         );
     }
 }
+
+/// The classic rotating ring: chunk c is folded along the ring starting at rank c, the same
+/// order on every rank (so it verifies), not rank order (so it warns W0404).
+fn rotating_ring() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schedules/allreduce_ring_rotating.sched")
+}
+
+#[test]
+fn check_and_run_check_agree_on_a_fold_out_of_rank_order() {
+    let ring = rotating_ring();
+    let out = symsched(&["check", s(&ring), "--ranks", "4"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("W0404"), "{}", text(&out.stderr));
+    // f32 bit for bit, at sizes that leave a short last chunk: the reference folds each chunk in
+    // the order the verifier proved.
+    run_checked(&[
+        "run",
+        s(&ring),
+        "--ranks",
+        "4",
+        "--count",
+        "4097,65536",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--check",
+    ]);
+}
+
+#[test]
+fn the_reference_follows_the_plan_fold_table() {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+    use symsched_compiler::library::Library;
+    use symsched_compiler::pipeline::{compile, CompileOptions};
+    use symsched_runtime::exec::harness::{run_local, sizes_for, RunSpec};
+    use symsched_runtime::exec::{DType, ElemTypes, ReduceOp};
+    let mut lib = Library::new();
+    let text = std::fs::read_to_string(rotating_ring()).expect("readable");
+    lib.add_source("ring.sched", &text).expect("parses");
+    let plan = compile(
+        &lib,
+        "allreduce_ring_rotating",
+        4,
+        &BTreeMap::new(),
+        &CompileOptions::default(),
+    )
+    .expect("compiles")
+    .plan;
+    assert_eq!(plan.folds.outputs.len(), 16, "every chunk of every rank");
+    let spec = RunSpec {
+        types: ElemTypes::new(DType::F32, None).expect("f32"),
+        op: ReduceOp::Sum,
+        sizes: sizes_for(&plan, 4097, &[]),
+        warmup: 0,
+        iters: 1,
+        check: true,
+        staged: false,
+    };
+    let wrong = |plan: &Plan| -> u64 {
+        run_local(plan, &spec, 1 << 22, Duration::from_secs(60))
+            .expect("runs")
+            .iter()
+            .map(|r| r.wrong)
+            .sum()
+    };
+    assert_eq!(wrong(&plan), 0);
+    // Without the table the reference folds in rank order and the same results fail in f32:
+    // what `run --check` did before plans carried their fold order.
+    let mut blind = plan.clone();
+    blind.folds = Default::default();
+    assert!(wrong(&blind) > 0);
+}
+
+#[test]
+fn hierarchical_run_with_chunks_of_different_lengths_ends_cleanly() {
+    // 4097 elements over two node-local chunks: 2049 and 2048. Each rank's host collective
+    // (over its own one-rank cross group) has a different length; its exchange area used to be
+    // sized by that length, so the ranks' scratch registrations disagreed and every rank failed
+    // with SIGNAL SLOT MISMATCH after "check passed".
+    let out = symsched(&[
+        "run",
+        s(&example("allreduce_hier")),
+        "--param",
+        "L=2",
+        "--ranks",
+        "2",
+        "--count",
+        "4097",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--check",
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("# check passed"), "{stdout}");
+    assert!(!stderr.contains("MISMATCH"), "{stderr}");
+}

@@ -54,15 +54,16 @@ pub fn compile(
 ) -> Result<Compiled, Vec<Diagnostic>> {
     let (mut program, report) = verify::check_program(lib, name, group_size, params)?;
     let mut opt_stats = OptStats::default();
+    let mut folds = report.folds.clone();
     if opts.optimize {
         opt_stats = opt::optimize(&mut program);
         // An unchanged program is the one just verified.
         if opt_stats != OptStats::default() {
-            verify::verify_program(&program)?;
+            folds = verify::verify_program(&program)?.folds;
         }
     }
     let hash = source_hash(lib.sources(), &program);
-    let plan = emit_plan(&program, &hash);
+    let plan = emit_plan(&program, &hash, folds);
     Ok(Compiled {
         program,
         plan,

@@ -27,10 +27,12 @@ use std::collections::BTreeMap;
 mod access;
 mod dtype;
 mod extent;
+mod fold;
 mod reduce_op;
 pub use access::{Accesses, Owner, RegionAccess};
 pub use dtype::{DType, UnknownName};
 pub use extent::*;
+pub use fold::*;
 pub use reduce_op::ReduceOp;
 
 /// Version of the JSON plan schema. Bump on any incompatible change; runtimes refuse plans whose
@@ -69,6 +71,11 @@ pub struct Plan {
     pub duals: Vec<DualDecl>,
     /// Hex digest of the source text the plan was compiled from (for caches and diagnostics).
     pub source_hash: String,
+    /// How every reduced output chunk is computed, as the verifier proved it (the order a
+    /// checking reference follows). Empty for collectives that do not reduce; older plans
+    /// without it read as empty.
+    #[serde(default, skip_serializing_if = "FoldTable::is_empty")]
+    pub folds: FoldTable,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -176,7 +183,7 @@ pub enum BufferRole {
 }
 
 /// Element type class of a buffer; the concrete dtypes are launch parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ElemClass {
     /// The user's dtype.
@@ -416,6 +423,39 @@ impl Plan {
                 "{} rank programs for group size {}",
                 self.ranks.len(),
                 self.group_size
+            ));
+        }
+        self.folds.check().map_err(PlanError::Inconsistent)?;
+        let chunk_ok = |rank: u32, buffer: u32, chunk: u32| {
+            rank < self.group_size
+                && self
+                    .buffers
+                    .get(buffer as usize)
+                    .is_some_and(|b| b.role != BufferRole::Scratch && chunk < b.chunks)
+        };
+        for n in &self.folds.nodes {
+            if let FoldNode::Input {
+                rank,
+                buffer,
+                chunk,
+            } = n
+            {
+                if !chunk_ok(*rank, *buffer, *chunk) {
+                    return bad(format!(
+                        "fold input chunk {chunk} of buffer {buffer} on rank {rank} does not exist"
+                    ));
+                }
+            }
+        }
+        if let Some(o) = self
+            .folds
+            .outputs
+            .iter()
+            .find(|o| !chunk_ok(o.rank, o.buffer, o.chunk))
+        {
+            return bad(format!(
+                "fold output chunk {} of buffer {} on rank {} does not exist",
+                o.chunk, o.buffer, o.rank
             ));
         }
         for (r, prog) in self.ranks.iter().enumerate() {

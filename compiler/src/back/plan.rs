@@ -5,14 +5,15 @@
 //! drops compiler-only information (inlining chains, spans of declarations).
 
 use crate::ir::Program;
-use symsched_plan::{Plan, RankProgram, Step, PLAN_SCHEMA_VERSION};
+use symsched_plan::{FoldTable, Plan, RankProgram, Step, PLAN_SCHEMA_VERSION};
 
 /// Project `prog` onto a plan. `source_hash` identifies the source text the program came from
-/// (see [`crate::pipeline::source_hash`]); it is copied verbatim.
+/// (see [`crate::pipeline::source_hash`]); it is copied verbatim, and so is `folds`, the fold
+/// table the verifier proved for it ([`crate::verify::Report::folds`]).
 ///
 /// Step ids are unique within the plan: rank-major, in program order, starting at 0, so a step's
 /// id is stable for a given program and can be quoted in runtime diagnostics.
-pub fn emit_plan(prog: &Program, source_hash: &str) -> Plan {
+pub fn emit_plan(prog: &Program, source_hash: &str, folds: FoldTable) -> Plan {
     let mut next_id = 0u32;
     let ranks = prog
         .ranks
@@ -52,6 +53,7 @@ pub fn emit_plan(prog: &Program, source_hash: &str) -> Plan {
         ranks,
         duals: prog.duals.iter().map(|(d, _)| d.clone()).collect(),
         source_hash: source_hash.to_string(),
+        folds,
     }
 }
 
@@ -155,7 +157,7 @@ pub(crate) mod tests {
 
     #[test]
     fn step_ids_are_unique_and_rank_major() {
-        let plan = emit_plan(&tiny_program(), "abc");
+        let plan = emit_plan(&tiny_program(), "abc", FoldTable::default());
         let ids: Vec<u32> = plan
             .ranks
             .iter()
@@ -169,7 +171,7 @@ pub(crate) mod tests {
 
     #[test]
     fn emitted_plan_round_trips_through_json() {
-        let plan = emit_plan(&tiny_program(), "abc");
+        let plan = emit_plan(&tiny_program(), "abc", FoldTable::default());
         let back = Plan::from_json(&plan.to_json()).expect("plan must re-read");
         assert_eq!(back, plan);
     }

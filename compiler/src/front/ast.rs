@@ -56,11 +56,13 @@ pub enum ParamRange {
     Divisors(Expr),
 }
 
-/// `NAME: [K]` — one role of the collective, K chunks.
+/// `[inout] NAME: [K]` — one role of the collective, K chunks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoleDecl {
     pub name: Ident,
     pub chunks: Expr,
+    /// Written `inout`: the schedule may overwrite this input role.
+    pub inout: bool,
     pub span: Span,
 }
 

@@ -42,6 +42,8 @@ pub const E_USE_ARGS: &str = "E0214";
 pub const E_DUAL_ARGS: &str = "E0215";
 /// `scratch … of BUF` where BUF has runtime-sized (alltoallv) chunks.
 pub const E_SCRATCH_OF_COUNTS: &str = "E0216";
+/// `inout` on a role the collective does not read as an input (it is written anyway).
+pub const E_INOUT_ROLE: &str = "E0217";
 
 /// Group size outside 1..=64.
 pub const E_GROUP_SIZE: &str = "E0300";

@@ -214,7 +214,10 @@ impl Printer<'_> {
         let roles: Vec<String> = s
             .roles
             .iter()
-            .map(|r| format!("{}: [{}]", r.name.name, expr(&r.chunks)))
+            .map(|r| {
+                let mode = if r.inout { "inout " } else { "" };
+                format!("{mode}{}: [{}]", r.name.name, expr(&r.chunks))
+            })
             .collect();
         head.push_str(&format!(
             " implements {}({})",

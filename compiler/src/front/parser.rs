@@ -106,6 +106,7 @@ fn rule_text(r: Rule) -> Option<&'static str> {
         Rule::kw_over | Rule::over_nodes => "`over`",
         Rule::kw_nodes => "`nodes`",
         Rule::kw_in => "`in`",
+        Rule::kw_inout => "`inout`",
         Rule::kw_of => "`of`",
         Rule::kw_each => "`each`",
         Rule::kw_as | Rule::elem_class => "`as`",
@@ -342,6 +343,7 @@ pub const KEYWORDS: &[&str] = &[
     "true",
     "false",
     "in",
+    "inout",
     "min",
     "max",
 ];
@@ -486,13 +488,15 @@ impl Builder {
                 Rule::roles => {
                     for r in sig(q) {
                         let rspan = self.span(&r);
-                        let mut it = sig(r).into_iter();
+                        let inout = has_child(&r, Rule::kw_inout);
+                        let mut it = sig(r).into_iter().filter(|x| x.as_rule() != Rule::kw_inout);
                         let (Some(n), Some(e)) = (it.next(), it.next()) else {
                             continue;
                         };
                         roles.push(RoleDecl {
                             name: self.ident(n),
                             chunks: self.expr(e),
+                            inout,
                             span: rspan,
                         });
                     }

@@ -272,8 +272,25 @@ impl<'a> Resolver<'a> {
                     .collect();
             }
         }
-        for role in &s.roles {
+        for (i, role) in s.roles.iter().enumerate() {
             self.expr_ty(&role.chunks, Ty::Int, all);
+            let access = kind
+                .and_then(|k| collectives::roles(k).get(i))
+                .map(|r| r.access);
+            if role.inout && access.is_some_and(|a| a != symsched_plan::BufferRole::Input) {
+                let k = kind.map(|k| k.name()).unwrap_or("?");
+                self.err(
+                    Diagnostic::error(
+                        codes::E_INOUT_ROLE,
+                        format!(
+                            "role `{}` of {k} is not an input: `inout` only lets a schedule overwrite an input role",
+                            role.name.name
+                        ),
+                    )
+                    .with_label(role.span, "not an input role")
+                    .with_help("remove `inout`: the collective writes this role anyway"),
+                );
+            }
             self.declare(
                 &role.name,
                 Global::Role {

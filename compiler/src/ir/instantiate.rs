@@ -680,10 +680,12 @@ pub fn instantiate(
                 "write `[P]`",
             )]);
         }
-        let access = collectives::roles(res.kind)
-            .get(i)
-            .map(|r| r.access)
-            .unwrap_or(BufferRole::InOut);
+        let access = match collectives::roles(res.kind).get(i).map(|r| r.access) {
+            // `inout`: the schedule may overwrite the caller's input.
+            Some(BufferRole::Input) if role.inout => BufferRole::InOut,
+            Some(a) => a,
+            None => BufferRole::InOut,
+        };
         let id = b.buffers.len() as u32;
         b.buffers.push(BufferDecl {
             name: role.name.name.clone(),

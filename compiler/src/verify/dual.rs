@@ -18,7 +18,7 @@
 use super::postcondition::{
     is_output_role, lin_text, operand_roles, role_access, specified_blocks, term_text,
 };
-use super::symbolic::{execute, OpLabel};
+use super::symbolic::{execute, Lin, OpLabel, Outcome};
 use crate::diag::{Diagnostic, Span};
 use crate::ir::{graph, Program};
 use std::collections::{BTreeMap, BTreeSet};
@@ -288,15 +288,13 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
     let same = std::ptr::eq(fwd, bwd);
     let gf = graph::build(fwd);
     let hf = gf.happens_before().ok_or_else(|| unverified(fwd))?;
-    let sf = execute(fwd, hf).state;
-    let sb_own;
-    let sb = if same {
-        &sf
+    let mut sf = execute(fwd, hf);
+    let mut sb_own = if same {
+        None
     } else {
         let gb = graph::build(bwd);
         let hbw = gb.happens_before().ok_or_else(|| unverified(bwd))?;
-        sb_own = execute(bwd, hbw).state;
-        &sb_own
+        Some(execute(bwd, hbw))
     };
     let spec_f = specified(fwd).map_err(|d| d.with_label(decl_span, "dual declared here"))?;
     let spec_b_own = specified(bwd).map_err(|d| d.with_label(decl_span, "dual declared here"))?;
@@ -316,12 +314,19 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
             ),
         )
     };
+    // The one linear piece a chunk holds.
+    let piece = |run: &mut Outcome, (r, role, c): Coord| -> Option<std::rc::Rc<Lin>> {
+        let v = run.value(r, role as u32, c);
+        match run.exprs.pieces(v).as_slice() {
+            [one] => run.exprs.lin(*one),
+            _ => None,
+        }
+    };
 
     // Transpose of the forward.
     let mut want: Vec<Nonzero> = Vec::new();
     for &(r, o, c) in &spec_f {
-        let pieces = sf[r as usize][o][c as usize].flatten();
-        let [Some(lin)] = pieces.as_slice() else {
+        let Some(lin) = piece(&mut sf, (r, o, c)) else {
             return Err(granularity(fwd, (r, o, c)));
         };
         for (t, m) in lin.iter() {
@@ -335,10 +340,10 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
     }
     let want = matrix(want);
     // The backward, in forward coordinates.
+    let sb = sb_own.as_mut().unwrap_or(&mut sf);
     let mut got: Vec<Nonzero> = Vec::new();
     for &(r, role, c) in &spec_b_own {
-        let pieces = sb[r as usize][role][c as usize].flatten();
-        let [Some(lin)] = pieces.as_slice() else {
+        let Some(lin) = piece(sb, (r, role, c)) else {
             return Err(granularity(bwd, (r, role, c)));
         };
         let row = (r, role_map[&role], c);
@@ -415,15 +420,13 @@ pub fn verify_dual(fwd: &Program, bwd: &Program, decl_span: Span) -> Result<(), 
             }
             e.iter()
                 .map(|(ops, m)| {
-                    let lin = [(
+                    let lin = vec![(
                         super::symbolic::Term {
                             atom: (q, o as u32, co),
                             ops: ops.clone(),
                         },
                         *m,
-                    )]
-                    .into_iter()
-                    .collect();
+                    )];
                     lin_text(fwd, &lin)
                 })
                 .collect::<Vec<_>>()

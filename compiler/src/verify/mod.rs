@@ -15,10 +15,13 @@ mod check;
 mod deadlock;
 mod dual;
 mod entry;
+mod folds;
 mod interop;
 mod placement;
 mod postcondition;
 mod race;
+mod readonly;
+mod replica;
 mod symbolic;
 #[cfg(test)]
 pub(crate) mod testutil;
@@ -35,6 +38,8 @@ pub struct Report {
     pub warnings: Vec<Diagnostic>,
     /// E.g. "dual identity accepted assuming replicated downstream (Megatron g)".
     pub notes: Vec<Diagnostic>,
+    /// How every reduced output chunk is computed (empty for collectives that do not reduce).
+    pub folds: symsched_plan::FoldTable,
 }
 
 /// Verify one instantiated program: bounds, placement, deadlock, races, host-collective mixing
@@ -46,6 +51,7 @@ pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
     let structurally_sound = structural.is_empty();
     errors.extend(cap(structural));
     errors.extend(cap(placement::check(prog)));
+    errors.extend(readonly::check(prog));
     if !structurally_sound {
         // Later rules index buffers, chunks and ranks by the regions' values.
         return Err(errors);
@@ -79,10 +85,17 @@ pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
     errors.extend(cap(early_reads));
     errors.extend(cap(early_writes));
     let mut fold_warnings = Vec::new();
+    let mut table = symsched_plan::FoldTable::default();
     if errors.is_empty() {
-        let (refused, warned) = postcondition::check(prog, hb);
-        errors.extend(cap(refused));
-        fold_warnings = warned;
+        let proved = postcondition::check(prog, hb);
+        errors.extend(cap(proved.errors));
+        fold_warnings = proved.warnings;
+        if errors.is_empty() {
+            if let Some(run) = &proved.run {
+                errors.extend(replica::check(prog, run));
+                table = folds::table(prog, run);
+            }
+        }
     }
     if errors.is_empty() {
         let mut warnings = warnings(prog);
@@ -90,6 +103,7 @@ pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
         Ok(Report {
             warnings,
             notes: Vec::new(),
+            folds: table,
         })
     } else {
         Err(errors)

@@ -3,20 +3,27 @@
 //! `docs/language-spec.md`).
 //!
 //! - E0401: an output block holds the wrong combination of inputs (missing, extra or repeated
-//!   contributions);
+//!   contributions); the primary label is the step that carried a wrong contribution out of its
+//!   input, when there is one;
 //! - E0402: an output block holds an unspecified value (never written, or computed from
 //!   unspecified data);
 //! - E0403: a role's chunking does not align with the collective's blocks;
 //! - E0404: the program's buffers or params do not match the collective's signature.
+//!
+//! And W0404 (a warning): an output holds the right contributions, not combined as the
+//! sequential fold in rank order; it labels the reduce where the order is first left.
 
-use super::symbolic::{execute, Atom, Lin, OpLabel, Outcome, Val};
+use super::symbolic::{count_of, execute, unit, Atom, Lin, Node, NodeId, OpLabel, Outcome, Term};
 use super::{step_error, step_text};
 use crate::diag::Diagnostic;
 use crate::ir::graph::HappensBefore;
-use crate::ir::Program;
-use symsched_plan::{BufferRole, CollectiveKind, Rank};
+use crate::ir::{Program, StepRef};
+use std::collections::HashSet;
+use std::rc::Rc;
+use symsched_plan::{BufferRole, CollectiveKind, Op, Rank};
 
-/// Role access per collective, in signature order.
+/// Role access per collective, in signature order (a role declared `inout` is `InOut` in the
+/// program instead of `Input`).
 pub(super) fn role_access(kind: CollectiveKind) -> &'static [BufferRole] {
     use BufferRole::*;
     match kind {
@@ -80,6 +87,32 @@ pub(super) fn specified_blocks(
         .collect())
 }
 
+/// Elementwise sum of blocks of linear combinations.
+fn sum_blocks(parts: Vec<Vec<Lin>>) -> Vec<Lin> {
+    let mut it = parts.into_iter();
+    let Some(first) = it.next() else {
+        return Vec::new();
+    };
+    let mut out = first;
+    for part in it {
+        for (o, x) in out.iter_mut().zip(part) {
+            o.extend(x);
+        }
+    }
+    for o in out.iter_mut() {
+        o.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut merged: Lin = Vec::with_capacity(o.len());
+        for (t, m) in o.drain(..) {
+            match merged.last_mut() {
+                Some(last) if last.0 == t => last.1 += m,
+                _ => merged.push((t, m)),
+            }
+        }
+        *o = merged;
+    }
+    out
+}
+
 /// [`expected`]; with `shape_only` every specified block is `Some` of an empty list.
 fn expected_with(
     prog: &Program,
@@ -109,29 +142,9 @@ fn expected_with(
         if shape_only {
             return Vec::new();
         }
-        let k = prog.buffers[src].chunks;
-        let range = if role_blocks(kind, src, p) == 1 {
-            0..k
-        } else {
-            block..block + 1
-        };
-        range
-            .map(|c| match Val::unit((q, src as u32, c)) {
-                Val::Lin(l, _) => std::rc::Rc::unwrap_or_clone(l),
-                _ => unreachable!("unit is linear"),
-            })
+        block_chunks(prog, src, block)
+            .map(|c| unit((q, src as u32, c)))
             .collect()
-    };
-    let sum = |parts: Vec<Vec<Lin>>| -> Vec<Lin> {
-        let mut out = parts[0].clone();
-        for part in &parts[1..] {
-            for (o, x) in out.iter_mut().zip(part) {
-                for (t, m) in x {
-                    *o.entry(t.clone()).or_insert(0) += m;
-                }
-            }
-        }
-        out
     };
     let times = |lins: Vec<Lin>, q: Rank| -> Vec<Lin> {
         let b = &prog.buffers[1];
@@ -144,16 +157,19 @@ fn expected_with(
         };
         lins.into_iter()
             .map(|l| {
-                l.into_iter()
+                let mut v: Lin = l
+                    .into_iter()
                     .map(|(mut t, m)| {
                         t.ops.push(label.clone());
                         (t, m)
                     })
-                    .collect()
+                    .collect();
+                v.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                v
             })
             .collect()
     };
-    let all = |f: &dyn Fn(Rank) -> Vec<Lin>| sum((0..p).map(f).collect());
+    let all = |f: &dyn Fn(Rank) -> Vec<Lin>| sum_blocks((0..p).map(f).collect());
     let blocks = role_blocks(kind, role, p);
     Ok(match (kind, role) {
         (CollectiveKind::Allgather, 1) => (0..p).map(|j| Some(units(j, 0, 0))).collect(),
@@ -185,8 +201,7 @@ fn expected_with(
     })
 }
 
-/// Whether output role `role` on rank `r` is specified for differentiation purposes (sendrecv:
-/// only the destination's buffer is an output).
+/// Whether role `role` is an output of the collective (written, its final contents specified).
 pub(super) fn is_output_role(kind: CollectiveKind, role: usize) -> bool {
     matches!(
         role_access(kind).get(role),
@@ -200,8 +215,10 @@ pub(super) fn shape_errors(prog: &Program) -> Vec<Diagnostic> {
     let access = role_access(kind);
     let mut out = Vec::new();
     for (i, want) in access.iter().enumerate() {
+        let matches =
+            |b: BufferRole| b == *want || (*want == BufferRole::Input && b == BufferRole::InOut);
         match prog.buffers.get(i) {
-            Some(b) if b.role == *want => {
+            Some(b) if matches(b.role) => {
                 let blocks = role_blocks(kind, i, prog.group_size);
                 if blocks > 1 && b.chunks != blocks {
                     let span = prog
@@ -242,75 +259,124 @@ pub(super) fn shape_errors(prog: &Program) -> Vec<Diagnostic> {
 /// The chunks of block `j` of role `role`.
 pub(super) fn block_chunks(prog: &Program, role: usize, j: u32) -> std::ops::Range<u32> {
     let k = prog.buffers[role].chunks;
-    if role_blocks(prog.collective, role, prog.group_size) == 1 {
+    let blocks = role_blocks(prog.collective, role, prog.group_size);
+    if blocks == 1 {
         0..k
     } else {
-        j..j + 1
+        let per = (k / blocks).max(1);
+        j * per..(j + 1) * per
     }
+}
+
+/// What the postcondition rule found.
+pub(super) struct Proved {
+    /// E040x refusals.
+    pub errors: Vec<Diagnostic>,
+    /// W0404 warnings (only when there are no errors).
+    pub warnings: Vec<Diagnostic>,
+    /// The symbolic execution, for the rules that read its values.
+    pub run: Option<Outcome>,
 }
 
 /// The postcondition: refusals (E040x) and, when there are none, W0404 warnings for outputs
 /// not folded in ascending origin-rank order.
-pub(super) fn check(prog: &Program, hb: &HappensBefore) -> (Vec<Diagnostic>, Vec<Diagnostic>) {
+pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Proved {
     let shape = shape_errors(prog);
     if !shape.is_empty() {
-        return (shape, Vec::new());
+        return Proved {
+            errors: shape,
+            warnings: Vec::new(),
+            run: None,
+        };
     }
-    let run = execute(prog, hb);
-    let errors = contents(prog, &run);
-    if !errors.is_empty() {
-        return (errors, Vec::new());
+    let mut run = execute(prog, hb);
+    let errors = contents(prog, &mut run);
+    let warnings = if errors.is_empty() {
+        fold_order(prog, &mut run)
+    } else {
+        Vec::new()
+    };
+    Proved {
+        errors,
+        warnings,
+        run: Some(run),
     }
-    (errors, fold_order(prog, &run))
+}
+
+/// Every (rank, role, chunk) an output role's postcondition specifies, in order.
+pub(super) fn specified_outputs(prog: &Program) -> Vec<(Rank, usize, u32)> {
+    let kind = prog.collective;
+    let mut out = Vec::new();
+    for role in (0..role_access(kind).len()).filter(|&i| is_output_role(kind, i)) {
+        for r in 0..prog.group_size {
+            let Ok(specified) = specified_blocks(prog, role, r) else {
+                continue;
+            };
+            for (j, s) in specified.into_iter().enumerate() {
+                if s {
+                    for c in block_chunks(prog, role, j as u32) {
+                        out.push((r, role, c));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// W0404, one per output role: the first (rank, block) whose value is not the sequential
-/// rank-order fold of its contributions.
-fn fold_order(prog: &Program, run: &Outcome) -> Vec<Diagnostic> {
+/// rank-order fold of its contributions, labelled at the step where that order is first left.
+fn fold_order(prog: &Program, run: &mut Outcome) -> Vec<Diagnostic> {
     let kind = prog.collective;
     let mut out = Vec::new();
     for role in (0..role_access(kind).len()).filter(|&i| is_output_role(kind, i)) {
         let blocks = role_blocks(kind, role, prog.group_size);
-        let mut first: Option<(Rank, u32)> = None;
-        let mut more = 0usize;
+        let mut first: Option<(Rank, u32, NodeId)> = None;
+        let (mut bad_chunks, mut all_chunks) = (0usize, 0usize);
+        let mut distinct: HashSet<NodeId> = HashSet::new();
         for r in 0..prog.group_size {
             // Blocks the collective leaves unspecified (reduce's non-roots) may hold anything.
             let Ok(specified) = specified_blocks(prog, role, r) else {
                 continue;
             };
             for (j, _) in (0..blocks).zip(specified).filter(|(_, s)| *s) {
-                let ordered = block_chunks(prog, role, j)
-                    .all(|c| run.state[r as usize][role][c as usize].in_rank_order());
-                if !ordered {
-                    if first.is_none() {
-                        first = Some((r, j));
-                    } else {
-                        more += 1;
+                for c in block_chunks(prog, role, j) {
+                    all_chunks += 1;
+                    let v = run.value(r, role as u32, c);
+                    let bad = run
+                        .exprs
+                        .pieces(v)
+                        .into_iter()
+                        .find_map(|piece| run.exprs.first_out_of_order(piece));
+                    if let Some(node) = bad {
+                        bad_chunks += 1;
+                        distinct.insert(v);
+                        first.get_or_insert((r, j, node));
                     }
                 }
             }
         }
-        let Some((r, j)) = first else { continue };
+        let Some((r, j, node)) = first else { continue };
         let name = &prog.buffers[role].name;
         let place = if blocks == 1 {
             format!("rank {r} `{name}`")
         } else {
             format!("rank {r} `{name}` block {j}")
         };
+        let how = fold_text(prog, run, node);
         let what = format!(
-            "[postcondition] {place} holds the right contributions, but not combined as the sequential fold in ascending origin-rank order, so it may differ in the last bits from the rank-order reference"
+            "[postcondition] {place} holds the right contributions, but not combined as the sequential fold in ascending origin-rank order, so it may differ in the last bits from a rank-order fold: it is {how}"
         );
-        let writer = run
-            .writer
-            .get(&(r, role as u32, block_chunks(prog, role, j).start))
-            .copied();
-        let mut d = match writer {
+        let mut d = match run.exprs.creator(node) {
             Some(w) => step_error(
                 prog,
                 "W0404",
                 w,
-                format!("{what} (last written by {})", step_text(prog, w)),
-                "last write of this output",
+                format!(
+                    "{what} (folded out of rank order by {})",
+                    step_text(prog, w)
+                ),
+                "folds out of rank order here",
             ),
             None => Diagnostic::warning("W0404", what).with_label(
                 prog.buffer_spans
@@ -321,29 +387,90 @@ fn fold_order(prog: &Program, run: &Outcome) -> Vec<Diagnostic> {
             ),
         };
         d.severity = crate::diag::Severity::Warning;
-        if more > 0 {
-            d.notes.push(format!(
-                "{more} more output block(s) of `{name}` fold out of rank order"
-            ));
-        }
+        d.notes.push(format!(
+            "{bad_chunks} of the {all_chunks} output chunk(s) of `{name}` on all ranks fold out of rank order ({} distinct value(s))",
+            distinct.len()
+        ));
+        d.notes.push(
+            "`symsched run --check` compares against the order the verifier proved (the plan's fold table), so this is no failure there".into(),
+        );
         out.push(d.with_help(
-            "fold every contribution in one chain in rank order 0..P-1 (see W0404 in docs/verifier.md); a hierarchical fold is expected to warn",
+            "fold every contribution in one chain in rank order 0..P-1 (see W0404 in docs/verifier.md); a ring or hierarchical fold is expected to warn",
         ));
     }
     out
 }
 
+/// A fold as text, e.g. `((x@1 ⊕ x@2) ⊕ x@3) ⊕ x@0`; long folds are shortened.
+pub(super) fn fold_text(prog: &Program, run: &Outcome, node: NodeId) -> String {
+    fn go(prog: &Program, run: &Outcome, n: NodeId, top: bool, budget: &mut usize) -> String {
+        if *budget == 0 {
+            return "…".into();
+        }
+        *budget -= 1;
+        let list = |ops: &[NodeId], sep: &str, budget: &mut usize| -> String {
+            ops.iter()
+                .map(|&o| go(prog, run, o, false, budget))
+                .collect::<Vec<_>>()
+                .join(sep)
+        };
+        match run.exprs.node(n) {
+            Node::Unspecified => "?".into(),
+            Node::Atom((q, b, c)) => {
+                let buf = &prog.buffers[*b as usize];
+                if buf.chunks == 1 {
+                    format!("{}@{q}", buf.name)
+                } else {
+                    format!("{}[{c}]@{q}", buf.name)
+                }
+            }
+            Node::Convert { class, of } => {
+                format!(
+                    "{}({})",
+                    class_name(*class),
+                    go(prog, run, *of, true, budget)
+                )
+            }
+            Node::MatMul { of, .. } => {
+                format!("matmul({}, …)", go(prog, run, *of, true, budget))
+            }
+            Node::Fold { ops, .. } => {
+                let s = list(ops, " ⊕ ", budget);
+                if top {
+                    s
+                } else {
+                    format!("({s})")
+                }
+            }
+            Node::Library { ops } => format!("library({})", list(ops, ", ", budget)),
+            Node::Concat(parts) => format!("[{}]", list(parts, " ++ ", budget)),
+        }
+    }
+    let mut budget = 16usize.max(prog.group_size as usize * 3);
+    go(prog, run, node, true, &mut budget)
+}
+
+fn class_name(c: symsched_plan::ElemClass) -> &'static str {
+    match c {
+        symsched_plan::ElemClass::Data => "data",
+        symsched_plan::ElemClass::Wire => "wire",
+        symsched_plan::ElemClass::Acc => "acc",
+    }
+}
+
 /// E040x: every specified output block holds exactly the contributions the collective demands.
-fn contents(prog: &Program, run: &Outcome) -> Vec<Diagnostic> {
+fn contents(prog: &Program, run: &mut Outcome) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let kind = prog.collective;
     for role in (0..role_access(kind).len()).filter(|&i| is_output_role(kind, i)) {
-        // These postconditions do not depend on the rank: compute them once.
+        // These postconditions do not depend on the rank: compute them once, and compare each
+        // distinct value once (replicas of one value are one node).
         let shared = matches!(
             kind,
             CollectiveKind::Allreduce | CollectiveKind::Allgather | CollectiveKind::Broadcast
         ) || (kind == CollectiveKind::AllgatherMatmul && role == 2);
         let mut cached: Option<Vec<Expected>> = None;
+        let mut proved: HashSet<(u32, Vec<NodeId>)> = HashSet::new();
         for r in 0..prog.group_size {
             let fresh;
             let exp = match &cached {
@@ -364,15 +491,29 @@ fn contents(prog: &Program, run: &Outcome) -> Vec<Diagnostic> {
             for (j, want) in exp.iter().enumerate() {
                 let Some(want) = want else { continue };
                 let chunks = block_chunks(prog, role, j as u32);
-                let found: Vec<Option<std::rc::Rc<Lin>>> = chunks
+                let nodes: Vec<NodeId> = chunks
                     .clone()
-                    .flat_map(|c| run.state[r as usize][role][c as usize].flatten())
+                    .map(|c| run.value(r, role as u32, c))
+                    .collect();
+                if shared && proved.contains(&(j as u32, nodes.clone())) {
+                    continue;
+                }
+                let pieces: Vec<NodeId> = nodes.iter().flat_map(|&v| run.exprs.pieces(v)).collect();
+                let found: Vec<(NodeId, Option<Rc<Lin>>)> = pieces
+                    .into_iter()
+                    .map(|piece| (piece, run.exprs.lin(piece)))
                     .collect();
                 let first_chunk = chunks.start;
-                let writer = run.writer.get(&(r, role as u32, first_chunk)).copied();
-                if let Some(d) = compare(prog, role, r, j as u32, want, &found, writer) {
-                    out.push(d);
-                    break;
+                let at = (r, role as u32, first_chunk);
+                match compare(prog, run, role, r, j as u32, want, &found, at) {
+                    Some(d) => {
+                        out.push(d);
+                        break;
+                    }
+                    None if shared => {
+                        proved.insert((j as u32, nodes));
+                    }
+                    None => {}
                 }
             }
         }
@@ -401,14 +542,59 @@ fn pieces_text(prog: &Program, want: &[Lin]) -> String {
     text
 }
 
+/// The chain of steps that moved the value `node` (holding `atom`) into `loc`, last first:
+/// from `loc`'s last writer back through the locations it read, as long as each still holds the
+/// value the step consumed. The last entry is the step that took `atom` out of the location it
+/// started in (an input role chunk), when the chain reaches it.
+fn carriers(prog: &Program, run: &mut Outcome, loc: Atom, atom: Atom) -> Vec<StepRef> {
+    let mut chain = Vec::new();
+    let mut at = loc;
+    let holds = |run: &mut Outcome, l: Atom| -> bool {
+        let v = run.value(l.0, l.1, l.2);
+        run.exprs.pieces(v).into_iter().any(|p| {
+            run.exprs
+                .lin(p)
+                .is_some_and(|lin| lin.iter().any(|(t, _)| t.atom == atom))
+        })
+    };
+    while let Some(w) = run.writer(at) {
+        if chain.contains(&w) || chain.len() > 64 {
+            break;
+        }
+        chain.push(w);
+        let me = w.rank;
+        let sources: Vec<Atom> = match &prog.step(w).op {
+            Op::Put { src, .. } | Op::Copy { src, .. } | Op::Cast { src, .. } => (src.first
+                ..src.first + src.count)
+                .map(|c| (me, src.buffer, c))
+                .collect(),
+            Op::Get { src, peer, .. } => (src.first..src.first + src.count)
+                .map(|c| (*peer, src.buffer, c))
+                .collect(),
+            Op::Reduce { srcs, .. } => srcs
+                .iter()
+                .flat_map(|s| (s.first..s.first + s.count).map(move |c| (me, s.buffer, c)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        match sources.into_iter().find(|&l| holds(run, l)) {
+            Some(next) => at = next,
+            None => break,
+        }
+    }
+    chain
+}
+
+#[allow(clippy::too_many_arguments)]
 fn compare(
     prog: &Program,
+    run: &mut Outcome,
     role: usize,
     r: Rank,
     block: u32,
     want: &[Lin],
-    found: &[Option<std::rc::Rc<Lin>>],
-    writer: Option<crate::ir::StepRef>,
+    found: &[(NodeId, Option<Rc<Lin>>)],
+    loc: Atom,
 ) -> Option<Diagnostic> {
     let name = &prog.buffers[role].name;
     let blocks = role_blocks(prog.collective, role, prog.group_size);
@@ -417,6 +603,12 @@ fn compare(
     } else {
         format!("rank {r} `{name}` block {block}")
     };
+    let writer = run.writer(loc);
+    let requires = format!(
+        "{} requires: {}",
+        prog.collective.name(),
+        pieces_text(prog, want)
+    );
     let diag = |code: &'static str, what: String| {
         let msg = match writer {
             Some(w) => format!(
@@ -435,11 +627,7 @@ fn compare(
                 "this output role",
             ),
         }
-        .with_note(format!(
-            "{} requires: {}",
-            prog.collective.name(),
-            pieces_text(prog, want)
-        ))
+        .with_note(requires.clone())
     };
     if want.len() != found.len() {
         return Some(diag(
@@ -451,7 +639,7 @@ fn compare(
             ),
         ));
     }
-    for (i, (w, f)) in want.iter().zip(found).enumerate() {
+    for (i, (w, (_, f))) in want.iter().zip(found).enumerate() {
         let at = if want.len() > 1 {
             format!("piece {i} ")
         } else {
@@ -463,25 +651,56 @@ fn compare(
         if w == f.as_ref() {
             continue;
         }
-        let mut terms: Vec<_> = w.keys().chain(f.keys()).collect();
+        let mut terms: Vec<&Term> = w
+            .iter()
+            .map(|(t, _)| t)
+            .chain(f.iter().map(|(t, _)| t))
+            .collect();
         terms.sort();
         terms.dedup();
         for t in terms {
-            let (a, b) = (
-                w.get(t).copied().unwrap_or(0),
-                f.get(t).copied().unwrap_or(0),
-            );
-            if a != b {
-                return Some(diag(
-                    "E0401",
-                    format!(
-                        "{at}holds {{{}}} {}, expected {}",
-                        term_text(prog, &t.atom, &t.ops),
-                        times(b),
-                        times(a)
-                    ),
-                ));
+            let (a, b) = (count_of(w, t), count_of(f, t));
+            if a == b {
+                continue;
             }
+            let what = format!(
+                "{at}holds {{{}}} {}, expected {}",
+                term_text(prog, &t.atom, &t.ops),
+                times(b),
+                times(a)
+            );
+            // A contribution that should not be there: point at the step that carried it out
+            // of its input, the last write stays a secondary label.
+            if b > a && a == 0 {
+                let chain = carriers(prog, run, loc, t.atom);
+                if let Some(&first) = chain.last() {
+                    if Some(first) != writer {
+                        let mut d = step_error(
+                            prog,
+                            "E0401",
+                            first,
+                            format!(
+                                "[postcondition] {place} {what}: {} carries it there",
+                                step_text(prog, first)
+                            ),
+                            format!("carries {} here", term_text(prog, &t.atom, &[])),
+                        );
+                        if let Some(w) = writer {
+                            d = d.with_label(prog.step(w).span, "last write of this output");
+                        }
+                        if chain.len() > 2 {
+                            let via: Vec<String> = chain[1..chain.len() - 1]
+                                .iter()
+                                .rev()
+                                .map(|s| step_text(prog, *s))
+                                .collect();
+                            d = d.with_note(format!("then moved by {}", via.join(", then ")));
+                        }
+                        return Some(d.with_note(requires.clone()));
+                    }
+                }
+            }
+            return Some(diag("E0401", what));
         }
     }
     None
@@ -557,14 +776,14 @@ mod tests {
 
     fn run(p: &Program) -> Vec<Diagnostic> {
         let g = graph::build(p);
-        check(p, g.happens_before().expect("acyclic")).0
+        check(p, g.happens_before().expect("acyclic")).errors
     }
 
     fn warned(p: &Program) -> Vec<Diagnostic> {
         let g = graph::build(p);
-        let (errors, warnings) = check(p, g.happens_before().expect("acyclic"));
-        assert!(errors.is_empty(), "{errors:?}");
-        warnings
+        let proved = check(p, g.happens_before().expect("acyclic"));
+        assert!(proved.errors.is_empty(), "{:?}", proved.errors);
+        proved.warnings
     }
 
     /// One-shot allreduce folding `land` in the order `order` gives for each rank.
@@ -594,9 +813,18 @@ mod tests {
         assert_eq!(w[0].code, "W0404");
         assert_eq!(w[0].severity, crate::diag::Severity::Warning);
         assert!(w[0].message.contains("rank 1 `x`"), "{}", w[0].message);
-        assert_eq!(
-            w[0].notes,
-            vec!["1 more output block(s) of `x` fold out of rank order"]
+        assert!(
+            w[0].notes[0].starts_with("2 of the 3 output chunk(s) of `x` on all ranks fold out of rank order (2 distinct value(s))"),
+            "{:?}",
+            w[0].notes
+        );
+        // The label is the reduce that folds out of order, and the message shows its order.
+        let prog = one_shot_folding(3, |r| (0..3).map(|i| (r + i) % 3).collect::<Vec<_>>());
+        assert_eq!(w[0].span(), Some(prog.step(sr(1, 4)).span));
+        assert!(
+            w[0].message.contains("it is x@1 ⊕ x@2 ⊕ x@0"),
+            "{}",
+            w[0].message
         );
     }
 

@@ -95,6 +95,16 @@ impl Builder {
         self
     }
 
+    pub fn elem(&mut self, buffer: u32, class: symsched_plan::ElemClass) -> &mut Self {
+        self.prog.buffers[buffer as usize].elem = class;
+        self
+    }
+
+    pub fn param(&mut self, name: &str, value: i64) -> &mut Self {
+        self.prog.params.insert(name.to_string(), value);
+        self
+    }
+
     pub fn hierarchy(&mut self, l: u32) -> &mut Self {
         self.prog.hierarchy = Some(symsched_plan::Hierarchy { ranks_per_node: l });
         self

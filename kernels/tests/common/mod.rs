@@ -192,6 +192,7 @@ impl B {
             ranks,
             duals: vec![],
             source_hash: "hand-built".into(),
+            folds: Default::default(),
         };
         plan.check_consistency()
             .expect("hand-built plan is consistent");

@@ -10,7 +10,9 @@ use super::dtype::ElemTypes;
 use super::error::ExecError;
 use super::fabric::Fabric;
 use super::reduce::ReduceOp;
-use super::reference::{count_wrong, counts_for, expected, fill, role_lens, tolerance};
+use super::reference::{
+    count_wrong, counts_for, expected, fill, first_wrong, role_lens, tolerance,
+};
 use super::{Binding, Executor, LaunchArgs};
 use std::time::Instant;
 use symsched_plan::{BufferRole, CollectiveKind, LaunchSizes, Plan};
@@ -35,6 +37,8 @@ pub struct RankReport {
     pub times: Vec<f64>,
     /// Elements that differ from the reference, over all checked iterations.
     pub wrong: u64,
+    /// The first of them: role buffer and element index in this rank's buffer.
+    pub first_wrong: Option<(u32, u64)>,
 }
 
 /// Launch sizes for a nccl-tests style element `count`: the element count of the collective's
@@ -216,7 +220,12 @@ pub fn run_rank_with<F: Fabric>(
                     // SAFETY: checked heap range.
                     unsafe { std::slice::from_raw_parts(src, len as usize) }.to_vec()
                 };
-                report.wrong += count_wrong(spec.types.data, &got, w, tol);
+                let wrong = count_wrong(spec.types.data, &got, w, tol);
+                if wrong > 0 && report.first_wrong.is_none() {
+                    report.first_wrong =
+                        first_wrong(spec.types.data, &got, w, tol).map(|e| (i as u32, e as u64));
+                }
+                report.wrong += wrong;
             }
         }
     }

@@ -64,9 +64,16 @@ impl HostCollectives for HeapHostColl {
 struct ExState {
     epoch: u64,
     slots: u32,
-    area: Option<(u64, u64)>,
+    area: u64,
     buf: Vec<u8>,
 }
+
+/// Bytes of one exchange area. The same on every rank whatever the exchange's length: the
+/// group's scratch is laid out by the order and sizes of its registrations, which must agree
+/// on every rank, and the members of one tag differ between ranks (node-strided sub-groups
+/// whose regions have different lengths, e.g. `allreduce_hier` with a short last chunk); a
+/// longer exchange takes several rounds through the area.
+const AREA_BYTES: u64 = 1 << 20;
 
 /// Epoch-counted all-to-all byte exchanges through the heap (used for counts, barriers and the
 /// heap host collectives). Every member writes its bytes into slot `index` of every member's
@@ -111,12 +118,13 @@ impl Exchanges {
         let key = format!("exchange/{tag}");
         if !self.states.contains_key(&key) {
             let slots = fabric.signal_slots(&key, 2)?;
+            let area = fabric.scratch(&format!("{key}/area"), AREA_BYTES)?;
             self.states.insert(
                 key.clone(),
                 ExState {
                     epoch: 0,
                     slots,
-                    area: None,
+                    area,
                     buf: Vec::new(),
                 },
             );
@@ -124,48 +132,55 @@ impl Exchanges {
         let st = self.states.get_mut(&key).expect("inserted above");
         let m = members.len() as u64;
         let len = bytes.len() as u64;
-        let need = m * len;
-        let area = match st.area {
-            Some((off, cap)) if cap >= need => off,
-            _ => {
-                let cap = need.max(64).next_power_of_two();
-                let off = fabric.scratch(&format!("{key}/{cap}"), cap)?;
-                st.area = Some((off, cap));
-                off
-            }
-        };
+        // Each round moves one piece of every member's bytes.
+        let piece = (AREA_BYTES / m.max(1)).max(1);
+        let rounds = len.div_ceil(piece).max(1);
         let ctx = |name: &'static str| WaitContext {
             schedule: "<executor exchange>",
             step: u32::MAX,
             slot_name: name,
             signallers: members,
         };
-        let e = st.epoch;
-        if e > 0 && m > 1 {
-            fabric.wait(st.slots + 1, Cmp::Ge, e * (m - 1), &ctx("done"))?;
-        }
-        for &q in members {
-            if len > 0 {
-                let dst = fabric.heap_ptr(q, area + idx as u64 * len, len)?;
-                // SAFETY: checked heap range; nobody reads it until our arrive signal.
-                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len as usize) };
-            }
-            fabric.signal(q, st.slots, SignalMode::Add, 1)?;
-        }
-        fabric.wait(st.slots, Cmp::Ge, (e + 1) * m, &ctx("arrive"))?;
         st.buf.clear();
-        if need > 0 {
-            let src = fabric.heap_ptr(me, area, need)?;
-            // SAFETY: checked local range, complete after the arrive wait.
-            st.buf
-                .extend_from_slice(unsafe { std::slice::from_raw_parts(src, need as usize) });
-        }
-        for &q in members {
-            if q != me {
-                fabric.signal(q, st.slots + 1, SignalMode::Add, 1)?;
+        st.buf.resize((m * len) as usize, 0);
+        for k in 0..rounds {
+            let off = k * piece;
+            let l = piece.min(len - off.min(len));
+            let e = st.epoch;
+            if e > 0 && m > 1 {
+                fabric.wait(st.slots + 1, Cmp::Ge, e * (m - 1), &ctx("done"))?;
             }
+            for &q in members {
+                if l > 0 {
+                    let dst = fabric.heap_ptr(q, st.area + idx as u64 * piece, l)?;
+                    // SAFETY: checked heap range; nobody reads it until our arrive signal.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            bytes.as_ptr().add(off as usize),
+                            dst,
+                            l as usize,
+                        )
+                    };
+                }
+                fabric.signal(q, st.slots, SignalMode::Add, 1)?;
+            }
+            fabric.wait(st.slots, Cmp::Ge, (e + 1) * m, &ctx("arrive"))?;
+            if l > 0 {
+                for j in 0..m {
+                    let src = fabric.heap_ptr(me, st.area + j * piece, l)?;
+                    let at = (j * len + off) as usize;
+                    // SAFETY: checked local range, complete after the arrive wait.
+                    st.buf[at..at + l as usize]
+                        .copy_from_slice(unsafe { std::slice::from_raw_parts(src, l as usize) });
+                }
+            }
+            for &q in members {
+                if q != me {
+                    fabric.signal(q, st.slots + 1, SignalMode::Add, 1)?;
+                }
+            }
+            st.epoch += 1;
         }
-        st.epoch += 1;
         Ok(&st.buf)
     }
 

@@ -1,17 +1,21 @@
 //! Deterministic inputs, the sequential reference of every collective, and result comparison.
 //!
-//! Used by `symsched run --check` and the executor tests. The reference folds contributions in
-//! rank order 0..P-1 in the accumulator type and rounds once, exactly like the collective's
-//! postcondition (`docs/language-spec.md`), so a schedule that folds in rank order must match it
-//! bit-exactly (f32/f64/integers). Fill values for 16-bit floats are quarter-integers in
-//! [-2, 2], so their sums are exact and partial sums rounded to the data type at every hop still
-//! match; with a low-precision wire the comparison gets a tolerance derived from the wire's
-//! epsilon.
+//! Used by `symsched run --check` and the executor tests. A reduced output chunk the plan's fold
+//! table lists ([`symsched_plan::FoldTable`], the expression the verifier proved computes it) is
+//! computed by that expression: its contributions folded in the proved order, rounded where the
+//! schedule rounds (to the wire type, to the data type after a hop), so a correct schedule must
+//! match bit for bit whatever its order. Other reduced outputs (a plan without a table, or an
+//! expression with a framework reduction) fold contributions in rank order 0..P-1 in the
+//! accumulator type and round once, like the collective's postcondition
+//! (`docs/language-spec.md`). Fill values for 16-bit floats are quarter-integers in [-2, 2], so
+//! their sums are exact; outside the table a low-precision wire or a hierarchical fold gets a
+//! tolerance derived from the types' epsilon.
 
-use super::dtype::{decode, encode, DType, ElemTypes};
+use super::dtype::{convert, decode, encode, DType, ElemTypes};
 use super::error::ExecError;
 use super::reduce::{reduce_raw, scale_avg, Operand, ReduceOp};
-use symsched_plan::{BufferRole, CollectiveKind, LaunchSizes, Plan};
+use std::collections::HashMap;
+use symsched_plan::{BufferRole, CollectiveKind, FoldNode, LaunchSizes, Plan};
 
 fn mix(mut x: u64) -> u64 {
     // splitmix64 finaliser: cheap, well-distributed, deterministic across platforms.
@@ -252,7 +256,189 @@ pub fn expected(
             }
         }
     }
+    proved_folds(plan, types, op, sizes, before, &mut out)?;
+    // An input role the schedule declares `inout` may be overwritten: no promise after the call.
+    for (i, b) in plan.buffers.iter().enumerate() {
+        if b.role == BufferRole::InOut && signature_input(plan.collective, i) {
+            for o in out.iter_mut() {
+                if let Some(slot) = o.get_mut(i) {
+                    *slot = None;
+                }
+            }
+        }
+    }
     Ok(out)
+}
+
+/// Whether role `i` of `kind` is an input of its signature (an `inout` declaration makes it
+/// in-out in the plan).
+fn signature_input(kind: CollectiveKind, i: usize) -> bool {
+    match kind {
+        CollectiveKind::Allgather
+        | CollectiveKind::ReduceScatter
+        | CollectiveKind::Alltoall
+        | CollectiveKind::Alltoallv => i == 0,
+        CollectiveKind::AllgatherMatmul | CollectiveKind::MatmulReduceScatter => i <= 1,
+        _ => false,
+    }
+}
+
+/// Whether every reduced output of the plan is in its fold table and reproducible, so the
+/// reference follows the schedule's own order and roundings everywhere.
+pub fn follows_proved_folds(plan: &Plan) -> bool {
+    let t = &plan.folds;
+    plan.collective.reduces() && !t.is_empty() && t.outputs.iter().all(|o| t.reproducible(o.node))
+}
+
+/// The order the reference assumed for one output chunk, for a failing comparison's message:
+/// the proved fold from the plan's table, or the rank-order fold.
+pub fn assumed_order(plan: &Plan, rank: u32, buffer: u32, chunk: u32) -> String {
+    let name = |b: u32| {
+        plan.buffers
+            .get(b as usize)
+            .map_or_else(|| "?".to_string(), |x| x.name.clone())
+    };
+    match plan.folds.output(rank, buffer, chunk) {
+        Some(node) if plan.folds.reproducible(node) => format!(
+            "the fold the verifier proved: {}",
+            plan.folds
+                .describe(node, &name, 3 * plan.group_size as usize + 8)
+        ),
+        Some(node) => format!(
+            "rank order 0..P-1 with a tolerance (the proved fold has a framework reduction: {})",
+            plan.folds
+                .describe(node, &name, 3 * plan.group_size as usize + 8)
+        ),
+        None => "rank order 0..P-1 (the sequential fold)".to_string(),
+    }
+}
+
+/// Overwrite every reduced output chunk the fold table lists (and can reproduce) with the value
+/// of its proved expression.
+fn proved_folds(
+    plan: &Plan,
+    types: ElemTypes,
+    op: ReduceOp,
+    sizes: &LaunchSizes,
+    before: &[Vec<Vec<u8>>],
+    out: &mut [Vec<Option<Vec<u8>>>],
+) -> Result<(), ExecError> {
+    let t = &plan.folds;
+    if t.is_empty() || !plan.collective.reduces() {
+        return Ok(());
+    }
+    let fold_op = if op == ReduceOp::Avg {
+        ReduceOp::Sum
+    } else {
+        op
+    };
+    let class_dtype = |n: u32| -> DType {
+        match &t.nodes[n as usize] {
+            FoldNode::Fold { class, .. } | FoldNode::Convert { class, .. } => types.of(*class),
+            _ => types.data,
+        }
+    };
+    // Values by (node, length): one node is one chunk, shared by every rank holding it.
+    let mut memo: HashMap<(u32, usize), Vec<u8>> = HashMap::new();
+    for o in &t.outputs {
+        if !t.reproducible(o.node) {
+            continue;
+        }
+        let b = plan
+            .buffers
+            .get(o.buffer as usize)
+            .ok_or_else(|| ExecError::Runtime("fold output of a missing buffer".into()))?;
+        let span = b.chunk_span(o.chunk, o.rank, sizes)?;
+        let len = span.len as usize;
+        // Children before parents: the table lists nodes in that order.
+        let mut stack = vec![(o.node, false)];
+        while let Some((n, ready)) = stack.pop() {
+            if memo.contains_key(&(n, len)) {
+                continue;
+            }
+            let node = &t.nodes[n as usize];
+            let kids: Vec<u32> = match node {
+                FoldNode::Fold { operands, .. } => operands.clone(),
+                FoldNode::Convert { of, .. } => vec![*of],
+                _ => Vec::new(),
+            };
+            if !ready && !kids.is_empty() {
+                stack.push((n, true));
+                stack.extend(kids.iter().map(|&k| (k, false)));
+                continue;
+            }
+            let dt = class_dtype(n);
+            let v = match node {
+                FoldNode::Input {
+                    rank,
+                    buffer,
+                    chunk,
+                } => {
+                    let ib = &plan.buffers[*buffer as usize];
+                    let s = ib.chunk_span(*chunk, *rank, sizes)?;
+                    let es = types.data.size();
+                    let src = before
+                        .get(*rank as usize)
+                        .and_then(|r| r.get(*buffer as usize))
+                        .ok_or_else(|| ExecError::Runtime("fold input of a missing role".into()))?;
+                    let (a, z) = (s.offset as usize * es, (s.offset as usize + len) * es);
+                    if s.len < len as u64 || z > src.len() {
+                        return Err(ExecError::Runtime(format!(
+                            "fold input chunk {chunk} of `{}` on rank {rank} is shorter than its output",
+                            ib.name
+                        )));
+                    }
+                    src[a..z].to_vec()
+                }
+                FoldNode::Convert { of, .. } => {
+                    let from = class_dtype(*of);
+                    let src = &memo[&(*of, len)];
+                    let mut v = vec![0u8; len * dt.size()];
+                    // SAFETY: `src` holds `len` elements of `from`, `v` as many of `dt`.
+                    unsafe { convert(from, src.as_ptr(), dt, v.as_mut_ptr(), len) };
+                    v
+                }
+                FoldNode::Fold { operands, .. } => {
+                    let srcs: Vec<Operand> = operands
+                        .iter()
+                        .map(|&k| Operand {
+                            ptr: memo[&(k, len)].as_ptr(),
+                            dtype: class_dtype(k),
+                        })
+                        .collect();
+                    let mut v = vec![0u8; len * dt.size()];
+                    // SAFETY: every operand holds `len` elements of its dtype, `v` of `dt`.
+                    unsafe { reduce_raw(types.acc, fold_op, v.as_mut_ptr(), dt, &srcs, len)? };
+                    v
+                }
+                FoldNode::Library { .. } => unreachable!("checked reproducible"),
+            };
+            memo.insert((n, len), v);
+        }
+        let mut v = memo[&(o.node, len)].clone();
+        let dt = class_dtype(o.node);
+        if dt != types.data {
+            let mut w = vec![0u8; len * types.data.size()];
+            // SAFETY: `v` holds `len` elements of `dt`, `w` as many of the data type.
+            unsafe { convert(dt, v.as_ptr(), types.data, w.as_mut_ptr(), len) };
+            v = w;
+        }
+        if op == ReduceOp::Avg {
+            // SAFETY: `v` holds `len` elements of the data type.
+            unsafe { scale_avg(types.acc, v.as_mut_ptr(), types.data, len, plan.group_size) };
+        }
+        let es = types.data.size();
+        if let Some(Some(dst)) = out
+            .get_mut(o.rank as usize)
+            .and_then(|r| r.get_mut(o.buffer as usize))
+        {
+            let a = span.offset as usize * es;
+            if a + v.len() <= dst.len() {
+                dst[a..a + v.len()].copy_from_slice(&v);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Allowed absolute error per element for this launch (0 = bit-exact).
@@ -278,12 +464,13 @@ pub fn tolerance(plan: &Plan, types: ElemTypes, sizes: &LaunchSizes) -> f64 {
         // Products of values up to 4 summed over k (and P) terms, each rounding once or twice.
         tol += eps(types.data).max(eps(types.acc)) * 16.0 * k * p * 4.0;
     }
-    if plan.hierarchy.is_some() && plan.collective.reduces() {
+    let exact = follows_proved_folds(plan);
+    if plan.hierarchy.is_some() && plan.collective.reduces() && !exact {
         // Hierarchical schedules fold inside a node first, then across nodes: a fixed order
         // (identical on every rank) but not the sequential one.
         tol += eps(types.acc).max(eps(types.data)) * 4.0 * p * p;
     }
-    if types.wire != types.data {
+    if types.wire != types.data && !exact {
         // Every contribution and partial sum (magnitude ≤ 4·P) may be rounded to the wire.
         tol += eps(types.wire) * 4.0 * p * (p + 1.0);
     }
@@ -312,6 +499,19 @@ pub fn count_wrong(dtype: DType, got: &[u8], want: &[u8], tol: f64) -> u64 {
         .zip(&w)
         .filter(|(a, b)| !((a.is_nan() && b.is_nan()) || (*a - *b).abs() <= tol))
         .count() as u64
+}
+
+/// Index of the first element of `got` that differs from `want` by more than `tol` (as
+/// [`count_wrong`] counts them).
+pub fn first_wrong(dtype: DType, got: &[u8], want: &[u8], tol: f64) -> Option<usize> {
+    let es = dtype.size();
+    let n = got.len().min(want.len()) / es;
+    (0..n)
+        .find(|&i| {
+            let (a, b) = (&got[i * es..(i + 1) * es], &want[i * es..(i + 1) * es]);
+            count_wrong(dtype, a, b, tol) > 0
+        })
+        .or_else(|| (got.len() != want.len()).then_some(n))
 }
 
 fn both_nan(dtype: DType, a: &[u8], b: &[u8], i: usize) -> bool {
