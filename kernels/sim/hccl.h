@@ -72,17 +72,27 @@ inline const char *hccl_op_name(HcclReduceOp op) {
     }
 }
 
+/// The device table of the launch stub's thread (host collectives run between kernel
+/// segments, when no simulated core is running).
+inline const symsched_device &stub_dev() {
+    const symsched_device *d = launch_ctx().dev;
+    if (d == nullptr) {
+        fail(SYMSCHED_SIM_E_ABI, "HCCL call outside symsched_sim_launch");
+    }
+    return *d;
+}
+
 /// Index of this PE in the communicator.
 inline int32_t comm_index(const HcclCommSim *c, const char *what) {
     if (c == nullptr || c->members == nullptr || c->n_members < 1) {
         fail(SYMSCHED_SIM_E_HOST_COLL, std::string(what) + ": null or empty communicator");
     }
     for (int32_t i = 0; i < c->n_members; ++i) {
-        if (c->members[i] == dev().my_pe) {
+        if (c->members[i] == stub_dev().my_pe) {
             return i;
         }
     }
-    fail(SYMSCHED_SIM_E_HOST_COLL, std::string(what) + ": PE " + std::to_string(dev().my_pe) +
+    fail(SYMSCHED_SIM_E_HOST_COLL, std::string(what) + ": PE " + std::to_string(stub_dev().my_pe) +
                                        " is not a member of the communicator");
 }
 
@@ -94,11 +104,10 @@ inline HcclResult host_coll(int32_t op, void *data, uint64_t count, HcclDataType
     if (tname == nullptr || rname == nullptr) {
         fail(SYMSCHED_SIM_E_HOST_COLL, std::string(what) + ": data type or reduce op not simulated");
     }
+    // A kernel segment ends only with every core's puts completed (symsim::launch checks that
+    // each core returns with nothing outstanding), so none can be outstanding here.
     comm_index(c, what);
-    if (has_undelivered()) {
-        fail(SYMSCHED_SIM_E_HOST_COLL, std::string(what) + " while the kernel's non-blocking puts are outstanding");
-    }
-    const symsched_device &d = dev();
+    const symsched_device &d = stub_dev();
     uint64_t bytes = count * hccl_type_bytes(type);
     if (bytes > 0 && d.addr_pe(d.ctx, data, bytes) != d.my_pe) {
         fail(SYMSCHED_SIM_E_HOST_COLL, std::string(what) + ": the buffer is not this PE's device memory");

@@ -1,6 +1,8 @@
 // shmem.h — host simulation of the CANN shmem (aclshmem) device calls symsched's generated
 // kernels emit, mapped onto the launcher's device table (symsched_device.h). Non-blocking puts
-// are deferred until aclshmem_quiet so a missing quiet shows up as stale data as well as an error.
+// and gets are engine instructions (MTE2 reads a GM source or fills UB, MTE3 sends from UB)
+// that run whenever the schedule lets their engine get to them, at the latest at
+// aclshmem_quiet, so a missing quiet also shows up as stale data.
 #ifndef SYMSCHED_SIM_SHMEM_H
 #define SYMSCHED_SIM_SHMEM_H
 
@@ -57,18 +59,56 @@ inline void check_local_operand(const void *p, uint64_t bytes, const char *what)
     }
 }
 
-inline void put_nbi(void *dst_local_sym, const void *src, uint64_t bytes, int32_t pe, const char *what) {
-    void *dst = remote(dst_local_sym, bytes, pe, what);
-    check_local_operand(src, bytes, what);
-    core().pending.push_back(PendingPut{dst, src, bytes, pe, false, false});
+/// Record an outstanding non-blocking operation of this core.
+inline void add_pending(const PendingPut &pp) {
+    CoreState &c = core();
+    c.pending.push_back(pp);
+    if (!pp.is_get && !pp.delivered) {
+        std::lock_guard<std::mutex> g(c.rank->mu);
+        c.rank->puts.emplace_back(c.index, pp.who);
+    }
 }
 
-inline void signal(int32_t *sig_local, int32_t value, int op, int32_t pe, const char *what) {
+/// A GM -> GM put: shmem's MTE engine reads the source with MTE2 (and writes the peer through
+/// its own UB staging buffer), some time before the next aclshmem_quiet.
+inline void put_nbi(void *dst_local_sym, const void *src, uint64_t bytes, int32_t pe, const char *what, uint32_t line) {
+    need_core(CoreType::kAiv, what);
+    void *dst = remote(dst_local_sym, bytes, pe, what);
+    check_local_operand(src, bytes, what);
+    OpPtr op = issue(kMte2, what, line, [=]() {
+        touch(src, bytes, false);
+        std::memcpy(dst, src, bytes);
+    });
+    add_pending(PendingPut{dst, src, bytes, pe, false, false, op->who});
+}
+
+/// A signal publishes everything this rank wrote before it: no plain put of this core may be
+/// outstanding, nor one of another core ordered before this signal, and every local GM write
+/// must be known finished.
+inline void check_signal(const char *what, int32_t pe) {
     if (has_undelivered()) {
         fail(SYMSCHED_SIM_E_SIGNAL_BEFORE_QUIET,
              std::string(what) + " to PE " + std::to_string(pe) +
                  " while non-blocking puts are outstanding: the signal may overtake the data (aclshmem_quiet first)");
     }
+    CoreState &c = core();
+    Clock k = c.pipes.scalar_clock();
+    {
+        std::lock_guard<std::mutex> g(c.rank->mu);
+        for (const auto &p : c.rank->puts) {
+            if (p.first != c.index && happens_before(p.second, k)) {
+                fail(SYMSCHED_SIM_E_SIGNAL_BEFORE_QUIET,
+                     std::string(what) + " to PE " + std::to_string(pe) + " while " + who_text(p.second) +
+                         " of core " + std::to_string(p.first) + ", ordered before it, is not completed by aclshmem_quiet");
+            }
+        }
+    }
+    check_published(what);
+}
+
+inline void signal(int32_t *sig_local, int32_t value, int op, int32_t pe, const char *what) {
+    need_core(CoreType::kAiv, what);
+    check_signal(what, pe);
     if (op != ACLSHMEM_SIGNAL_SET && op != ACLSHMEM_SIGNAL_ADD) {
         fail(SYMSCHED_SIM_E_UNSUPPORTED, std::string(what) + ": unknown sig_op");
     }
@@ -99,48 +139,84 @@ inline __gm__ void *aclshmem_ptr(__gm__ void *ptr, int pe) {
     return symsim::remote(ptr, 1, pe, "aclshmem_ptr");
 }
 
-inline void aclshmem_putmem_nbi(__gm__ void *dst, __gm__ void *src, uint32_t elem_size, int32_t pe) {
-    symsim::put_nbi(dst, src, elem_size, pe, "aclshmem_putmem_nbi");
+inline void aclshmem_putmem_nbi(__gm__ void *dst, __gm__ void *src, uint32_t elem_size, int32_t pe,
+                                uint32_t line = __builtin_LINE()) {
+    symsim::put_nbi(dst, src, elem_size, pe, "aclshmem_putmem_nbi", line);
 }
 
+/// The data, then the signal, delivered by one engine operation: the simulation delivers both
+/// once the MTE2 queue reaches it (the scalar unit does not wait for it); the source stays
+/// reserved until quiet.
 inline void aclshmem_putmem_signal_nbi(__gm__ void *dst, __gm__ void *src, size_t elem_size, __gm__ int32_t *sig_addr,
-                                       int32_t signal, int sig_op, int pe) {
+                                       int32_t signal, int sig_op, int pe, uint32_t line = __builtin_LINE()) {
     const char *what = "aclshmem_putmem_signal_nbi";
-    if (symsim::has_undelivered()) {
-        symsim::fail(SYMSCHED_SIM_E_SIGNAL_BEFORE_QUIET,
-                     std::string(what) + " while earlier non-blocking puts are outstanding: its signal does not "
-                                         "publish them (aclshmem_quiet first)");
-    }
+    symsim::need_core(symsim::CoreType::kAiv, what);
+    symsim::check_signal(what, pe);
     void *d = symsim::remote(dst, elem_size, pe, what);
     symsim::check_local_operand(src, elem_size, what);
-    // The call orders its own data before its signal; the source stays reserved until quiet.
-    std::memcpy(d, src, elem_size);
-    symsim::core().pending.push_back(symsim::PendingPut{d, src, elem_size, pe, true, false});
-    symsim::signal(sig_addr, signal, sig_op, pe, what);
+    symsim::remote(sig_addr, sizeof(int32_t), pe, what);
+    if (sig_op != ACLSHMEM_SIGNAL_SET && sig_op != ACLSHMEM_SIGNAL_ADD) {
+        symsim::fail(SYMSCHED_SIM_E_UNSUPPORTED, std::string(what) + ": unknown sig_op");
+    }
+    const symsched_device *dv = &symsim::dev();
+    symsim::OpPtr op = symsim::issue(symsim::kMte2, what, line, [=]() {
+        symsim::touch(src, elem_size, false);
+        std::memcpy(d, src, elem_size);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        dv->signal_op(dv->ctx, sig_addr, signal, sig_op, pe);
+    });
+    symsim::add_pending(symsim::PendingPut{d, src, elem_size, pe, true, false, op->who});
+    symsim::drain_until([&op]() { return op->done; }, what);
 }
 
-inline void aclshmem_getmem(__gm__ void *dst, __gm__ void *src, uint32_t elem_size, int32_t pe) {
+/// Blocking get into local GM: returns after the data landed (the engines ran up to it).
+inline void aclshmem_getmem(__gm__ void *dst, __gm__ void *src, uint32_t elem_size, int32_t pe,
+                            uint32_t line = __builtin_LINE()) {
     const char *what = "aclshmem_getmem";
+    symsim::need_core(symsim::CoreType::kAiv, what);
     void *s = symsim::remote(src, elem_size, pe, what);
     symsim::check_local_operand(dst, elem_size, what);
     symsim::check_local_write(dst, elem_size, what);
-    std::memcpy(dst, s, elem_size);
+    symsim::OpPtr op = symsim::issue(symsim::kMte2, what, line, [=]() {
+        symsim::touch(dst, elem_size, true);
+        std::memcpy(dst, s, elem_size);
+    });
+    symsim::drain_until([&op]() { return op->done; }, what);
+    symsim::Pipes &ps = symsim::core().pipes;
+    uint32_t sl = symsim::slot_of(symsim::core().index, symsim::kMte2);
+    ps.k_obs.v[sl] = std::max(ps.k_obs.v[sl], op->who.idx);
 }
 
 #define SYMSIM_UB_RMA(NAME, TYPE)                                                                         \
-    inline void aclshmem_##NAME##_put_nbi(__gm__ TYPE *dst, __ubuf__ TYPE *src, uint32_t elem_size, int32_t pe) { \
-        if (!symsim::in_ub(src, elem_size * sizeof(TYPE))) {                                              \
-            symsim::fail(SYMSCHED_SIM_E_BAD_ADDRESS, "aclshmem_" #NAME "_put_nbi: source is not in UB");  \
+    inline void aclshmem_##NAME##_put_nbi(__gm__ TYPE *dst, __ubuf__ TYPE *src, uint32_t elem_size, int32_t pe, \
+                                          uint32_t line = __builtin_LINE()) {                             \
+        const char *what = "aclshmem_" #NAME "_put_nbi";                                                  \
+        symsim::need_core(symsim::CoreType::kAiv, what);                                                  \
+        uint64_t bytes = uint64_t(elem_size) * sizeof(TYPE);                                              \
+        if (!symsim::in_ub(src, bytes)) {                                                                 \
+            symsim::fail(SYMSCHED_SIM_E_BAD_ADDRESS, std::string(what) + ": source is not in UB");        \
         }                                                                                                 \
-        symsim::put_nbi(dst, src, uint64_t(elem_size) * sizeof(TYPE), pe, "aclshmem_" #NAME "_put_nbi"); \
+        void *d = symsim::remote(dst, bytes, pe, what);                                                   \
+        symsim::OpPtr op = symsim::issue(symsim::kMte3, what, line, [=]() {                               \
+            symsim::touch(src, bytes, false);                                                             \
+            std::memcpy(d, src, bytes);                                                                   \
+        });                                                                                               \
+        symsim::add_pending(symsim::PendingPut{d, src, bytes, pe, false, false, op->who});               \
     }                                                                                                     \
-    inline void aclshmem_##NAME##_get_nbi(__ubuf__ TYPE *dst, __gm__ TYPE *src, uint32_t elem_size, int32_t pe) { \
+    inline void aclshmem_##NAME##_get_nbi(__ubuf__ TYPE *dst, __gm__ TYPE *src, uint32_t elem_size, int pe, \
+                                          uint32_t line = __builtin_LINE()) {                             \
+        const char *what = "aclshmem_" #NAME "_get_nbi";                                                  \
+        symsim::need_core(symsim::CoreType::kAiv, what);                                                  \
         uint64_t bytes = uint64_t(elem_size) * sizeof(TYPE);                                              \
         if (!symsim::in_ub(dst, bytes)) {                                                                 \
-            symsim::fail(SYMSCHED_SIM_E_BAD_ADDRESS, "aclshmem_" #NAME "_get_nbi: destination is not in UB"); \
+            symsim::fail(SYMSCHED_SIM_E_BAD_ADDRESS, std::string(what) + ": destination is not in UB");   \
         }                                                                                                 \
-        void *s = symsim::remote(src, bytes, pe, "aclshmem_" #NAME "_get_nbi");                           \
-        symsim::core().pending.push_back(symsim::PendingPut{dst, s, bytes, pe, false, true});            \
+        void *s = symsim::remote(src, bytes, pe, what);                                                   \
+        symsim::OpPtr op = symsim::issue(symsim::kMte2, what, line, [=]() {                               \
+            symsim::touch(dst, bytes, true);                                                              \
+            std::memcpy(dst, s, bytes);                                                                   \
+        });                                                                                               \
+        symsim::add_pending(symsim::PendingPut{dst, s, bytes, pe, false, true, op->who});                \
     }
 
 SYMSIM_UB_RMA(float, float)
@@ -157,6 +233,7 @@ inline void aclshmemx_signal_op(__gm__ int32_t *sig_addr, int32_t signal, int si
 }
 
 inline int32_t aclshmem_signal_wait_until(__gm__ int32_t *sig_addr, int cmp, int32_t cmp_val) {
+    symsim::need_core(symsim::CoreType::kAiv, "aclshmem_signal_wait_until");
     const symsched_device &d = symsim::dev();
     if (d.addr_pe(d.ctx, sig_addr, sizeof(int32_t)) != d.my_pe) {
         symsim::fail(SYMSCHED_SIM_E_BAD_ADDRESS, "aclshmem_signal_wait_until: the signal must be a local symmetric address");
@@ -166,9 +243,10 @@ inline int32_t aclshmem_signal_wait_until(__gm__ int32_t *sig_addr, int cmp, int
     }
     int32_t observed = 0;
     if (d.signal_wait_until(d.ctx, sig_addr, cmp, cmp_val, &observed) != 0) {
-        symsim::fail(SYMSCHED_SIM_E_WAIT_FAILED, "aclshmem_signal_wait_until(cmp " + std::to_string(cmp) + ", " +
-                                                     std::to_string(cmp_val) + ") gave up; last value " +
-                                                     std::to_string(observed));
+        throw symsim::Error{SYMSCHED_SIM_E_WAIT_FAILED,
+                            "aclshmem_signal_wait_until(cmp " + std::to_string(cmp) + ", " + std::to_string(cmp_val) +
+                                ") gave up; last value " + std::to_string(observed),
+                            symsim::core().rank->aborted.load()};
     }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return observed;
@@ -179,6 +257,7 @@ inline int32_t aclshmem_int32_g(__gm__ int32_t *src, int pe) {
     return __atomic_load_n(static_cast<int32_t *>(p), __ATOMIC_ACQUIRE);
 }
 
+/// CANN shmem implements quiet as PipeBarrier<PIPE_ALL> plus a data-cache flush.
 inline void aclshmem_quiet(void) { symsim::complete_pending(); }
 /// CANN documents fence as implemented like quiet; the simulation does the same.
 inline void aclshmem_fence(void) { symsim::complete_pending(); }

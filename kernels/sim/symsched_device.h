@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /** Bumped on any incompatible change of the two structs below. */
-#define SYMSCHED_DEVICE_ABI 2
+#define SYMSCHED_DEVICE_ABI 3
 
 /** Status codes returned by symsched_sim_launch. Each names one misuse the simulation rejects. */
 enum symsched_sim_status {
@@ -51,10 +51,24 @@ enum symsched_sim_status {
      *  Nd2Nz DataCopy into A1/B1; Fixpipe from CO1), or a type pair the Cube unit lacks. */
     SYMSCHED_SIM_E_CUBE_POSITION = 15,
     /** The launch stub's host collective failed (or was asked for with bad arguments). */
-    SYMSCHED_SIM_E_HOST_COLL = 16
+    SYMSCHED_SIM_E_HOST_COLL = 16,
+    /** Two engines (pipes) of a core, or two cores of a rank, touch the same bytes, at least one
+     *  writing, and no SetFlag/WaitFlag, queue EnQue/DeQue or AllocTensor/FreeTensor,
+     *  PipeBarrier, aclshmem_quiet/fence, CrossCoreSetFlag/WaitFlag or SyncAll orders them (for
+     *  example a vector op reading a tile before the MTE2 copy that fills it has finished); also
+     *  a signal issued while local GM writes it publishes may still be in flight. */
+    SYMSCHED_SIM_E_PIPE_RACE = 17,
+    /** A Cube-side call on a vector core (AIV) or a vector/UB/shmem call on a Cube core (AIC),
+     *  or a cross-core flag in a mode the kernel type does not have. */
+    SYMSCHED_SIM_E_CORE_TYPE = 18,
+    /** A vector op whose destination partly overlaps a source (the documented address-overlap
+     *  rule allows only identical or disjoint operands). */
+    SYMSCHED_SIM_E_OPERAND_OVERLAP = 19
 };
 
-/** Operations of the device table. All callbacks are called from the rank's own thread. */
+/** Operations of the device table. Callbacks are called from the rank's simulated core
+ *  threads (one per AIV/AIC core the kernel launches), concurrently; host_coll only from the
+ *  thread that called symsched_sim_launch, between kernel segments. */
 struct symsched_device {
     uint32_t abi_version; /* SYMSCHED_DEVICE_ABI */
     void *ctx;
@@ -86,6 +100,9 @@ struct symsched_device {
     int32_t (*host_coll)(void *ctx, int32_t op, void *data, uint64_t count, const char *dtype,
                          const char *reduce_op, const int32_t *members, int32_t n_members,
                          int32_t ordinal);
+    /** Called once when a core of this rank fails, so the launcher can make this rank's other
+     *  cores (blocked in signal_wait_until) and its peers give up at once. May be NULL. */
+    void (*abort)(void *ctx);
 };
 
 /** Arguments of one simulated launch of one rank. */
@@ -98,6 +115,9 @@ struct symsched_launch_args {
     const uint64_t *counts; /* counts[sender * P + receiver], or NULL without Counts extents */
     uint64_t epoch;       /* launch epoch of this plan on this group instance (0 = first) */
     int32_t send_exit_signals; /* 1: the kernel sends the plan's launch credits at its end */
+    uint64_t seed;        /* seed of the simulated pipe interleaving (same seed, same choices) */
+    uint8_t *workspace;   /* this PE's GM scratch of kernels with matmul steps (else NULL) */
+    uint64_t workspace_bytes;
     char *err_msg;        /* receives a NUL-terminated message on failure (may be NULL) */
     uint32_t err_cap;
 };

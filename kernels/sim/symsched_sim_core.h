@@ -1,17 +1,27 @@
-// symsched_sim_core.h — state shared by the simulated Ascend C and shmem headers: the current
-// rank's device table, the misuse errors, and the bookkeeping of outstanding non-blocking puts.
-// Header-only C++17; one simulated AI core per host thread.
+// symsched_sim_core.h — state shared by the simulated Ascend C and shmem headers: the launch of
+// a rank's cores (one host thread per AIV/AIC core), each core's memories and engines, the
+// rank's shared GM history, the misuse errors, and the outstanding non-blocking puts.
+// Header-only C++17.
 #ifndef SYMSCHED_SIM_CORE_H
 #define SYMSCHED_SIM_CORE_H
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "symsched_device.h"
+#include "symsched_sim_pipes.h"
 
 // Device address-space qualifiers and kernel markers have no meaning on the host.
 #define __global__
@@ -23,9 +33,11 @@
 namespace symsim {
 
 /// A misuse the device rejects (or would hang/corrupt on); thrown to the launch entry.
+/// `secondary`: the core gave up because another core or rank failed first.
 struct Error {
     int32_t code;
     std::string message;
+    bool secondary = false;
 };
 
 inline const char *status_name(int32_t code) {
@@ -47,22 +59,24 @@ inline const char *status_name(int32_t code) {
     case SYMSCHED_SIM_E_CUBE_OVERFLOW: return "SYMSCHED_SIM_E_CUBE_OVERFLOW";
     case SYMSCHED_SIM_E_CUBE_POSITION: return "SYMSCHED_SIM_E_CUBE_POSITION";
     case SYMSCHED_SIM_E_HOST_COLL: return "SYMSCHED_SIM_E_HOST_COLL";
+    case SYMSCHED_SIM_E_PIPE_RACE: return "SYMSCHED_SIM_E_PIPE_RACE";
+    case SYMSCHED_SIM_E_CORE_TYPE: return "SYMSCHED_SIM_E_CORE_TYPE";
+    case SYMSCHED_SIM_E_OPERAND_OVERLAP: return "SYMSCHED_SIM_E_OPERAND_OVERLAP";
     default: return "SYMSCHED_SIM_E_UNKNOWN";
     }
 }
 
-[[noreturn]] inline void fail(int32_t code, const std::string &message) {
-    throw Error{code, message};
-}
+[[noreturn]] inline void fail(int32_t code, const std::string &message) { throw Error{code, message, false}; }
 
-/// A non-blocking put not yet completed by aclshmem_quiet.
+/// A non-blocking put or get not yet completed by aclshmem_quiet.
 struct PendingPut {
-    void *dst;          // peer address (already translated)
-    const void *src;    // local source (GM or UB)
+    void *dst;          // peer address (already translated), or local UB for a get
+    const void *src;    // local source (GM or UB), or the peer address for a get
     uint64_t bytes;
     int32_t pe;
     bool delivered;     // put_signal delivers at once; the source stays reserved until quiet
-    bool is_get;        // a get_nbi: `dst` is local UB, `src` the peer address
+    bool is_get;
+    Who who;            // the engine instruction that moves the data
 };
 
 #ifndef SYMSIM_L1_BYTES
@@ -73,7 +87,12 @@ struct PendingPut {
 #define SYMSIM_L0C_BYTES (128u * 1024u)
 #endif
 
-/// One on-chip buffer a TPipe carves queue memory from (the UB is kept separately).
+#ifndef SYMSIM_UB_BYTES
+/// Unified buffer per AI vector core on Atlas A2 (192 KiB); override with -DSYMSIM_UB_BYTES=...
+#define SYMSIM_UB_BYTES (192u * 1024u)
+#endif
+
+/// One on-chip buffer a TPipe carves queue memory from.
 struct Pool {
     uint8_t *base = nullptr;
     uint32_t cap = 0;
@@ -81,24 +100,95 @@ struct Pool {
     const char *name = "";
 };
 
-#ifndef SYMSIM_UB_BYTES
-/// Unified buffer per AI vector core on Atlas A2 (192 KiB); override with -DSYMSIM_UB_BYTES=...
-#define SYMSIM_UB_BYTES (192u * 1024u)
-#endif
+/// What a core is (separated-architecture Atlas A2: vector cores and Cube cores are distinct).
+enum class CoreType { kAiv, kAic };
+
+/// Kernel types (`KERNEL_TASK_TYPE_DEFAULT`) the simulation launches.
+enum KernelMetaType : uint32_t {
+    KERNEL_TYPE_AIV_ONLY = 0,
+    KERNEL_TYPE_AIC_ONLY,
+    KERNEL_TYPE_MIX_AIV_1_0,
+    KERNEL_TYPE_MIX_AIC_1_0,
+    KERNEL_TYPE_MIX_AIC_1_1,
+    KERNEL_TYPE_MIX_AIC_1_2
+};
+
+/// Number of HardEvent values the flag table holds, and of flag ids per event (A2: 0..7).
+constexpr uint32_t kHardEvents = 32;
+constexpr uint32_t kEventIds = 8;
+/// Cross-core flag ids (A2: 0..10) and the most a counter may hold (documented: 15).
+constexpr uint32_t kCrossFlags = 11;
+constexpr uint32_t kCrossMax = 15;
+
+/// A labelled range of a core's private memory (for race reports).
+struct Region {
+    uintptr_t lo, hi;
+    std::string label;
+};
+
+/// One pending SetFlag of (event, id).
+struct FlagState {
+    bool set = false;
+    OpPtr mark;       // the SetFlag's mark in its source engine (done = set in hardware)
+    Clock value;      // what it publishes
+    uint32_t line = 0;
+};
+
+struct RankShared;
 
 /// Everything one simulated core owns during one launch.
 struct CoreState {
     const symsched_device *dev = nullptr;
+    RankShared *rank = nullptr;
+    uint32_t index = 0;       // position among the rank's cores (AIVs first)
+    CoreType type = CoreType::kAiv;
+    uint32_t block_idx = 0;   // GetBlockIdx()
+    uint32_t block_num = 1;   // GetBlockNum()
     std::vector<PendingPut> pending;
-    alignas(64) uint8_t ub[SYMSIM_UB_BYTES];
+    std::vector<uint8_t> ub_mem = std::vector<uint8_t>(SYMSIM_UB_BYTES + 64);
+    uint8_t *ub = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(ub_mem.data()) + 63) & ~uintptr_t(63));
     uint32_t ub_used = 0;
-    int32_t flags[16][8] = {};
     // Cube memories: L1 (A1/B1), L0A (A2), L0B (B2), L0C (CO1), carved by TPipe::InitBuffer.
-    std::vector<uint8_t> cube_mem = std::vector<uint8_t>(SYMSIM_L1_BYTES + SYMSIM_L0A_BYTES + SYMSIM_L0B_BYTES + SYMSIM_L0C_BYTES);
-    Pool l1{cube_mem.data(), SYMSIM_L1_BYTES, 0, "L1"};
-    Pool l0a{cube_mem.data() + SYMSIM_L1_BYTES, SYMSIM_L0A_BYTES, 0, "L0A"};
-    Pool l0b{cube_mem.data() + SYMSIM_L1_BYTES + SYMSIM_L0A_BYTES, SYMSIM_L0B_BYTES, 0, "L0B"};
-    Pool l0c{cube_mem.data() + SYMSIM_L1_BYTES + SYMSIM_L0A_BYTES + SYMSIM_L0B_BYTES, SYMSIM_L0C_BYTES, 0, "L0C"};
+    std::vector<uint8_t> cube_mem =
+        std::vector<uint8_t>(SYMSIM_L1_BYTES + SYMSIM_L0A_BYTES + SYMSIM_L0B_BYTES + SYMSIM_L0C_BYTES + 1024);
+    uint8_t *cube = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(cube_mem.data()) + 1023) & ~uintptr_t(1023));
+    Pool l1{cube, SYMSIM_L1_BYTES, 0, "L1"};
+    Pool l0a{cube + SYMSIM_L1_BYTES, SYMSIM_L0A_BYTES, 0, "L0A"};
+    Pool l0b{cube + SYMSIM_L1_BYTES + SYMSIM_L0A_BYTES, SYMSIM_L0B_BYTES, 0, "L0B"};
+    Pool l0c{cube + SYMSIM_L1_BYTES + SYMSIM_L0A_BYTES + SYMSIM_L0B_BYTES, SYMSIM_L0C_BYTES, 0, "L0C"};
+    Pipes pipes;
+    Shadow local;             // UB, L1 and L0 bytes of this core
+    std::vector<Region> regions;
+    FlagState flags[kHardEvents][kEventIds];
+    /// Per engine: the last instruction issued that writes this PE's GM (publish checks).
+    uint32_t last_gm_write[kEngines] = {};
+    const char *last_gm_write_what[kEngines] = {};
+    uint32_t last_gm_write_line[kEngines] = {};
+};
+
+/// What the cores of one rank share during one launch.
+struct RankShared {
+    std::mutex mu;
+    std::condition_variable cv;
+    Shadow gm;                               // this PE's GM bytes (under mu)
+    std::atomic<bool> aborted{false};
+    uint32_t n_aiv = 1, n_aic = 0;
+    /// Pending cross-core flag increments of each core (with what the setter(s) published).
+    std::vector<Clock> cross[kMaxCores][kCrossFlags];
+    struct Gather {
+        uint32_t count = 0;
+        Clock clk;
+    };
+    Gather mode0[2][kCrossFlags];            // per core type
+    Gather mode1[kMaxCores][kCrossFlags];    // per AI Core: its AIVs' mode-1 sets
+    Gather mode2[kMaxCores][kCrossFlags];    // per AI Core: its AIVs' mode-2 sets
+    // SyncAll: a generation barrier over the AIVs.
+    uint32_t sync_count = 0;
+    uint64_t sync_gen = 0;
+    Clock sync_acc, sync_done;
+    /// Undelivered plain puts of every core: (core, instruction).
+    std::vector<std::pair<uint32_t, Who>> puts;
+    CoreState *cores[kMaxCores] = {};
 };
 
 inline CoreState *&current_slot() {
@@ -120,6 +210,223 @@ inline bool overlaps(const void *a, uint64_t alen, const void *b, uint64_t blen)
     auto x = reinterpret_cast<uintptr_t>(a);
     auto y = reinterpret_cast<uintptr_t>(b);
     return alen != 0 && blen != 0 && x < y + blen && y < x + alen;
+}
+
+/// Sync call sites (file, line) that executed, for the deleted-flag mutation test.
+inline std::mutex &sync_sites_mu() {
+    static std::mutex m;
+    return m;
+}
+inline std::set<std::pair<std::string, uint32_t>> &sync_sites() {
+    static std::set<std::pair<std::string, uint32_t>> s;
+    return s;
+}
+inline void note_sync_site(const char *file, uint32_t line) {
+    std::lock_guard<std::mutex> g(sync_sites_mu());
+    sync_sites().emplace(file, line);
+}
+
+// ------------------------------------------------------------------ memory and races
+
+inline bool in_ub(const void *p, uint64_t bytes) {
+    CoreState &c = core();
+    auto x = reinterpret_cast<uintptr_t>(p);
+    auto base = reinterpret_cast<uintptr_t>(c.ub);
+    return x >= base && x + bytes <= base + SYMSIM_UB_BYTES;
+}
+inline bool in_cube(const void *p, uint64_t bytes) {
+    CoreState &c = core();
+    auto x = reinterpret_cast<uintptr_t>(p);
+    auto base = reinterpret_cast<uintptr_t>(c.cube);
+    return x >= base && x + bytes <= base + SYMSIM_L1_BYTES + SYMSIM_L0A_BYTES + SYMSIM_L0B_BYTES + SYMSIM_L0C_BYTES;
+}
+
+inline std::string describe_local(CoreState &c, uintptr_t lo, uintptr_t hi) {
+    for (const Region &r : c.regions) {
+        if (lo >= r.lo && lo < r.hi) {
+            return r.label + " bytes [" + std::to_string(lo - r.lo) + ", " + std::to_string(hi - r.lo) + ")";
+        }
+    }
+    return "on-chip bytes";
+}
+
+inline std::string who_text(const Who &w) {
+    uint32_t core_idx = w.slot / kEngines;
+    std::string s = std::string(w.what) + " (" + engine_name(w.slot % kEngines) + ", core " + std::to_string(core_idx);
+    if (w.line != 0) {
+        s += ", kernel line " + std::to_string(w.line);
+    }
+    return s + ")";
+}
+
+[[noreturn]] inline void report_race(const Who &me, bool wrote, const Conflict &c, const std::string &where) {
+    std::string msg;
+    if (c.other_wrote && !wrote) {
+        msg = who_text(me) + " reads " + where + " before " + who_text(c.other) + " has finished writing it";
+    } else if (c.other_wrote) {
+        msg = who_text(me) + " overwrites " + where + " while " + who_text(c.other) + " may still be writing it";
+    } else {
+        msg = who_text(me) + " overwrites " + where + " before " + who_text(c.other) + " has finished reading it";
+    }
+    msg += "; nothing orders the two (SetFlag/WaitFlag, a queue's EnQue/DeQue or FreeTensor/AllocTensor, "
+           "PipeBarrier, aclshmem_quiet, a cross-core flag or SyncAll)";
+    fail(SYMSCHED_SIM_E_PIPE_RACE, msg);
+}
+
+/// Record that `who` (knowing `clk` finished) reads or writes [p, p + bytes); reports an
+/// unordered conflicting access. Memory other than this core's and this PE's is not tracked
+/// (a peer's bytes belong to the peer; host tables are read-only).
+inline void touch_as(const Who &who, const Clock &clk, const void *p, uint64_t bytes, bool write) {
+    if (bytes == 0) {
+        return;
+    }
+    CoreState &c = core();
+    auto lo = reinterpret_cast<uintptr_t>(p);
+    uintptr_t hi = lo + bytes;
+    if (in_ub(p, bytes) || in_cube(p, bytes)) {
+        Conflict k = c.local.access(lo, hi, write, who, clk);
+        if (k.found) {
+            report_race(who, write, k, describe_local(c, k.lo, k.hi));
+        }
+        return;
+    }
+    const symsched_device &d = *c.dev;
+    if (d.addr_pe(d.ctx, p, bytes) != d.my_pe) {
+        return;
+    }
+    Conflict k;
+    {
+        std::lock_guard<std::mutex> g(c.rank->mu);
+        k = c.rank->gm.access(lo, hi, write, who, clk);
+    }
+    if (k.found) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "GM bytes [%p, +%llu) of PE %d", reinterpret_cast<void *>(k.lo),
+                      static_cast<unsigned long long>(k.hi - k.lo), d.my_pe);
+        report_race(who, write, k, buf);
+    }
+}
+
+/// A memory access by the engine instruction whose effects are running now.
+inline void touch(const void *p, uint64_t bytes, bool write) {
+    const Op *op = core().pipes.current;
+    if (op == nullptr) {
+        fail(SYMSCHED_SIM_E_ABI, "internal: engine access outside an engine instruction");
+    }
+    touch_as(op->who, op->clk, p, bytes, write);
+}
+
+/// A load or store of the scalar unit (in order with its own earlier loads and stores).
+inline void scalar_touch(const void *p, uint64_t bytes, bool write, const char *what, uint32_t line) {
+    CoreState &c = core();
+    Pipes &ps = c.pipes;
+    uint32_t eng = write ? kSst : kS;
+    Who who{slot_of(c.index, eng), ++ps.n[eng], what, line};
+    Clock clk = ps.k_obs;
+    clk.v[slot_of(c.index, kS)] = write ? ps.n[kS] : ps.n[kS] - 1;
+    clk.v[slot_of(c.index, kSst)] = write ? ps.n[kSst] - 1 : ps.n[kSst];
+    touch_as(who, clk, p, bytes, write);
+    if (!write) {
+        ps.k_obs.v[slot_of(c.index, kS)] = ps.n[kS];
+    }
+}
+
+/// Whether `p` is this PE's GM (heap) memory.
+inline bool is_my_gm(const void *p, uint64_t bytes) {
+    const symsched_device &d = dev();
+    return !in_ub(p, bytes) && !in_cube(p, bytes) && d.addr_pe(d.ctx, p, bytes == 0 ? 1 : bytes) == d.my_pe;
+}
+
+/// An instruction just issued to `eng` writes this PE's GM (what a later signal publishes).
+inline void note_gm_write(uint32_t eng, const void *p, uint64_t bytes, const char *what, uint32_t line) {
+    if (is_my_gm(p, bytes)) {
+        CoreState &c = core();
+        c.last_gm_write[eng] = c.pipes.n[eng];
+        c.last_gm_write_what[eng] = what;
+        c.last_gm_write_line[eng] = line;
+    }
+}
+
+/// A signal publishes every local GM write before it: each must be known finished.
+inline void check_published(const char *what) {
+    CoreState &c = core();
+    for (uint32_t e = kV; e < kEngines; ++e) {
+        if (c.last_gm_write[e] > c.pipes.k_obs.v[slot_of(c.index, e)]) {
+            Who w{slot_of(c.index, e), c.last_gm_write[e], c.last_gm_write_what[e], c.last_gm_write_line[e]};
+            fail(SYMSCHED_SIM_E_PIPE_RACE,
+                 std::string(what) + " publishes local GM that " + who_text(w) +
+                     " may still be writing: the scalar unit has not waited for it (SetFlag/WaitFlag<" +
+                     engine_name(e) + "_S> first)");
+        }
+    }
+}
+
+// ------------------------------------------------------------------ engine scheduling
+
+/// Issue an instruction to an engine of this core.
+inline OpPtr issue(uint32_t eng, const char *what, uint32_t line, std::function<void()> body) {
+    CoreState &c = core();
+    OpPtr op = c.pipes.issue(eng, Op::kWork, what, line, std::move(body));
+    c.pipes.progress();
+    return op;
+}
+
+/// Run engines until `done()` holds; a state where nothing can run any more is a deadlock.
+template <typename Pred>
+void drain_until(Pred done, const char *why) {
+    Pipes &ps = core().pipes;
+    while (!done()) {
+        if (!ps.step()) {
+            fail(SYMSCHED_SIM_E_EVENT_MISUSE,
+                 std::string(why) + ": the engines deadlock (a WaitFlag waits for a SetFlag that is never executed)");
+        }
+    }
+}
+
+inline void drain_all(const char *why) {
+    Pipes &ps = core().pipes;
+    drain_until([&ps]() { return ps.idle(); }, why);
+}
+
+/// PipeBarrier<PIPE_ALL>: every instruction issued so far finishes before anything after it.
+inline void barrier_all(const char *why) {
+    drain_all(why);
+    CoreState &c = core();
+    Pipes &ps = c.pipes;
+    for (uint32_t e = 0; e < kEngines; ++e) {
+        ps.k_obs.join(ps.cumul[e]);
+    }
+    ps.k_obs.v[slot_of(c.index, kSst)] = ps.n[kSst];
+    for (uint32_t e = 0; e < kEngines; ++e) {
+        ps.start[e].join(ps.k_obs);
+    }
+}
+
+// ------------------------------------------------------------------ non-blocking puts
+
+/// Complete this core's outstanding puts and gets (aclshmem_quiet): a PipeBarrier<PIPE_ALL>
+/// (which executes every queued copy) plus the runtime's own completion hook.
+inline void complete_pending() {
+    barrier_all("aclshmem_quiet");
+    CoreState &c = core();
+    c.pending.clear();
+    {
+        std::lock_guard<std::mutex> g(c.rank->mu);
+        auto &v = c.rank->puts;
+        v.erase(std::remove_if(v.begin(), v.end(), [&](const std::pair<uint32_t, Who> &p) { return p.first == c.index; }),
+                v.end());
+    }
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    c.dev->quiet(c.dev->ctx);
+}
+
+inline bool has_undelivered() {
+    for (const PendingPut &p : core().pending) {
+        if (!p.delivered && !p.is_get) {
+            return true;
+        }
+    }
+    return false;
 }
 
 /// Local memory is about to be written: it must not be the source of an outstanding put.
@@ -153,38 +460,141 @@ inline void check_local_gm(const void *gm, uint64_t bytes, const char *what) {
     }
 }
 
-inline bool in_ub(const void *p, uint64_t bytes) {
-    CoreState &c = core();
-    auto x = reinterpret_cast<uintptr_t>(p);
-    auto base = reinterpret_cast<uintptr_t>(c.ub);
-    return x >= base && x + bytes <= base + SYMSIM_UB_BYTES;
+inline void need_core(CoreType t, const char *what) {
+    if (core().type != t) {
+        fail(SYMSCHED_SIM_E_CORE_TYPE, std::string(what) + (t == CoreType::kAic
+                                                                ? " runs on the Cube core (AIC); this is a vector core (AIV)"
+                                                                : " runs on a vector core (AIV); this is the Cube core (AIC)"));
+    }
 }
 
-/// Complete every outstanding put (the simulation defers plain nbi puts until here).
-inline void complete_pending() {
+// ------------------------------------------------------------------ launching cores
+
+/// What symsched_sim_launch passes down to the launches of its kernel segments.
+struct LaunchCtx {
+    const symsched_device *dev = nullptr;
+    uint64_t seed = 0;
+    uint32_t launches = 0;
+};
+inline LaunchCtx &launch_ctx() {
+    static thread_local LaunchCtx c;
+    return c;
+}
+
+/// End of a core's kernel: every engine drained, no SetFlag left unwaited, nothing outstanding.
+inline void finish_core() {
     CoreState &c = core();
-    for (PendingPut &p : c.pending) {
-        if (!p.delivered) {
-            std::memcpy(p.dst, p.src, p.bytes);
+    drain_all("kernel end");
+    for (uint32_t e = 0; e < kHardEvents; ++e) {
+        for (uint32_t i = 0; i < kEventIds; ++i) {
+            if (c.flags[e][i].set) {
+                fail(SYMSCHED_SIM_E_EVENT_MISUSE, "kernel returns with a SetFlag (kernel line " +
+                                                      std::to_string(c.flags[e][i].line) +
+                                                      ") never waited for (SetFlag/WaitFlag must come in pairs)");
+            }
         }
     }
-    c.pending.clear();
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    c.dev->quiet(c.dev->ctx);
-}
-
-inline bool has_undelivered() {
-    for (const PendingPut &p : core().pending) {
-        if (!p.delivered) {
-            return true;
-        }
+    if (has_undelivered()) {
+        fail(SYMSCHED_SIM_E_UNQUIETED_AT_EXIT, "kernel returned with non-blocking puts not completed by aclshmem_quiet");
     }
-    return false;
 }
 
-/// Runs one simulated launch: binds the device table to this thread and maps errors to codes.
+inline void abort_rank(RankShared &r, const symsched_device *d) {
+    bool was = r.aborted.exchange(true);
+    {
+        std::lock_guard<std::mutex> g(r.mu);
+    }
+    r.cv.notify_all();
+    if (!was && d->abort != nullptr) {
+        d->abort(d->ctx);
+    }
+}
+
+/// Launch one kernel (segment) on this rank: `block_dim` blocks of the kernel type's cores, each
+/// core a host thread running `kernel()` with its own memories and engines. Rethrows the error
+/// of the core that failed first (not one that gave up because of it).
 template <typename F>
-int32_t run(const symsched_device *d, const symsched_launch_args *a, uint32_t n_buffers, F &&body) {
+void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
+    LaunchCtx &lc = launch_ctx();
+    const symsched_device *d = lc.dev;
+    uint32_t n_aiv = 0, n_aic = 0;
+    switch (kernel_type) {
+    case KERNEL_TYPE_AIV_ONLY:
+    case KERNEL_TYPE_MIX_AIV_1_0: n_aiv = block_dim; break;
+    case KERNEL_TYPE_AIC_ONLY:
+    case KERNEL_TYPE_MIX_AIC_1_0: n_aic = block_dim; break;
+    case KERNEL_TYPE_MIX_AIC_1_1: n_aiv = n_aic = block_dim; break;
+    case KERNEL_TYPE_MIX_AIC_1_2: n_aic = block_dim; n_aiv = 2 * block_dim; break;
+    default: fail(SYMSCHED_SIM_E_UNSUPPORTED, "unknown kernel type " + std::to_string(kernel_type));
+    }
+    if (block_dim == 0 || n_aiv + n_aic > kMaxCores) {
+        fail(SYMSCHED_SIM_E_UNSUPPORTED, "blockDim " + std::to_string(block_dim) + " of kernel type " +
+                                             std::to_string(kernel_type) + ": the simulation runs 1 to " +
+                                             std::to_string(kMaxCores) + " cores per rank");
+    }
+    RankShared rank;
+    rank.n_aiv = n_aiv;
+    rank.n_aic = n_aic;
+    uint32_t total = n_aiv + n_aic;
+    std::vector<std::unique_ptr<CoreState>> cores;
+    for (uint32_t i = 0; i < total; ++i) {
+        auto c = std::make_unique<CoreState>();
+        c->dev = d;
+        c->rank = &rank;
+        c->index = i;
+        c->type = i < n_aiv ? CoreType::kAiv : CoreType::kAic;
+        c->block_idx = i < n_aiv ? i : i - n_aiv;
+        c->block_num = block_dim;
+        c->pipes.core = i;
+        c->pipes.seed(lc.seed ^ (uint64_t(lc.launches) << 32) ^ (uint64_t(i) << 48));
+        rank.cores[i] = c.get();
+        cores.push_back(std::move(c));
+    }
+    ++lc.launches;
+    std::vector<Error> errors(total, Error{SYMSCHED_SIM_OK, "", false});
+    auto body = [&](uint32_t i) {
+        current_slot() = cores[i].get();
+        try {
+            kernel();
+            finish_core();
+        } catch (const Error &e) {
+            errors[i] = e;
+            if (rank.aborted.load() && e.code == SYMSCHED_SIM_E_WAIT_FAILED) {
+                errors[i].secondary = true;
+            }
+            abort_rank(rank, d);
+        } catch (const std::exception &e) {
+            errors[i] = Error{SYMSCHED_SIM_E_ABI, std::string("internal error: ") + e.what(), false};
+            abort_rank(rank, d);
+        }
+        current_slot() = nullptr;
+    };
+    std::vector<std::thread> threads;
+    for (uint32_t i = 1; i < total; ++i) {
+        threads.emplace_back(body, i);
+    }
+    CoreState *outer = current_slot();
+    body(0);
+    for (std::thread &t : threads) {
+        t.join();
+    }
+    current_slot() = outer;
+    const Error *first = nullptr;
+    for (const Error &e : errors) {
+        if (e.code != SYMSCHED_SIM_OK && (first == nullptr || (first->secondary && !e.secondary))) {
+            first = &e;
+        }
+    }
+    if (first != nullptr) {
+        std::string where = total > 1 ? " [core " + std::to_string(first - errors.data()) + "]" : "";
+        throw Error{first->code, first->message + where, first->secondary};
+    }
+}
+
+/// Runs one simulated launch (every kernel segment and the host collectives between them):
+/// checks the ABI and maps errors to status codes.
+template <typename F>
+int32_t run(const symsched_device *d, const symsched_launch_args *a, uint32_t n_buffers, F &&stub) {
     auto report = [a](int32_t code, const std::string &msg) {
         if (a != nullptr && a->err_msg != nullptr && a->err_cap > 0) {
             std::snprintf(a->err_msg, a->err_cap, "%s: %s", status_name(code), msg.c_str());
@@ -199,22 +609,19 @@ int32_t run(const symsched_device *d, const symsched_launch_args *a, uint32_t n_
         return report(SYMSCHED_SIM_E_ABI, "launch passes " + std::to_string(a->n_buffers) +
                                               " buffers, kernel has " + std::to_string(n_buffers));
     }
-    // UB state is large; keep it off the (possibly small) thread stack.
-    std::vector<CoreState> holder(1);
-    CoreState &state = holder[0];
-    state.dev = d;
-    current_slot() = &state;
+    LaunchCtx &lc = launch_ctx();
+    lc.dev = d;
+    lc.seed = a->seed ^ (a->epoch * 0x2545f4914f6cdd1dull);
+    lc.launches = 0;
     int32_t code = SYMSCHED_SIM_OK;
     try {
-        body();
-        if (has_undelivered()) {
-            fail(SYMSCHED_SIM_E_UNQUIETED_AT_EXIT,
-                 "kernel returned with non-blocking puts not completed by aclshmem_quiet");
-        }
+        stub();
     } catch (const Error &e) {
         code = report(e.code, e.message);
+    } catch (const std::exception &e) {
+        code = report(SYMSCHED_SIM_E_ABI, std::string("internal error: ") + e.what());
     }
-    current_slot() = nullptr;
+    lc.dev = nullptr;
     return code;
 }
 

@@ -10,10 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The simulation headers, embedded so a build needs nothing but this crate and g++.
-pub const SIM_HEADERS: [(&str, &str); 6] = [
+pub const SIM_HEADERS: [(&str, &str); 7] = [
     (
         "symsched_device.h",
         include_str!("../sim/symsched_device.h"),
+    ),
+    (
+        "symsched_sim_pipes.h",
+        include_str!("../sim/symsched_sim_pipes.h"),
     ),
     (
         "symsched_sim_core.h",
@@ -140,6 +144,7 @@ pub struct SimKernel {
     // of one batch build).
     _lib: std::sync::Arc<libloading::Library>,
     launch_fn: unsafe extern "C" fn(*const SimDevice, *const LaunchArgs) -> i32,
+    sync_sites_fn: unsafe extern "C" fn(*mut u32, u32) -> u32,
 }
 
 impl std::fmt::Debug for SimKernel {
@@ -269,9 +274,11 @@ fn build_batch(
             tu.push_str(&format!(
                 "#define symsched_sim_launch symsched_sim_launch_{i}\n\
                  #define symsched_sim_table_words symsched_sim_table_words_{i}\n\
+                 #define symsched_sim_sync_sites symsched_sim_sync_sites_{i}\n\
                  #include \"{}_sim.cpp\"\n\
                  #undef symsched_sim_launch\n\
-                 #undef symsched_sim_table_words\n",
+                 #undef symsched_sim_table_words\n\
+                 #undef symsched_sim_sync_sites\n",
                 s.name
             ));
         }
@@ -292,14 +299,7 @@ fn build_batch(
         Ok(lib) => srcs
             .iter()
             .enumerate()
-            .map(|(i, s)| {
-                from_library(
-                    lib.clone(),
-                    &so,
-                    &s.name,
-                    &format!("symsched_sim_launch_{i}"),
-                )
-            })
+            .map(|(i, s)| from_library(lib.clone(), &so, &s.name, &format!("_{i}")))
             .collect(),
         Err(_) => srcs.iter().map(|s| build_with(s, cache_dir, opt)).collect(),
     }
@@ -367,21 +367,22 @@ pub fn load(so: &Path, name: &str) -> Result<SimKernel, KernelError> {
         path: so.display().to_string(),
         message: e.to_string(),
     })?;
-    from_library(std::sync::Arc::new(lib), so, name, "symsched_sim_launch")
+    from_library(std::sync::Arc::new(lib), so, name, "")
 }
 
+/// `suffix`: what a batch build appended to the entry points' names ("" for a single build).
 fn from_library(
     lib: std::sync::Arc<libloading::Library>,
     so: &Path,
     name: &str,
-    symbol: &str,
+    suffix: &str,
 ) -> Result<SimKernel, KernelError> {
     let err = |e: libloading::Error| KernelError::Load {
         path: so.display().to_string(),
         message: e.to_string(),
     };
-    let mut sym = symbol.as_bytes().to_vec();
-    sym.push(0);
+    let sym = format!("symsched_sim_launch{suffix}\0").into_bytes();
+    let sites = format!("symsched_sim_sync_sites{suffix}\0").into_bytes();
     // SAFETY: every simulated kernel exports `symsched_sim_launch` (renamed per kernel in a
     // batch) with this signature (templates/sim_entry.cpp, typedef symsched_sim_launch_fn in
     // sim/symsched_device.h).
@@ -389,11 +390,17 @@ fn from_library(
         *lib.get::<unsafe extern "C" fn(*const SimDevice, *const LaunchArgs) -> i32>(&sym)
             .map_err(err)?
     };
+    // SAFETY: exported by every simulated kernel with this signature (templates/sim_entry.cpp).
+    let sync_sites_fn = unsafe {
+        *lib.get::<unsafe extern "C" fn(*mut u32, u32) -> u32>(&sites)
+            .map_err(err)?
+    };
     Ok(SimKernel {
         name: name.to_string(),
         path: so.to_path_buf(),
         _lib: lib,
         launch_fn,
+        sync_sites_fn,
     })
 }
 
@@ -404,6 +411,21 @@ impl SimKernel {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Source lines of this kernel's sync calls (SetFlag, WaitFlag, PipeBarrier, cross-core
+    /// flags) that have run in this process so far, ascending.
+    pub fn sync_sites(&self) -> Vec<u32> {
+        // SAFETY: the function only reads the library's own registry; a null buffer of
+        // capacity 0 asks for the count.
+        let n = unsafe { (self.sync_sites_fn)(std::ptr::null_mut(), 0) };
+        let mut v = vec![0u32; n as usize];
+        // SAFETY: `v` holds `n` writable words.
+        let m = unsafe { (self.sync_sites_fn)(v.as_mut_ptr(), n) };
+        v.truncate(m.min(n) as usize);
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// Run one rank's launch on the calling thread. Returns the simulation status

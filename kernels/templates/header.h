@@ -21,6 +21,8 @@ extern "C" {
 #define {{ upper }}_GROUP_SIZE {{ plan.group_size }}
 #define {{ upper }}_NUM_BUFFERS {{ bufs.len() }}
 #define {{ upper }}_NUM_SIGNALS {{ n_signals }}
+/** blockDim of the launch: {% if x.has_matmul %}AI Cores, each one Cube core (AIC) and one vector core (AIV){% else %}vector cores (AIV){% endif %}. */
+#define {{ upper }}_BLOCK_DIM {{ x.block_dim }}
 /** Bytes of the symmetric signal pad: one int32 per 64-byte line, zeroed once, never reset. */
 #define {{ upper }}_SIGNAL_BYTES ({{ n_signals }} * 64)
 
@@ -32,6 +34,9 @@ typedef struct {
     uint64_t epoch;                  /* launches of this kernel on this team so far */
     int32_t team;                    /* aclshmem_team_t of the group (ACLSHMEM_TEAM_WORLD = 0) */
     int32_t send_exit_signals;       /* 1: send the launch credits at the end of the kernel */
+{%- if x.has_matmul %}
+    void *workspace;                 /* device GM of at least {{ name }}_workspace_bytes(host sizes) bytes */
+{%- endif %}
 {%- if x.has_hostcoll %}
     /* The plan has host collectives: the stub launches kernel segments and calls HCCL between them. */
     int32_t rank;                    /* this PE's group-local rank */
@@ -39,6 +44,11 @@ typedef struct {
     void *const *hccl_comms;         /* HcclComm of each of this rank's host collectives, by ordinal, over its members in order */
 {%- endif %}
 } {{ name }}_args;
+
+{%- if x.has_matmul %}
+/** Bytes of `workspace` a launch with these size variables (host copy) needs. */
+static inline uint64_t {{ name }}_workspace_bytes(const uint64_t *sizes) { return {{ x.mm_m_host }} * 16ull * 4ull; }
+{%- endif %}
 
 /** Enqueue one launch on `stream` (an aclrtStream). Returns 0 or an ACL error code. */
 int32_t {{ name }}_launch(void *stream, const {{ name }}_args *args);

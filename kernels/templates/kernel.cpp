@@ -26,6 +26,13 @@ constexpr bool kAvg = {{ avg }};
 constexpr uint32_t kElemBytes = sizeof(AccT) > 4 || sizeof(DataT) > 4 ? 8u : 4u;
 
 constexpr uint32_t kGroupSize = {{ plan.group_size }};
+// Vector cores (AIVs) every step's data is split over; matmul steps also get as many Cube
+// cores (AICs), one per AIV (a KERNEL_TYPE_MIX_AIC_1_1 kernel).
+constexpr uint32_t kBlockDim = {{ x.block_dim }};
+constexpr uint32_t kKernelType = {% if x.has_matmul %}KERNEL_TYPE_MIX_AIC_1_1{% else %}KERNEL_TYPE_AIV_ONLY{% endif %};
+// A step's elements are split over the AIVs in blocks of kSliceElems, aligned in the buffer
+// (>= 64 bytes of any class, so no two cores write one 32-byte block).
+constexpr uint64_t kSliceElems = 64;
 constexpr uint32_t kUbBytes = {{ opts.ub_bytes }};
 constexpr uint32_t kNumBuffers = {{ bufs.len() }};
 constexpr uint32_t kNumSizeVars = {{ n_size_vars }};
@@ -38,6 +45,15 @@ enum : int32_t {
     kReduce = 6, kOperand = 7, kCopy = 8, kExitSignal = 9
 };
 constexpr int32_t kQuietBefore = 1;
+// The row reads or writes local data another AIV may have touched in a different split since
+// the last synchronisation (set by the lowering, see kernels/src/lower/table.rs).
+constexpr int32_t kBarrierBefore = 2;
+// Bits 8..15 of a row's flags: 0 = split the step over every AIV; c + 1 = core c alone (the
+// hook for mapping the language's channels to cores).
+constexpr uint32_t kPlacementShift = 8;
+// Cross-core flag ids: AIV barrier (mode 0), AIC barrier (mode 0), operands ready (AIV -> AIC,
+// mode 2) and product written (AIC -> AIV, mode 2).
+constexpr uint16_t kFlagAivSync = 0, kFlagAicSync = 1, kFlagReady = 2, kFlagDone = 3;
 // Row kinds of matmul (Cube unit, see Cube below) and host collectives (launch-segment ends).
 enum : int32_t { kMatmul = 10, kHostColl = 11 };
 
@@ -151,6 +167,62 @@ __aicore__ inline T SymFold(T a, T b) {
     return (SymIsNan(a) || a <= b) ? a : b;
 }
 
+// a / p for an integer p >= 1, correctly rounded to nearest even, with integer arithmetic only:
+// the runtime divides avg results with IEEE division, and the A2 vector Div is not documented to
+// round correctly (the only stated bound is 1 ulp). NaN comes back quieted with its payload, as
+// x86 division (the runtime's) leaves it.
+__aicore__ inline float SymDivExact(float a, uint32_t p) {
+    SymF32Bits v;
+    v.f = a;
+    const uint32_t sign = v.u & 0x80000000u;
+    const uint32_t ex = (v.u >> 23) & 0xffu;
+    const uint32_t man = v.u & 0x7fffffu;
+    if (ex == 0xffu) {
+        if (man != 0) {
+            v.u |= 0x400000u;
+        }
+        return v.f;
+    }
+    if (p == 1 || (ex == 0 && man == 0)) {
+        return a;
+    }
+    // |a| = m * 2^e with m < 2^24; the quotient keeps >= 32 bits of m * 2^38 / p.
+    const uint64_t m = ex != 0 ? (man | 0x800000u) : man;
+    int32_t e = (ex != 0 ? static_cast<int32_t>(ex) : 1) - 150 - 38;
+    const uint64_t num = m << 38;
+    const uint64_t q = num / p;
+    const bool sticky = (num % p) != 0;
+    int32_t len = 0;
+    for (uint64_t t = q; t != 0; t >>= 1) {
+        ++len;
+    }
+    int32_t biased = len - 1 + e + 127;
+    int32_t shift = len - 24;
+    if (biased < 1) {
+        shift += 1 - biased;
+    }
+    if (shift > 62) {
+        v.u = sign;
+        return v.f;
+    }
+    uint64_t sig = q >> shift;
+    const uint64_t rem = q & ((1ull << shift) - 1);
+    const uint64_t halfway = 1ull << (shift - 1);
+    if (rem > halfway || (rem == halfway && (sticky || (sig & 1u) != 0))) {
+        ++sig;
+    }
+    if (biased < 1) {
+        v.u = sign | static_cast<uint32_t>(sig);  // subnormal (sig == 2^23 is the smallest normal)
+        return v.f;
+    }
+    if (sig == (1ull << 24)) {
+        sig >>= 1;
+        ++biased;
+    }
+    v.u = sign | (static_cast<uint32_t>(biased) << 23) | (static_cast<uint32_t>(sig) & 0x7fffffu);
+    return v.f;
+}
+
 // f32 -> fp8 with Man mantissa bits, bias Bias, largest finite code MaxNorm: round to nearest
 // even, saturate to MaxNorm (infinities included), keep NaN (0x7f, or 0x7e plus payload for e5m2).
 // The same integer/IEEE steps as the runtime's encode_fp8 (itself equal to the float8 crate).
@@ -240,22 +312,12 @@ __aicore__ inline void UbGet(__ubuf__ int32_t *d, __gm__ int32_t *s, uint32_t n,
 __aicore__ inline void UbGet(__ubuf__ int64_t *d, __gm__ int64_t *s, uint32_t n, int32_t pe) { aclshmem_int64_get_nbi(d, s, n, pe); }
 __aicore__ inline void UbGet(__ubuf__ uint8_t *d, __gm__ uint8_t *s, uint32_t n, int32_t pe) { aclshmem_uint8_get_nbi(d, s, n, pe); }
 
-{%- if x.has_matmul %}
-{% include "cube.cpp" %}
-{%- endif %}
-
-template <uint32_t UbBytes>
-class Kernel {
+// The plan's buffers as one rank sees them: chunk extents by the plan's remainder rule,
+// evaluated on this launch's sizes (shared by the vector and the Cube program).
+class Layout {
 public:
-    // Four UB areas of kTile elements of at most kElemBytes bytes: load queue, store queue, acc, tmp.
-    static constexpr uint32_t kTile = (UbBytes / (4u * kElemBytes)) / 64u * 64u;
-    static_assert(kTile >= 64, "UB budget too small for one 64-element tile per area");
-
-    __aicore__ inline Kernel(GM_ADDR *bufs, GM_ADDR signals, GM_ADDR sizes, GM_ADDR counts, GM_ADDR table,
-                             uint64_t epoch, aclshmem_team_t team, int32_t exitSignals)
-        : signals_(signals), counts_(reinterpret_cast<__gm__ uint64_t *>(counts)),
-          table_(reinterpret_cast<__gm__ int32_t *>(table)), epoch32_(static_cast<uint32_t>(epoch)), team_(team),
-          exitSignals_(exitSignals) {
+    __aicore__ inline Layout(GM_ADDR *bufs, GM_ADDR sizes, GM_ADDR counts)
+        : counts_(reinterpret_cast<__gm__ uint64_t *>(counts)) {
         for (uint32_t i = 0; i < kNumBuffers; ++i) {
             bufs_[i] = bufs[i];
         }
@@ -263,47 +325,9 @@ public:
         for (uint32_t i = 0; i < kNumSizeVars; ++i) {
             sz_[i] = sz[i];
         }
-        rank_ = static_cast<uint32_t>(aclshmem_team_my_pe(team_));
-        pipe_.InitBuffer(ioQ_, 1, kTile * kElemBytes);
-        pipe_.InitBuffer(outQ_, 1, kTile * kElemBytes);
-        pipe_.InitBuffer(accBuf_, kTile * kElemBytes);
-        pipe_.InitBuffer(tmpBuf_, kTile * kElemBytes);
     }
 
-    __aicore__ inline void Run() {
-        __gm__ int32_t *firstRow = table_ + 3;
-        uint32_t row = static_cast<uint32_t>(firstRow[rank_]);
-        uint32_t end = static_cast<uint32_t>(firstRow[rank_ + 1]);
-        rows_ = table_ + 3 + (kGroupSize + 1);
-{%- if x.has_hostcoll %}
-        // Only this launch segment's rows run; host-collective rows separate the segments.
-        int32_t seg = 0;
-{%- endif %}
-        while (row < end) {
-{%- if x.has_hostcoll %}
-            if (rows_[row * kRowWords] == kHostColl) {
-                if (seg == segment_) {
-                    break;
-                }
-                ++seg;
-                ++row;
-                continue;
-            }
-            if (seg != segment_) {
-                ++row;
-                continue;
-            }
-{%- endif %}
-            row += Exec(rows_ + row * kRowWords);
-        }
-        aclshmem_quiet();
-        if (kAvg{% if x.has_hostcoll %} && row >= end{% endif %}) {
-            Average();
-        }
-    }
-
-private:
-    // ---- extents: the plan's remainder rule, evaluated on this launch's sizes ----
+protected:
     __aicore__ inline uint64_t ExtentValue(uint32_t b) const {
         switch (b) {
 {%- for b in bufs %}
@@ -362,6 +386,108 @@ private:
         return Span{a.off, z.off + z.len - a.off};
     }
     __aicore__ inline GM_ADDR Addr(uint32_t b, uint64_t elemOff) const { return bufs_[b] + elemOff * ElemBytes(b); }
+    static __aicore__ inline Region Reg(__gm__ int32_t *w, uint32_t at) {
+        return Region{static_cast<uint32_t>(w[at]), static_cast<uint32_t>(w[at + 1]), static_cast<uint32_t>(w[at + 2])};
+    }
+
+    GM_ADDR bufs_[kNumBuffers];
+    uint64_t sz_[kNumSizeVars + 1];
+    __gm__ uint64_t *counts_;
+};
+
+
+{%- if x.has_matmul %}
+{% include "cube.cpp" %}
+{%- endif %}
+
+// The program of one vector core (AIV): the rank's rows, each step's data split over the
+// kBlockDim AIVs. Every hand-over of a UB tile between engines is an explicit SetFlag/WaitFlag
+// (or PipeBarrier within the vector engine), chosen by the tile's last writer and its readers
+// since (Handoff); queues order their own producer and consumer engines.
+template <uint32_t UbBytes>
+class Kernel : public Layout {
+public:
+    // Five UB areas of kTile elements of at most kElemBytes bytes (load queue for vector work,
+    // copy queue, store queue, acc, tmp) and two kTile-bit masks for Compare/Select.
+    static constexpr uint32_t kTile = (UbBytes * 4u / (20u * kElemBytes + 1u)) / 64u * 64u;
+    static_assert(kTile >= 64, "UB budget too small for one 64-element tile per area");
+
+    __aicore__ inline Kernel(GM_ADDR *bufs, GM_ADDR signals, GM_ADDR sizes, GM_ADDR counts, GM_ADDR table,
+                             uint64_t epoch, aclshmem_team_t team, int32_t exitSignals)
+        : Layout(bufs, sizes, counts), signals_(signals), table_(reinterpret_cast<__gm__ int32_t *>(table)),
+          epoch32_(static_cast<uint32_t>(epoch)), team_(team), exitSignals_(exitSignals) {
+        rank_ = static_cast<uint32_t>(aclshmem_team_my_pe(team_));
+        blk_ = static_cast<uint32_t>(AscendC::GetBlockIdx());
+        pipe_.InitBuffer(inQ_, 1, kTile * kElemBytes);
+        pipe_.InitBuffer(ioQ_, 1, kTile * kElemBytes);
+        pipe_.InitBuffer(outQ_, 1, kTile * kElemBytes);
+        pipe_.InitBuffer(accBuf_, kTile * kElemBytes);
+        pipe_.InitBuffer(tmpBuf_, kTile * kElemBytes);
+        pipe_.InitBuffer(maskBuf_, kTile / 4u);
+    }
+
+    __aicore__ inline void Run() {
+        __gm__ int32_t *firstRow = table_ + 3;
+        uint32_t row = static_cast<uint32_t>(firstRow[rank_]);
+        uint32_t end = static_cast<uint32_t>(firstRow[rank_ + 1]);
+        rows_ = table_ + 3 + (kGroupSize + 1);
+{%- if x.has_hostcoll %}
+        // Only this launch segment's rows run; host-collective rows separate the segments.
+        int32_t seg = 0;
+{%- endif %}
+        while (row < end) {
+{%- if x.has_hostcoll %}
+            if (rows_[row * kRowWords] == kHostColl) {
+                if (seg == segment_) {
+                    break;
+                }
+                ++seg;
+                ++row;
+                continue;
+            }
+            if (seg != segment_) {
+                ++row;
+                continue;
+            }
+{%- endif %}
+            row += Exec(rows_ + row * kRowWords);
+        }
+        Quiet();
+        if (kAvg{% if x.has_hostcoll %} && row >= end{% endif %}) {
+            // The division splits whole buffers, not the steps' regions.
+            SyncCores();
+            Average();
+        }
+    }
+{%- if x.has_hostcoll %}
+
+    // Launch segment to run: the rank's rows between its segment-th and (segment+1)-th
+    // host-collective row (the launch stub runs the collective between segments).
+    __aicore__ inline void SetSegment(int32_t segment) { segment_ = segment; }
+{%- endif %}
+
+private:
+    // This core's part of a step over `s`: the blocks of kSliceElems (aligned in the buffer)
+    // that `s` touches, in kBlockDim contiguous shares; or all of it for one core, as the row's
+    // placement says.
+    static __aicore__ inline uint32_t Place(__gm__ int32_t *w) {
+        return (static_cast<uint32_t>(w[1]) >> kPlacementShift) & 0xffu;
+    }
+    __aicore__ inline Span Mine(const Span &s, uint32_t place) const {
+        if (place != 0) {
+            return place - 1 == blk_ ? s : Span{s.off, 0};
+        }
+        if (kBlockDim == 1 || s.len == 0) {
+            return s;
+        }
+        uint64_t first = s.off / kSliceElems;
+        uint64_t blocks = (s.off + s.len - 1) / kSliceElems - first + 1;
+        uint64_t share = SymCeilDiv(blocks, kBlockDim);
+        uint64_t lo = SymMin(SymMax((first + blk_ * share) * kSliceElems, s.off), s.off + s.len);
+        uint64_t hi = SymMin((first + (blk_ + 1) * share) * kSliceElems, s.off + s.len);
+        return Span{lo, hi > lo ? hi - lo : 0};
+    }
+    static __aicore__ inline uint64_t SymMax(uint64_t a, uint64_t b) { return a > b ? a : b; }
     __aicore__ inline __gm__ int32_t *Sig(int32_t slot) const {
         return reinterpret_cast<__gm__ int32_t *>(signals_ + static_cast<uint64_t>(slot) * kSignalBytes);
     }
@@ -376,14 +502,130 @@ private:
         }
         return static_cast<int32_t>(v);
     }
-    static __aicore__ inline Region Reg(__gm__ int32_t *w, uint32_t at) {
-        return Region{static_cast<uint32_t>(w[at]), static_cast<uint32_t>(w[at + 1]), static_cast<uint32_t>(w[at + 2])};
+
+    // ---- synchronisation ----
+    // Every AIV of this rank has finished everything it issued (PIPE_ALL, then a mode-0
+    // cross-core barrier over the AIVs).
+    __aicore__ inline void SyncCores() {
+        if constexpr (kBlockDim > 1) {
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::CrossCoreSetFlag<0x0, PIPE_MTE3>(kFlagAivSync);
+            AscendC::CrossCoreWaitFlag(kFlagAivSync);
+            Forget();
+        }
+    }
+    // Complete this core's non-blocking puts (also a PipeBarrier<PIPE_ALL> in CANN shmem).
+    __aicore__ inline void Quiet() {
+        aclshmem_quiet();
+        Forget();
+    }
+
+    // UB tiles without a queue, and who last wrote / read each since: the engine codes of
+    // Handoff, readers as a bit set.
+    enum : uint8_t { kNone = 0, kEngMte2 = 1, kEngV = 2, kEngS = 3, kEngMte3 = 4 };
+    enum : uint32_t { kAccArea = 0, kTmpArea = 1, kMaskArea = 2, kAreas = 3 };
+    // Make engine `to` wait for everything engine `from` has issued.
+    __aicore__ inline void Handoff(uint8_t from, uint8_t to) {
+        switch (from * 8 + to) {
+        case kEngMte2 * 8 + kEngV:
+            AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(AscendC::EVENT_ID0);
+            break;
+        case kEngMte2 * 8 + kEngS:
+            AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(AscendC::EVENT_ID0);
+            break;
+        case kEngMte2 * 8 + kEngMte3:
+            AscendC::SetFlag<AscendC::HardEvent::MTE2_MTE3>(AscendC::EVENT_ID1);
+            AscendC::WaitFlag<AscendC::HardEvent::MTE2_MTE3>(AscendC::EVENT_ID1);
+            break;
+        case kEngMte2 * 8 + kEngMte2: AscendC::PipeBarrier<PIPE_MTE2>(); break;
+        case kEngV * 8 + kEngMte2:
+            AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(AscendC::EVENT_ID0);
+            break;
+        case kEngV * 8 + kEngS:
+            AscendC::SetFlag<AscendC::HardEvent::V_S>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::V_S>(AscendC::EVENT_ID0);
+            break;
+        case kEngV * 8 + kEngMte3:
+            AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(AscendC::EVENT_ID0);
+            break;
+        case kEngV * 8 + kEngV: AscendC::PipeBarrier<PIPE_V>(); break;
+        case kEngS * 8 + kEngMte2:
+            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(AscendC::EVENT_ID0);
+            break;
+        case kEngS * 8 + kEngV:
+            AscendC::SetFlag<AscendC::HardEvent::S_V>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::S_V>(AscendC::EVENT_ID0);
+            break;
+        case kEngS * 8 + kEngMte3:
+            AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(AscendC::EVENT_ID0);
+            break;
+        case kEngMte3 * 8 + kEngMte2:
+            AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(AscendC::EVENT_ID0);
+            break;
+        case kEngMte3 * 8 + kEngV:
+            AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(AscendC::EVENT_ID0);
+            break;
+        case kEngMte3 * 8 + kEngS:
+            AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(AscendC::EVENT_ID0);
+            AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(AscendC::EVENT_ID0);
+            break;
+        default: break;  // the scalar unit is in order with itself
+        }
+        if (to == kEngS) {
+            // The scalar unit now knows `from` finished: what it issues next starts after.
+            for (uint32_t a = 0; a < kAreas; ++a) {
+                readers_[a] &= static_cast<uint8_t>(~(1u << from));
+                if (writer_[a] == from) {
+                    writer_[a] = kNone;
+                }
+            }
+        }
+    }
+    // Engine `eng` is about to read area `a`.
+    __aicore__ inline void Ready(uint32_t a, uint8_t eng) {
+        if (writer_[a] != kNone && (readers_[a] & (1u << eng)) == 0 && !(writer_[a] == kEngS && eng == kEngS)) {
+            Handoff(writer_[a], eng);
+        }
+        readers_[a] |= static_cast<uint8_t>(1u << eng);
+    }
+    // Engine `eng` is about to overwrite area `a`: its readers (and, if none, its writer) first.
+    // The scalar unit's loads are synchronous, so a scalar reader needs no hand-over.
+    __aicore__ inline void Write(uint32_t a, uint8_t eng) {
+        uint8_t rd = readers_[a];
+        for (uint8_t e = kEngMte2; e <= kEngMte3; ++e) {
+            if ((rd & (1u << e)) != 0 && e != kEngS && !(e == eng && e == kEngS)) {
+                Handoff(e, eng);
+            }
+        }
+        if (rd == 0 && writer_[a] != kNone && !(writer_[a] == kEngS && eng == kEngS)) {
+            Handoff(writer_[a], eng);
+        }
+        writer_[a] = eng;
+        readers_[a] = 0;
+    }
+    // Everything issued so far is known finished (after a PipeBarrier<PIPE_ALL>).
+    __aicore__ inline void Forget() {
+        for (uint32_t a = 0; a < kAreas; ++a) {
+            writer_[a] = kNone;
+            readers_[a] = 0;
+        }
     }
 
     // ---- one row ----
     __aicore__ inline uint32_t Exec(__gm__ int32_t *w) {
         if (w[1] & kQuietBefore) {
-            aclshmem_quiet();
+            Quiet();
+        }
+        if (w[1] & kBarrierBefore) {
+            SyncCores();
         }
         switch (w[0]) {
         case kPut: Put(w, false); return 1;
@@ -397,7 +639,7 @@ private:
             return 1;
         case kWait: Wait(w); return 1;
         case kReduce: Reduce(w); return 1 + static_cast<uint32_t>(w[10]);
-        case kCopy: Convert(Reg(w, 2), Reg(w, 5)); return 1;
+        case kCopy: Convert(w, Reg(w, 2), Reg(w, 5)); return 1;
 {%- if x.has_matmul %}
         case kMatmul: Matmul(w); return 2;
 {%- endif %}
@@ -409,12 +651,13 @@ private:
         Region src = Reg(w, 2), dst = Reg(w, 5);
         int32_t pe = PeerPe(w[8]);
         Span s = RegionSpan(src, rank_);
+        Span mine = Mine(s, Place(w));
         Span d = RegionSpan(dst, static_cast<uint32_t>(w[8]));
-        GM_ADDR from = Addr(src.buf, s.off);
-        GM_ADDR to = Addr(dst.buf, d.off);
+        GM_ADDR from = Addr(src.buf, mine.off);
+        GM_ADDR to = Addr(dst.buf, d.off + (mine.off - s.off));
         uint32_t sc = ClassOf(src.buf), dc = ClassOf(dst.buf);
         if (TypeIdOf(sc) == TypeIdOf(dc)) {
-            uint64_t bytes = s.len * ElemBytes(src.buf);
+            uint64_t bytes = mine.len * ElemBytes(src.buf);
             // The size argument is 32-bit: move huge regions in pieces, signalling with the last.
             while (bytes > kMaxPutBytes) {
                 aclshmem_putmem_nbi(to, from, static_cast<uint32_t>(kMaxPutBytes), pe);
@@ -422,20 +665,36 @@ private:
                 from += kMaxPutBytes;
                 bytes -= kMaxPutBytes;
             }
-            if (withSignal) {
+            if (withSignal && kBlockDim == 1) {
                 aclshmem_putmem_signal_nbi(to, from, bytes, Sig(w[9]), SignalValue(w), w[10], pe);
-            } else {
+                return;
+            }
+            if (withSignal && blk_ == 0) {
+                // The other cores' parts must have landed: they quiet, all meet, core 0 sends
+                // its part with the signal.
+                SyncCores();
+                aclshmem_putmem_signal_nbi(to, from, bytes, Sig(w[9]), SignalValue(w), w[10], pe);
+                return;
+            }
+            if (bytes > 0) {
                 aclshmem_putmem_nbi(to, from, static_cast<uint32_t>(bytes), pe);
+            }
+            if (withSignal) {
+                Quiet();
+                SyncCores();
             }
             return;
         }
         switch (dc) {
-        case 0: PutConverted<0>(sc, from, to, s.len, pe); break;
-        case 1: PutConverted<1>(sc, from, to, s.len, pe); break;
-        default: PutConverted<2>(sc, from, to, s.len, pe); break;
+        case 0: PutConverted<0>(sc, from, to, mine.len, pe); break;
+        case 1: PutConverted<1>(sc, from, to, mine.len, pe); break;
+        default: PutConverted<2>(sc, from, to, mine.len, pe); break;
         }
         if (withSignal) {
-            aclshmemx_signal_op(Sig(w[9]), SignalValue(w), w[10], pe);
+            SyncCores();
+            if (blk_ == 0) {
+                aclshmemx_signal_op(Sig(w[9]), SignalValue(w), w[10], pe);
+            }
         }
     }
 
@@ -444,11 +703,13 @@ private:
         int32_t pe = PeerPe(w[8]);
         Span s = RegionSpan(src, static_cast<uint32_t>(w[8]));
         Span d = RegionSpan(dst, rank_);
-        GM_ADDR from = Addr(src.buf, s.off);
-        GM_ADDR to = Addr(dst.buf, d.off);
+        // The source's length, split where it lands.
+        Span mine = Mine(Span{d.off, s.len}, Place(w));
+        GM_ADDR from = Addr(src.buf, s.off + (mine.off - d.off));
+        GM_ADDR to = Addr(dst.buf, mine.off);
         uint32_t sc = ClassOf(src.buf), dc = ClassOf(dst.buf);
         if (TypeIdOf(sc) == TypeIdOf(dc)) {
-            uint64_t bytes = s.len * ElemBytes(src.buf);
+            uint64_t bytes = mine.len * ElemBytes(src.buf);
             while (bytes > 0) {
                 uint64_t piece = SymMin(bytes, kMaxPutBytes);
                 aclshmem_getmem(to, from, static_cast<uint32_t>(piece), pe);
@@ -459,16 +720,21 @@ private:
             return;
         }
         switch (sc) {
-        case 0: GetConverted<0>(from, dc, to, s.len, pe); break;
-        case 1: GetConverted<1>(from, dc, to, s.len, pe); break;
-        default: GetConverted<2>(from, dc, to, s.len, pe); break;
+        case 0: GetConverted<0>(from, dc, to, mine.len, pe); break;
+        case 1: GetConverted<1>(from, dc, to, mine.len, pe); break;
+        default: GetConverted<2>(from, dc, to, mine.len, pe); break;
         }
     }
 
+    // A signal publishes every core's writes before it: all AIVs meet, core 0 sends it.
     __aicore__ inline void Signal(__gm__ int32_t *w) {
-        aclshmemx_signal_op(Sig(w[9]), SignalValue(w), w[10], PeerPe(w[8]));
+        SyncCores();
+        if (blk_ == 0) {
+            aclshmemx_signal_op(Sig(w[9]), SignalValue(w), w[10], PeerPe(w[8]));
+        }
     }
 
+    // Every AIV waits itself: each reads data the signal published.
     __aicore__ inline void Wait(__gm__ int32_t *w) {
         __gm__ int32_t *sig = Sig(w[9]);
         int32_t cmp = w[10];
@@ -490,36 +756,41 @@ private:
         Region dst = Reg(w, 2);
         uint32_t n = static_cast<uint32_t>(w[10]);
         Span d = RegionSpan(dst, rank_);
+        Span mine = Mine(d, Place(w));
         AscendC::LocalTensor<AccT> acc = accBuf_.Get<AccT>();
         AscendC::LocalTensor<AccT> tmp = tmpBuf_.Get<AccT>();
-        for (uint64_t done = 0; done < d.len; done += kTile) {
-            uint32_t len = static_cast<uint32_t>(SymMin(kTile, d.len - done));
+        for (uint64_t done = 0; done < mine.len; done += kTile) {
+            uint32_t len = static_cast<uint32_t>(SymMin(kTile, mine.len - done));
+            uint64_t at = mine.off - d.off + done;
             for (uint32_t i = 0; i < n; ++i) {
                 Region s = Reg(w + (i + 1) * kRowWords, 2);
                 Span ss = RegionSpan(s, rank_);
-                LoadAcc(i == 0 ? acc : tmp, ClassOf(s.buf), Addr(s.buf, ss.off + done), len);
+                LoadAcc(i == 0 ? kAccArea : kTmpArea, i == 0 ? acc : tmp, ClassOf(s.buf), Addr(s.buf, ss.off + at), len);
                 if (i > 0) {
                     Fold(acc, tmp, len);
                 }
             }
-            StoreAcc(ClassOf(dst.buf), Addr(dst.buf, d.off + done), acc, len);
+            StoreAcc(ClassOf(dst.buf), Addr(dst.buf, mine.off + done), acc, len);
         }
         LocalWritesDone();
     }
 
     // Local copy or conversion between element classes (through f32 when types differ).
-    __aicore__ inline void Convert(const Region &src, const Region &dst) {
+    __aicore__ inline void Convert(__gm__ int32_t *w, const Region &src, const Region &dst) {
         Span s = RegionSpan(src, rank_);
         Span d = RegionSpan(dst, rank_);
+        // The source's elements, split by the source.
+        Span mine = Mine(s, Place(w));
+        uint64_t to = d.off + (mine.off - s.off);
         uint32_t sc = ClassOf(src.buf), dc = ClassOf(dst.buf);
         if (TypeIdOf(sc) == TypeIdOf(dc)) {
-            CopyBytes(Addr(dst.buf, d.off), Addr(src.buf, s.off), s.len * ElemBytes(src.buf));
+            CopyBytes(Addr(dst.buf, to), Addr(src.buf, mine.off), mine.len * ElemBytes(src.buf));
         } else {
             AscendC::LocalTensor<AccT> acc = accBuf_.Get<AccT>();
-            for (uint64_t done = 0; done < s.len; done += kTile) {
-                uint32_t len = static_cast<uint32_t>(SymMin(kTile, s.len - done));
-                LoadAcc(acc, sc, Addr(src.buf, s.off + done), len);
-                StoreAcc(dc, Addr(dst.buf, d.off + done), acc, len);
+            for (uint64_t done = 0; done < mine.len; done += kTile) {
+                uint32_t len = static_cast<uint32_t>(SymMin(kTile, mine.len - done));
+                LoadAcc(kAccArea, acc, sc, Addr(src.buf, mine.off + done), len);
+                StoreAcc(dc, Addr(dst.buf, to + done), acc, len);
             }
         }
         LocalWritesDone();
@@ -550,6 +821,7 @@ private:
         }
     }
 
+    // GM -> UB -> GM through the copy queue (MTE2 fills, MTE3 drains; the queue orders them).
     __aicore__ inline void CopyBytes(GM_ADDR dst, GM_ADDR src, uint64_t bytes) {
         const uint64_t tileBytes = kTile * kElemBytes;
         for (uint64_t done = 0; done < bytes; done += tileBytes) {
@@ -564,77 +836,69 @@ private:
     }
 
     // ---- element classes through the accumulator tile ----
-    // Load `len` elements of class `cls` at `src` into the AccT tile `dst` (exact widening).
-    __aicore__ inline void LoadAcc(const AscendC::LocalTensor<AccT> &dst, uint32_t cls, GM_ADDR src, uint32_t len) {
+    // Load `len` elements of class `cls` at `src` into the AccT tile `dst` (area `a`), exactly.
+    __aicore__ inline void LoadAcc(uint32_t a, const AscendC::LocalTensor<AccT> &dst, uint32_t cls, GM_ADDR src,
+                                   uint32_t len) {
         switch (cls) {
-        case 0: LoadAccAs<0>(dst, src, len); break;
-        case 1: LoadAccAs<1>(dst, src, len); break;
-        default: LoadAccAs<2>(dst, src, len); break;
+        case 0: LoadAccAs<0>(a, dst, src, len); break;
+        case 1: LoadAccAs<1>(a, dst, src, len); break;
+        default: LoadAccAs<2>(a, dst, src, len); break;
         }
     }
     template <uint32_t Cls>
-    __aicore__ inline void LoadAccAs(const AscendC::LocalTensor<AccT> &dst, GM_ADDR src, uint32_t len) {
+    __aicore__ inline void LoadAccAs(uint32_t a, const AscendC::LocalTensor<AccT> &dst, GM_ADDR src, uint32_t len) {
         using T = typename ClassInfo<Cls>::T;
         if constexpr (ClassInfo<Cls>::kFp8 != 0) {
-            AscendC::LocalTensor<uint8_t> t = ioQ_.template AllocTensor<uint8_t>();
+            AscendC::LocalTensor<uint8_t> t = inQ_.template AllocTensor<uint8_t>();
             LoadTile(WireBytes(t), reinterpret_cast<__gm__ uint8_t *>(src), len);
-            ioQ_.EnQue(t);
-            t = ioQ_.template DeQue<uint8_t>();
-            DecodeWire(dst, t, len);
-            ioQ_.FreeTensor(t);
+            inQ_.EnQue(t);
+            t = inQ_.template DeQue<uint8_t>();
+            DecodeWire(a, dst, t, len);
+            inQ_.FreeTensor(t);
         } else if constexpr (SymSame<T, AccT>::value) {
-            // `dst` may still be read by a vector op or by the previous tile's store.
-            AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(AscendC::EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(AscendC::EVENT_ID0);
-            AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(AscendC::EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(AscendC::EVENT_ID0);
+            Write(a, kEngMte2);
             LoadTile(dst, reinterpret_cast<__gm__ AccT *>(src), len);
-            AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(AscendC::EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(AscendC::EVENT_ID0);
-            if (!kVectorAcc) {
-                AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(AscendC::EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(AscendC::EVENT_ID0);
-            }
         } else {
-            LoadWiden<T>(dst, reinterpret_cast<__gm__ T *>(src), len);
+            AscendC::LocalTensor<T> t = inQ_.template AllocTensor<T>();
+            LoadTile(t, reinterpret_cast<__gm__ T *>(src), len);
+            inQ_.EnQue(t);
+            t = inQ_.template DeQue<T>();
+            Write(a, kEngV);
+            AscendC::Cast(dst, t, AscendC::RoundMode::CAST_NONE, len);
+            inQ_.FreeTensor(t);
         }
     }
-    template <typename T>
-    __aicore__ inline void LoadWiden(const AscendC::LocalTensor<AccT> &dst, __gm__ T *src, uint32_t len) {
-        AscendC::LocalTensor<T> t = ioQ_.template AllocTensor<T>();
-        LoadTile(t, src, len);
-        ioQ_.EnQue(t);
-        t = ioQ_.template DeQue<T>();
-        AscendC::Cast(dst, t, AscendC::RoundMode::CAST_NONE, len);
-        ioQ_.FreeTensor(t);
-    }
-    // fp8 bytes sit in the upper half of an ioQ tile; their f16 expansion fills the lower half.
+    // fp8 bytes sit in the upper half of a load tile; their f16 expansion fills the lower half.
     __aicore__ inline AscendC::LocalTensor<uint8_t> WireBytes(const AscendC::LocalTensor<uint8_t> &t) const {
         return t[kTile * 2];
     }
-    __aicore__ inline void DecodeWire(const AscendC::LocalTensor<AccT> &dst, const AscendC::LocalTensor<uint8_t> &t,
-                                      uint32_t len) {
+    __aicore__ inline void DecodeWire(uint32_t a, const AscendC::LocalTensor<AccT> &dst,
+                                      const AscendC::LocalTensor<uint8_t> &t, uint32_t len) {
         AscendC::LocalTensor<uint8_t> bytes = WireBytes(t);
         AscendC::LocalTensor<uint16_t> bits = t.template ReinterpretCast<uint16_t>();
-        AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(AscendC::EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(AscendC::EVENT_ID0);
+        // The queue ordered the vector unit after MTE2, not the scalar unit.
+        AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(AscendC::EVENT_ID1);
+        AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(AscendC::EVENT_ID1);
         for (uint32_t i = 0; i < len; ++i) {
             bits.SetValue(i, SymWireToHalfBits(bytes.GetValue(i)));
         }
-        AscendC::SetFlag<AscendC::HardEvent::S_V>(AscendC::EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::S_V>(AscendC::EVENT_ID0);
+        AscendC::SetFlag<AscendC::HardEvent::S_V>(AscendC::EVENT_ID1);
+        AscendC::WaitFlag<AscendC::HardEvent::S_V>(AscendC::EVENT_ID1);
+        Write(a, kEngV);
         AscendC::Cast(dst, bits.template ReinterpretCast<half>(), AscendC::RoundMode::CAST_NONE, len);
     }
-    // Round the accumulator tile into fp8 bytes in `t` on the scalar unit.
+    // Round the accumulator tile into fp8 bytes in the store tile `t` on the scalar unit.
     __aicore__ inline void EncodeWire(const AscendC::LocalTensor<uint8_t> &t, const AscendC::LocalTensor<AccT> &acc,
                                       uint32_t len) {
-        AscendC::SetFlag<AscendC::HardEvent::V_S>(AscendC::EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::V_S>(AscendC::EVENT_ID0);
+        // AllocTensor ordered the vector unit after the tile's last store, not the scalar unit.
+        AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(AscendC::EVENT_ID1);
+        AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(AscendC::EVENT_ID1);
+        Ready(kAccArea, kEngS);
         for (uint32_t i = 0; i < len; ++i) {
             t.SetValue(i, SymEncodeWire(static_cast<float>(acc.GetValue(i))));
         }
-        AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(AscendC::EVENT_ID0);
-        AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(AscendC::EVENT_ID0);
+        AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(AscendC::EVENT_ID1);
+        AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(AscendC::EVENT_ID1);
     }
 
     // Round the AccT tile once into class `cls` (nearest even) and store it at `dst`.
@@ -656,35 +920,50 @@ private:
             StoreTile(reinterpret_cast<__gm__ uint8_t *>(dst), t, len);
             outQ_.FreeTensor(t);
         } else if constexpr (SymSame<T, AccT>::value) {
-            if (!kVectorAcc) {
-                AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(AscendC::EVENT_ID0);
-                AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(AscendC::EVENT_ID0);
-            }
-            AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(AscendC::EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(AscendC::EVENT_ID0);
+            Ready(kAccArea, kEngMte3);
             StoreTile(reinterpret_cast<__gm__ AccT *>(dst), acc, len);
-            // The next tile's vector ops overwrite `acc`: wait for MTE3 to have read it.
-            AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(AscendC::EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(AscendC::EVENT_ID0);
         } else {
-            StoreNarrow<T>(reinterpret_cast<__gm__ T *>(dst), acc, len);
+            AscendC::LocalTensor<T> t = outQ_.template AllocTensor<T>();
+            Ready(kAccArea, kEngV);
+            AscendC::Cast(t, acc, AscendC::RoundMode::CAST_RINT, len);
+            outQ_.EnQue(t);
+            t = outQ_.template DeQue<T>();
+            StoreTile(reinterpret_cast<__gm__ T *>(dst), t, len);
+            outQ_.FreeTensor(t);
         }
     }
-    template <typename T>
-    __aicore__ inline void StoreNarrow(__gm__ T *dst, const AscendC::LocalTensor<AccT> &acc, uint32_t len) {
-        AscendC::LocalTensor<T> t = outQ_.template AllocTensor<T>();
-        AscendC::Cast(t, acc, AscendC::RoundMode::CAST_RINT, len);
-        outQ_.EnQue(t);
-        t = outQ_.template DeQue<T>();
-        StoreTile(dst, t, len);
-        outQ_.FreeTensor(t);
-    }
 
-    // acc = acc (op) x over `len` elements: the vector unit for float/int32, else the scalar unit.
+    // acc = acc (op) x over `len` elements: the vector unit for float/int32, else the scalar
+    // unit. Float max/min go through Compare/Select so the result is the runtime's: its
+    // max_of(a, b) keeps a when a is NaN or a >= b, else b (so -0 vs +0 and NaN payloads follow
+    // it); the vector Max/Min would return a canonical NaN and order -0 below +0.
     __aicore__ inline void Fold(const AscendC::LocalTensor<AccT> &acc, const AscendC::LocalTensor<AccT> &x, uint32_t len) {
         if constexpr (kVectorAcc) {
-            {{ reduce_call }}(acc, acc, x, static_cast<int32_t>(len));
+            Ready(kAccArea, kEngV);
+            Ready(kTmpArea, kEngV);
+            if constexpr (SymSame<AccT, float>::value && kFold != 0) {
+                // Compare works on whole 256-byte blocks: round up (the tiles hold kTile, a
+                // multiple of 64 elements; elements past `len` are never stored).
+                uint32_t n = (len + 63u) / 64u * 64u;
+                AscendC::LocalTensor<uint8_t> pick = maskBuf_.Get<uint8_t>();
+                AscendC::LocalTensor<uint8_t> keep = pick[kTile / 8u];
+                Write(kMaskArea, kEngV);
+                AscendC::Compare(pick, acc, x, kFold == 1 ? AscendC::CMPMODE::GE : AscendC::CMPMODE::LE, n);
+                AscendC::Compare(keep, acc, acc, AscendC::CMPMODE::EQ, n);  // 0 where acc is NaN
+                Ready(kMaskArea, kEngV);
+                Write(kTmpArea, kEngV);
+                AscendC::Select(x, pick, acc, x, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, n);
+                Ready(kTmpArea, kEngV);
+                Write(kAccArea, kEngV);
+                AscendC::Select(acc, keep, x, acc, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, n);
+            } else {
+                Write(kAccArea, kEngV);
+                {{ reduce_call }}(acc, acc, x, static_cast<int32_t>(len));
+            }
         } else {
+            Ready(kAccArea, kEngS);
+            Ready(kTmpArea, kEngS);
+            Write(kAccArea, kEngS);
             for (uint32_t i = 0; i < len; ++i) {
                 acc.SetValue(i, SymFold(acc.GetValue(i), x.GetValue(i)));
             }
@@ -700,29 +979,28 @@ private:
                 continue;
             }
             Span all = RegionSpan(Region{b, 0, Chunks(b)}, rank_);
-            uint64_t total = all.off + all.len;
-            for (uint64_t done = 0; done < total; done += kTile) {
-                uint32_t len = static_cast<uint32_t>(SymMin(kTile, total - done));
-                LoadAcc(acc, ClassOf(b), Addr(b, done), len);
+            Span whole{0, all.off + all.len};
+            Span mine = Mine(whole, 0);
+            for (uint64_t done = 0; done < mine.len; done += kTile) {
+                uint32_t len = static_cast<uint32_t>(SymMin(kTile, mine.len - done));
+                LoadAcc(kAccArea, acc, ClassOf(b), Addr(b, mine.off + done), len);
                 DivideByGroup(acc, len);
-                StoreAcc(ClassOf(b), Addr(b, done), acc, len);
+                StoreAcc(ClassOf(b), Addr(b, mine.off + done), acc, len);
             }
         }
         LocalWritesDone();
     }
+    // On the scalar unit: the exact integer division for float (see SymDivExact), C++ division
+    // (truncating) for integers, IEEE division for double.
     __aicore__ inline void DivideByGroup(const AscendC::LocalTensor<AccT> &acc, uint32_t len) {
-        if constexpr (SymSame<AccT, float>::value) {
-            AscendC::LocalTensor<AccT> p = tmpBuf_.Get<AccT>();
-            AscendC::Duplicate(p, static_cast<AccT>(kGroupSize), static_cast<int32_t>(len));
-            AscendC::Div(acc, acc, p, static_cast<int32_t>(len));
-        } else {
-            AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(AscendC::EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(AscendC::EVENT_ID0);
-            for (uint32_t i = 0; i < len; ++i) {
+        Ready(kAccArea, kEngS);
+        Write(kAccArea, kEngS);
+        for (uint32_t i = 0; i < len; ++i) {
+            if constexpr (SymSame<AccT, float>::value) {
+                acc.SetValue(i, SymDivExact(acc.GetValue(i), kGroupSize));
+            } else {
                 acc.SetValue(i, static_cast<AccT>(acc.GetValue(i) / static_cast<AccT>(kGroupSize)));
             }
-            AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(AscendC::EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(AscendC::EVENT_ID0);
         }
     }
 
@@ -735,7 +1013,7 @@ private:
         uint64_t eb = ClassBytes(srcCls);
         for (uint64_t done = 0; done < n; done += kTile) {
             uint32_t len = static_cast<uint32_t>(SymMin(kTile, n - done));
-            LoadAcc(acc, srcCls, src + done * eb, len);
+            LoadAcc(kAccArea, acc, srcCls, src + done * eb, len);
             PutTile<DstCls>(reinterpret_cast<__gm__ D *>(dst) + done, acc, len, pe);
         }
     }
@@ -749,20 +1027,20 @@ private:
             outQ_.EnQue(t);
             t = outQ_.template DeQue<uint8_t>();
             UbPut(dst, (__ubuf__ uint8_t *)t.GetPhyAddr(), len, pe);
-            aclshmem_quiet();
+            Quiet();
             outQ_.FreeTensor(t);
         } else if constexpr (SymSame<D, AccT>::value) {
-            AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(AscendC::EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(AscendC::EVENT_ID0);
+            Ready(kAccArea, kEngMte3);
             UbPut(dst, (__ubuf__ AccT *)acc.GetPhyAddr(), len, pe);
-            aclshmem_quiet();
+            Quiet();
         } else {
             AscendC::LocalTensor<D> t = outQ_.template AllocTensor<D>();
+            Ready(kAccArea, kEngV);
             AscendC::Cast(t, acc, AscendC::RoundMode::CAST_RINT, len);
             outQ_.EnQue(t);
             t = outQ_.template DeQue<D>();
             UbPut(dst, (__ubuf__ D *)t.GetPhyAddr(), len, pe);
-            aclshmem_quiet();
+            Quiet();
             outQ_.FreeTensor(t);
         }
     }
@@ -783,30 +1061,26 @@ private:
                                    uint32_t len, int32_t pe) {
         using S = typename ClassInfo<SrcCls>::T;
         if constexpr (ClassInfo<SrcCls>::kFp8 != 0) {
-            AscendC::LocalTensor<uint8_t> t = ioQ_.template AllocTensor<uint8_t>();
+            AscendC::LocalTensor<uint8_t> t = inQ_.template AllocTensor<uint8_t>();
             UbGet((__ubuf__ uint8_t *)WireBytes(t).GetPhyAddr(), src, len, pe);
-            aclshmem_quiet();
-            ioQ_.EnQue(t);
-            t = ioQ_.template DeQue<uint8_t>();
-            DecodeWire(acc, t, len);
-            ioQ_.FreeTensor(t);
+            Quiet();
+            inQ_.EnQue(t);
+            t = inQ_.template DeQue<uint8_t>();
+            DecodeWire(kAccArea, acc, t, len);
+            inQ_.FreeTensor(t);
         } else if constexpr (SymSame<S, AccT>::value) {
-            AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(AscendC::EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(AscendC::EVENT_ID0);
-            AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(AscendC::EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(AscendC::EVENT_ID0);
+            Write(kAccArea, kEngMte2);
             UbGet((__ubuf__ AccT *)acc.GetPhyAddr(), src, len, pe);
-            aclshmem_quiet();
-            AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(AscendC::EVENT_ID0);
-            AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(AscendC::EVENT_ID0);
+            Quiet();
         } else {
-            AscendC::LocalTensor<S> t = ioQ_.template AllocTensor<S>();
+            AscendC::LocalTensor<S> t = inQ_.template AllocTensor<S>();
             UbGet((__ubuf__ S *)t.GetPhyAddr(), src, len, pe);
-            aclshmem_quiet();
-            ioQ_.EnQue(t);
-            t = ioQ_.template DeQue<S>();
+            Quiet();
+            inQ_.EnQue(t);
+            t = inQ_.template DeQue<S>();
+            Write(kAccArea, kEngV);
             AscendC::Cast(acc, t, AscendC::RoundMode::CAST_NONE, len);
-            ioQ_.FreeTensor(t);
+            inQ_.FreeTensor(t);
         }
     }
 
@@ -814,25 +1088,30 @@ private:
     __aicore__ inline void LocalWritesDone() {
         AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(AscendC::EVENT_ID0);
         AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(AscendC::EVENT_ID0);
+        for (uint32_t a = 0; a < kAreas; ++a) {
+            readers_[a] &= static_cast<uint8_t>(~(1u << kEngMte3));
+        }
     }
 
 {% include "kernel_extras.cpp" %}
 
     AscendC::TPipe pipe_;
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> inQ_;
     AscendC::TQueBind<AscendC::TPosition::VECIN, AscendC::TPosition::VECOUT, 1> ioQ_;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQ_;
     AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_;
     AscendC::TBuf<AscendC::TPosition::VECCALC> tmpBuf_;
-    GM_ADDR bufs_[kNumBuffers];
-    uint64_t sz_[kNumSizeVars + 1];
+    AscendC::TBuf<AscendC::TPosition::VECCALC> maskBuf_;
+    uint8_t writer_[kAreas] = {};
+    uint8_t readers_[kAreas] = {};
     GM_ADDR signals_;
-    __gm__ uint64_t *counts_;
     __gm__ int32_t *table_;
     __gm__ int32_t *rows_ = nullptr;
     uint32_t epoch32_;
     aclshmem_team_t team_;
     int32_t exitSignals_;
     uint32_t rank_ = 0;
+    uint32_t blk_ = 0;
 };
 
 }  // namespace {{ name }}_ns
@@ -840,16 +1119,27 @@ private:
 // Size variables: {{ size_var_doc }}.
 // `table` is {{ name }}_table (see {{ name }}_table.h) copied to device memory; `signals` is a
 // symmetric pad of {{ plan.signals.len() }} x 64 bytes, zeroed once at allocation and never reset.
+// Launched with blockDim = {{ name }}_ns::kBlockDim ({% if x.has_matmul %}AI Cores, each one AIC + one AIV{% else %}vector cores{% endif %}).
 extern "C" __global__ __aicore__ void {{ name }}(
 {%- for b in bufs %}GM_ADDR buf{{ b.index }}, {% endfor %}GM_ADDR signals, GM_ADDR sizes, GM_ADDR counts, GM_ADDR table,
-    uint64_t epoch, aclshmem_team_t team, int32_t exit_signals{% if x.has_hostcoll %}, int32_t segment{% endif %}) {
-    // One vector core per PE runs the rank's program; the others have nothing to do.
-    if (AscendC::GetBlockIdx() != 0) {
-        return;
-    }
+    {% if x.has_matmul %}GM_ADDR workspace, {% endif %}uint64_t epoch, aclshmem_team_t team, int32_t exit_signals{% if x.has_hostcoll %}, int32_t segment{% endif %}) {
+    KERNEL_TASK_TYPE_DEFAULT({{ name }}_ns::kKernelType);
     GM_ADDR bufs[{{ name }}_ns::kNumBuffers] = {
 {%- for b in bufs %}buf{{ b.index }}{% if !loop.last %}, {% endif %}{% endfor %}};
+{%- if x.has_matmul %}
+    if ASCEND_IS_AIC {
+        {{ name }}_ns::CubeProgram c(bufs, sizes, table, workspace, team);
+{%- if x.has_hostcoll %}
+        c.SetSegment(segment);
+{%- endif %}
+        c.Run();
+        return;
+    }
+{%- endif %}
     {{ name }}_ns::Kernel<{{ name }}_ns::kUbBytes> k(bufs, signals, sizes, counts, table, epoch, team, exit_signals);
+{%- if x.has_matmul %}
+    k.SetWorkspace(workspace);
+{%- endif %}
 {%- if x.has_hostcoll %}
     k.SetSegment(segment);
 {%- endif %}

@@ -27,14 +27,15 @@ extern "C" int32_t {{ name }}_launch(void *stream, const {{ name }}_args *args) 
         }
         table = dev;
     }
-    const uint32_t blockDim = 1;  // one vector core per PE
+    // {% if x.has_matmul %}AI Cores (KERNEL_TYPE_MIX_AIC_1_1: one AIC and one AIV each){% else %}Vector cores (KERNEL_TYPE_AIV_ONLY){% endif %}.
+    const uint32_t blockDim = {{ name }}_ns::kBlockDim;
 {%- if x.has_hostcoll %}
     // Kernel segments with the rank's host collectives in between, all on `stream`.
     for (int32_t seg = 0; seg <= {{ name }}_host::kMaxCalls; ++seg) {
         {{ name }}<<<blockDim, nullptr, stream>>>(
 {%- for b in bufs %}(GM_ADDR)args->buffers[{{ b.index }}], {% endfor %}
-            (GM_ADDR)args->signals, (GM_ADDR)args->sizes, (GM_ADDR)args->counts, (GM_ADDR)table, args->epoch,
-            args->team, args->send_exit_signals, seg);
+            (GM_ADDR)args->signals, (GM_ADDR)args->sizes, (GM_ADDR)args->counts, (GM_ADDR)table,
+            {% if x.has_matmul %}(GM_ADDR)args->workspace, {% endif %}args->epoch, args->team, args->send_exit_signals, seg);
         const {{ name }}_host::Call *c = {{ name }}_host::Find(args->rank, seg);
         if (c == nullptr) {
             break;
@@ -48,8 +49,8 @@ extern "C" int32_t {{ name }}_launch(void *stream, const {{ name }}_args *args) 
 {%- else %}
     {{ name }}<<<blockDim, nullptr, stream>>>(
 {%- for b in bufs %}(GM_ADDR)args->buffers[{{ b.index }}], {% endfor %}
-        (GM_ADDR)args->signals, (GM_ADDR)args->sizes, (GM_ADDR)args->counts, (GM_ADDR)table, args->epoch,
-        args->team, args->send_exit_signals);
+        (GM_ADDR)args->signals, (GM_ADDR)args->sizes, (GM_ADDR)args->counts, (GM_ADDR)table,
+        {% if x.has_matmul %}(GM_ADDR)args->workspace, {% endif %}args->epoch, args->team, args->send_exit_signals);
 {%- endif %}
     return ACL_SUCCESS;
 }

@@ -11,14 +11,24 @@
 
 extern "C" int32_t symsched_sim_launch(const symsched_device *dev, const symsched_launch_args *a) {
     return symsim::run(dev, a, {{ name }}_ns::kNumBuffers, [&]() {
+{%- if x.has_matmul %}
+        GM_ADDR ws = a->workspace;
+        if (a->workspace_bytes < {{ name }}_ns::WorkspaceBytes(a->sizes)) {
+            symsim::fail(SYMSCHED_SIM_E_ABI, "launch passes a " + std::to_string(a->workspace_bytes) +
+                                                 "-byte workspace; the kernel needs " +
+                                                 std::to_string({{ name }}_ns::WorkspaceBytes(a->sizes)));
+        }
+{%- endif %}
 {%- if x.has_hostcoll %}
         // The launch stub's loop (see {{ name }}_launch.cpp), with one simulated HCCL
         // communicator per host collective.
         for (int32_t seg = 0; seg <= {{ name }}_host::kMaxCalls; ++seg) {
-            {{ name }}(
+            symsim::launch({{ name }}_ns::kKernelType, {{ name }}_ns::kBlockDim, [&]() {
+                {{ name }}(
 {%- for b in bufs %}a->buffers[{{ b.index }}], {% endfor %}a->signals,
-                (GM_ADDR)a->sizes, (GM_ADDR)a->counts, (GM_ADDR){{ name }}_table, a->epoch, ACLSHMEM_TEAM_WORLD,
-                a->send_exit_signals, seg);
+                    (GM_ADDR)a->sizes, (GM_ADDR)a->counts, (GM_ADDR){{ name }}_table, {% if x.has_matmul %}ws, {% endif %}a->epoch,
+                    ACLSHMEM_TEAM_WORLD, a->send_exit_signals, seg);
+            });
             const {{ name }}_host::Call *c = {{ name }}_host::Find(dev->my_pe, seg);
             if (c == nullptr) {
                 break;
@@ -30,12 +40,33 @@ extern "C" int32_t symsched_sim_launch(const symsched_device *dev, const symsche
             }
         }
 {%- else %}
-        {{ name }}(
+        symsim::launch({{ name }}_ns::kKernelType, {{ name }}_ns::kBlockDim, [&]() {
+            {{ name }}(
 {%- for b in bufs %}a->buffers[{{ b.index }}], {% endfor %}a->signals,
-            (GM_ADDR)a->sizes, (GM_ADDR)a->counts, (GM_ADDR){{ name }}_table, a->epoch, ACLSHMEM_TEAM_WORLD,
-            a->send_exit_signals);
+                (GM_ADDR)a->sizes, (GM_ADDR)a->counts, (GM_ADDR){{ name }}_table, {% if x.has_matmul %}ws, {% endif %}a->epoch,
+                ACLSHMEM_TEAM_WORLD, a->send_exit_signals);
+        });
 {%- endif %}
     });
 }
 
 extern "C" uint32_t symsched_sim_table_words(void) { return {{ name|upper }}_TABLE_WORDS; }
+
+// The sync calls (SetFlag, WaitFlag, PipeBarrier, cross-core flags) of this kernel's source that
+// ran in this library so far, as line numbers: the deleted-flag mutation test runs a mutant only
+// where its flag ran.
+extern "C" uint32_t symsched_sim_sync_sites(uint32_t *lines, uint32_t cap) {
+    std::lock_guard<std::mutex> g(symsim::sync_sites_mu());
+    uint32_t n = 0;
+    for (const auto &site : symsim::sync_sites()) {
+        const std::string &f = site.first;
+        const std::string want = "{{ name }}_kernel.cpp";
+        if (f.size() >= want.size() && f.compare(f.size() - want.size(), want.size(), want) == 0) {
+            if (n < cap) {
+                lines[n] = site.second;
+            }
+            ++n;
+        }
+    }
+    return n;
+}

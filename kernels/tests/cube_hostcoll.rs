@@ -112,6 +112,7 @@ fn segmented_kernels_run_back_to_back_launches() {
         epochs: 0..3,
         timeout: Duration::from_secs(60),
         send_exit_signals: true,
+        seed: 0,
     };
     let out = inproc::run(&k, &plan, &layout, &sizes, &init, &cfg).unwrap();
     // An allreduce leaves the same bytes in `x` on every rank.
@@ -153,10 +154,11 @@ fn mmad_operand_in_the_wrong_position_is_caught() {
 
 #[test]
 fn load_data_from_gm_side_queue_is_caught() {
-    // LoadData A1 -> B2 (the right matrix's L0) is not a path the device has.
+    // LoadData B1 -> A2 (the left matrix's L0 from the right matrix's L1) is not a path the
+    // device has.
     let e = run_broken(
-        "AscendC::LoadData(b2, b1, lb);",
-        "AscendC::LoadData(b2, a1, lb);",
+        "AscendC::LoadData(a2[i * kBlocks * kFrac], a1[i * kFrac], la);",
+        "AscendC::LoadData(a2[i * kBlocks * kFrac], b1[i * kFrac], la);",
     );
     assert!(
         [

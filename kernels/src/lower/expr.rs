@@ -5,6 +5,12 @@ use symsched_plan::{SizeExpr, SizeVar};
 
 /// C expression for `e`, reading variable `v` as `sz_[index of v in size_vars]`.
 pub fn to_c(e: &SizeExpr, vars: &[SizeVar]) -> Result<String, KernelError> {
+    to_c_over(e, vars, "sz_")
+}
+
+/// C expression for `e` over the size-variable array named `array`.
+pub fn to_c_over(e: &SizeExpr, vars: &[SizeVar], array: &str) -> Result<String, KernelError> {
+    let to_c = |e: &SizeExpr, vars: &[SizeVar]| to_c_over(e, vars, array);
     Ok(match e {
         SizeExpr::Const(c) => format!("{c}ull"),
         SizeExpr::Var(v) => {
@@ -12,7 +18,7 @@ pub fn to_c(e: &SizeExpr, vars: &[SizeVar]) -> Result<String, KernelError> {
                 .iter()
                 .position(|s| &s.name == v)
                 .ok_or_else(|| KernelError::UnknownSizeVar(v.clone()))?;
-            format!("sz_[{i}]")
+            format!("{array}[{i}]")
         }
         SizeExpr::Add(a, b) => format!("({} + {})", to_c(a, vars)?, to_c(b, vars)?),
         SizeExpr::Mul(a, b) => format!("({} * {})", to_c(a, vars)?, to_c(b, vars)?),

@@ -46,6 +46,10 @@ pub struct Extras {
     pub mm_m: String,
     pub mm_k: String,
     pub mm_n: String,
+    /// `m` over a host array `sizes` (the workspace size function).
+    pub mm_m_host: String,
+    /// `blockDim` of the launch.
+    pub block_dim: u32,
     pub has_hostcoll: bool,
     pub host_bufs: Vec<HostBuf>,
     pub calls: Vec<HostCall>,
@@ -94,6 +98,12 @@ pub fn extras(
         mm_m: dim("m")?,
         mm_k: dim("k")?,
         mm_n: dim("n")?,
+        mm_m_host: if has_matmul {
+            expr::to_c_over(&symsched_plan::SizeExpr::var("m"), &plan.size_vars, "sizes")?
+        } else {
+            String::new()
+        },
+        block_dim: opts.block_dim,
         has_hostcoll: false,
         host_bufs: Vec::new(),
         calls: Vec::new(),
@@ -190,4 +200,26 @@ pub fn extras(
         members.join(", ")
     };
     Ok(x)
+}
+
+/// Bytes of GM workspace one rank's launch needs for `sizes`: the Cube cores write the partial
+/// last 16-column block of every matmul product row there (m x 16 elements of at most 4 bytes);
+/// 0 for plans without matmul steps.
+pub fn workspace_bytes(
+    plan: &Plan,
+    sizes: &symsched_plan::LaunchSizes,
+) -> Result<u64, KernelError> {
+    let has_matmul = plan
+        .ranks
+        .iter()
+        .any(|r| r.steps.iter().any(|s| matches!(s.op, Op::Matmul { .. })));
+    if !has_matmul {
+        return Ok(0);
+    }
+    let m = *sizes
+        .vars
+        .get("m")
+        .ok_or_else(|| KernelError::Run("size variable `m` has no value".into()))?;
+    m.checked_mul(64)
+        .ok_or_else(|| KernelError::Run(format!("m = {m} overflows the workspace size")))
 }

@@ -11,6 +11,8 @@ pub mod expr;
 pub mod extras;
 pub mod table;
 
+pub use extras::workspace_bytes;
+
 use crate::{DType, KernelError, ReduceOp};
 use askama::Template;
 use symsched_plan::{CountsMatrix, ElemClass, Extent, Plan, Region};
@@ -25,6 +27,9 @@ pub struct LowerOptions {
     pub op: ReduceOp,
     /// Unified-buffer bytes the kernel's tiles may use (the `UbBytes` template argument).
     pub ub_bytes: u32,
+    /// Vector cores (AIVs) each step's data is split over (`blockDim`); kernels with matmul
+    /// steps launch as many AI Cores, each one Cube core (AIC) and one AIV.
+    pub block_dim: u32,
 }
 
 impl Default for LowerOptions {
@@ -34,9 +39,14 @@ impl Default for LowerOptions {
             wire: DType::F32,
             op: ReduceOp::Sum,
             ub_bytes: DEFAULT_UB_BYTES,
+            block_dim: 1,
         }
     }
 }
+
+/// Most vector cores a kernel may be split over: the simulation runs at most 16 cores per rank,
+/// and a kernel with matmul steps needs one Cube core per vector core.
+pub const MAX_BLOCK_DIM: u32 = 16;
 
 /// Default UB budget: 96 KiB, half of an Atlas A2 vector core's 192 KiB, leaving room for the
 /// shmem library's own MTE staging buffer (`aclshmemx_set_mte_config`).
@@ -187,14 +197,20 @@ pub fn kernel_name(plan: &Plan, opts: &LowerOptions) -> String {
     for (k, v) in &plan.params {
         params.push_str(&format!("_{}{}", sanitize(k), v));
     }
+    let blocks = if opts.block_dim > 1 {
+        format!("_b{}", opts.block_dim)
+    } else {
+        String::new()
+    };
     format!(
-        "symsched_{}{}_p{}_{}_{}_{}",
+        "symsched_{}{}_p{}_{}_{}_{}{}",
         sanitize(&plan.schedule),
         params,
         plan.group_size,
         opts.dtype,
         opts.wire,
-        opts.op
+        opts.op,
+        blocks
     )
 }
 
@@ -203,6 +219,12 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
     plan.check_consistency()?;
     if opts.ub_bytes < 1024 {
         return Err(KernelError::UbBudget(opts.ub_bytes));
+    }
+    if opts.block_dim == 0 || opts.block_dim > MAX_BLOCK_DIM {
+        return Err(KernelError::BlockDim {
+            block_dim: opts.block_dim,
+            max: MAX_BLOCK_DIM,
+        });
     }
     if !opts.dtype.is_data() || !opts.dtype.can_travel_as(opts.wire) {
         return Err(KernelError::Types {
@@ -253,6 +275,12 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
     }
     let tab = table::build(plan, &classes)?;
     let x = extras::extras(plan, &classes, opts, &bufs)?;
+    if x.has_matmul && 2 * opts.block_dim > MAX_BLOCK_DIM {
+        return Err(KernelError::BlockDim {
+            block_dim: opts.block_dim,
+            max: MAX_BLOCK_DIM / 2,
+        });
+    }
     let size_var_doc = if plan.size_vars.is_empty() {
         "(none)".to_string()
     } else {

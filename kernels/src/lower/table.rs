@@ -44,6 +44,48 @@ pub enum Kind {
 
 /// `flags` bit: complete outstanding non-blocking puts before this row.
 pub const QUIET_BEFORE: i32 = 1;
+/// `flags` bit: with more than one vector core, every core finishes what it issued before
+/// this row (see [`Splits`]).
+pub const BARRIER_BEFORE: i32 = 2;
+
+/// Where the vector cores' splits of two steps disagree.
+///
+/// Each step's elements are split over the cores by one region of the step, its *key* (a
+/// reduce's or get's destination, a copy's or put's source), in blocks aligned in the key's
+/// buffer; the
+/// other regions of the step follow the key element for element. Two accesses to overlapping
+/// chunks of a buffer, at least one writing, land on the same core element for element only
+/// when both access the same region through the same key; otherwise a core may read what
+/// another has not written yet (or overwrite what it still reads), and the later step needs
+/// a barrier first. Signals and matmul steps synchronise every core themselves.
+#[derive(Default)]
+struct Splits {
+    /// (region accessed, key region, writes) since the last synchronisation.
+    since: Vec<(Region, Region, bool)>,
+}
+
+impl Splits {
+    /// Whether a step with these accesses needs a barrier first; records them.
+    fn step(&mut self, accesses: &[(Region, Region, bool)]) -> bool {
+        let conflict = accesses.iter().any(|(r, k, w)| {
+            self.since
+                .iter()
+                .any(|(pr, pk, pw)| (*w || *pw) && overlaps(r, pr) && !(same(r, pr) && same(k, pk)))
+        });
+        if conflict {
+            self.since.clear();
+        }
+        self.since.extend_from_slice(accesses);
+        conflict
+    }
+    fn synchronised(&mut self) {
+        self.since.clear();
+    }
+}
+
+fn same(a: &Region, b: &Region) -> bool {
+    a.buffer == b.buffer && a.first == b.first && a.count == b.count
+}
 
 /// One encoded row and a human-readable description for the generated comment.
 #[derive(Debug, Clone)]
@@ -251,6 +293,7 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
             last.comment = format!("r{}: entry-{}", prog.rank, last.comment);
         }
         let mut pend = Pending::default();
+        let mut splits = Splits::default();
         let mut host_ordinal = 0i32;
         for step in &prog.steps {
             let tag = format!("r{} s{}", prog.rank, step.id);
@@ -284,6 +327,13 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                     } else {
                         Kind::Put
                     };
+                    if splits.step(&[(*src, *src, false)]) {
+                        flags |= BARRIER_BEFORE;
+                    }
+                    if fused.is_some() || convert {
+                        // Its signal (or the converted tiles' quiets and a signal) meet the cores.
+                        splits.synchronised();
+                    }
                     if let Some(u) = fused {
                         let offset = if u.mode == SignalMode::Set {
                             u.value
@@ -317,12 +367,16 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                         }
                     }
                     if let Some(u) = signal.filter(|u| u.peer != peer) {
+                        splits.synchronised();
                         let f = pend.flags_for_signal();
                         b.signal_row(Kind::Signal, f, &u)?;
                     }
                 }
                 Op::Get { src, dst, peer } => {
-                    let flags = pend.flags_for_write(&[*dst]);
+                    let mut flags = pend.flags_for_write(&[*dst]);
+                    if splits.step(&[(*dst, *dst, true)]) {
+                        flags |= BARRIER_BEFORE;
+                    }
                     let convert = b.classes.differ(b.plan, src, dst);
                     let comment = format!(
                         "{tag}: get {} @{} -> {}{}",
@@ -346,6 +400,7 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                     }
                 }
                 Op::Signal { update } => {
+                    splits.synchronised();
                     let f = pend.flags_for_signal();
                     b.signal_row(Kind::Signal, f, update)?;
                     let last = b.rows.last_mut().expect("row just pushed");
@@ -374,7 +429,13 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                     );
                 }
                 Op::Reduce { dst, srcs } => {
-                    let flags = pend.flags_for_write(&[*dst]);
+                    let mut flags = pend.flags_for_write(&[*dst]);
+                    let mut acc: Vec<(Region, Region, bool)> =
+                        srcs.iter().map(|s| (*s, *dst, false)).collect();
+                    acc.push((*dst, *dst, true));
+                    if splits.step(&acc) {
+                        flags |= BARRIER_BEFORE;
+                    }
                     let names: Vec<String> = srcs.iter().map(|s| b.region_name(s)).collect();
                     let comment = format!(
                         "{tag}: {} = reduce({})",
@@ -409,7 +470,10 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                     }
                 }
                 Op::Copy { src, dst } | Op::Cast { src, dst } => {
-                    let flags = pend.flags_for_write(&[*dst]);
+                    let mut flags = pend.flags_for_write(&[*dst]);
+                    if splits.step(&[(*src, *src, false), (*dst, *src, true)]) {
+                        flags |= BARRIER_BEFORE;
+                    }
                     let what = if matches!(step.op, Op::Copy { .. }) {
                         "copy"
                     } else {
@@ -444,6 +508,8 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                         });
                     }
                     let flags = pend.flags_for_write(&[*c]);
+                    // The step meets every vector and Cube core before and after.
+                    splits.synchronised();
                     let comment = format!(
                         "{tag}: {} = matmul({}, {})",
                         b.region_name(c),
@@ -505,6 +571,7 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
                     );
                     // The segment ends with aclshmem_quiet: nothing is outstanding after it.
                     pend.clear();
+                    splits.synchronised();
                 }
             }
         }

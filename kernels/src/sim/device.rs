@@ -3,7 +3,7 @@
 use std::ffi::{c_char, c_void};
 
 /// Must equal `SYMSCHED_DEVICE_ABI` in `sim/symsched_device.h`.
-pub const DEVICE_ABI: u32 = 2;
+pub const DEVICE_ABI: u32 = 3;
 
 /// Status codes of `symsched_sim_launch` (names as in the C header).
 pub mod status {
@@ -24,6 +24,9 @@ pub mod status {
     pub const CUBE_OVERFLOW: i32 = 14;
     pub const CUBE_POSITION: i32 = 15;
     pub const HOST_COLL: i32 = 16;
+    pub const PIPE_RACE: i32 = 17;
+    pub const CORE_TYPE: i32 = 18;
+    pub const OPERAND_OVERLAP: i32 = 19;
 }
 
 /// The device table a launcher fills in (see the C header for each callback's contract).
@@ -50,6 +53,9 @@ pub struct SimDevice {
     /// Host collective between kernel segments (see [`HostCollFn`]); `None` when the launcher
     /// has none (plans with `hostcoll` steps then fail with `SYMSCHED_SIM_E_HOST_COLL`).
     pub host_coll: Option<HostCollFn>,
+    /// Called once when a core of this rank fails (see the C header); `None` if the launcher
+    /// has nothing to wake.
+    pub abort: Option<unsafe extern "C" fn(ctx: *mut c_void)>,
 }
 
 /// `host_coll(ctx, op, data, count, dtype, reduce_op, members, n_members, ordinal)`: `op` 0
@@ -78,6 +84,11 @@ pub struct LaunchArgs {
     pub counts: *const u64,
     pub epoch: u64,
     pub send_exit_signals: i32,
+    /// Seed of the simulated engine interleaving.
+    pub seed: u64,
+    /// GM scratch of kernels with matmul steps (null otherwise).
+    pub workspace: *mut u8,
+    pub workspace_bytes: u64,
     pub err_msg: *mut c_char,
     pub err_cap: u32,
 }

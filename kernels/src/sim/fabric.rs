@@ -31,6 +31,7 @@ pub struct SimBackend {
     opts: LowerOptions,
     kernel: SimKernel,
     timeout: Duration,
+    seed: u64,
     /// The runtime's heap exchanges behind the launch stub's host collectives, one per rank
     /// (their epochs persist across launches, like the executor's; ranks sharing one backend
     /// in a process must not wait on each other's lock).
@@ -43,6 +44,9 @@ pub struct SimBackend {
 pub struct SimBinding {
     pub buffers: Vec<u64>,
     pub signals: u64,
+    /// Heap offset and bytes of the matmul workspace (0 bytes without matmul steps).
+    pub workspace: u64,
+    pub workspace_bytes: u64,
     pub epoch: u64,
 }
 
@@ -51,6 +55,7 @@ struct Ctx<'a> {
     len: usize,
     me: usize,
     deadline: Instant,
+    aborted: std::sync::atomic::AtomicBool,
     /// Runs one decoded host collective (see [`HostCollCtx`]).
     host: &'a dyn Fn(&mut HostCall) -> Result<(), String>,
 }
@@ -69,6 +74,7 @@ impl SimBackend {
             opts,
             kernel,
             timeout: Duration::from_secs(120),
+            seed: 0,
             exchanges: (0..plan.group_size)
                 .map(|_| Mutex::new(Exchanges::default()))
                 .collect(),
@@ -78,6 +84,12 @@ impl SimBackend {
     /// Deadline of one launch's waits (default 120 s).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Seed of the simulated engine interleaving (default 0).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
         self
     }
 
@@ -134,9 +146,21 @@ impl SimBackend {
         // SAFETY: `p` addresses `pad` bytes of this rank's heap; peers do not signal before the
         // caller's barrier.
         unsafe { std::ptr::write_bytes(p, 0, pad as usize) };
+        let workspace_bytes = crate::lower::workspace_bytes(&self.plan, sizes)?;
+        let workspace = if workspace_bytes > 0 {
+            fab.scratch(
+                &format!("sim/{}/workspace/{workspace_bytes}", self.kernel.name()),
+                workspace_bytes,
+            )
+            .map_err(err)?
+        } else {
+            signals
+        };
         Ok(SimBinding {
             buffers,
             signals,
+            workspace,
+            workspace_bytes,
             epoch: 0,
         })
     }
@@ -152,6 +176,7 @@ impl SimBackend {
         let p = fab.size() as usize;
         // The device table only needs the part of each segment this plan's buffers occupy.
         let mut len = bind.signals + (self.plan.signals.len().max(1) * SIGNAL_LINE) as u64;
+        len = len.max(bind.workspace + bind.workspace_bytes);
         for (b, &off) in self.plan.buffers.iter().zip(&bind.buffers) {
             let mut max = 0u64;
             for r in 0..self.plan.group_size {
@@ -166,7 +191,7 @@ impl SimBackend {
             .buffers
             .iter()
             .copied()
-            .chain(std::iter::once(bind.signals))
+            .chain([bind.signals, bind.workspace])
             .min()
             .unwrap_or(0);
         let mut bases = Vec::with_capacity(p);
@@ -201,6 +226,7 @@ impl SimBackend {
             len: len as usize,
             me,
             deadline: Instant::now() + self.timeout,
+            aborted: std::sync::atomic::AtomicBool::new(false),
             host: &host,
         };
         let mut size_vals: Vec<u64> = Vec::with_capacity(self.plan.size_vars.len() + 1);
@@ -234,6 +260,10 @@ impl SimBackend {
             counts: counts.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
             epoch,
             send_exit_signals: 1,
+            seed: self.seed ^ (me as u64) << 40,
+            // SAFETY: inside this rank's heap (allocated by `prepare`).
+            workspace: unsafe { base.add(bind.workspace as usize) },
+            workspace_bytes: bind.workspace_bytes,
             err_msg: std::ptr::null_mut(),
             err_cap: 0,
         };
@@ -261,7 +291,11 @@ impl HeapView for Ctx<'_> {
         self.me
     }
     fn give_up(&self) -> bool {
-        Instant::now() > self.deadline
+        self.aborted.load(std::sync::atomic::Ordering::Relaxed) || Instant::now() > self.deadline
+    }
+    fn abort(&self) {
+        self.aborted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

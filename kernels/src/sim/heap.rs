@@ -15,6 +15,9 @@ pub struct HeapLayout {
     pub elem: Vec<DType>,
     pub signal_offset: usize,
     pub n_signals: usize,
+    /// GM scratch of kernels with matmul steps (0 bytes otherwise), after the signal pad.
+    pub workspace_offset: usize,
+    pub workspace_bytes: usize,
     pub total: usize,
 }
 
@@ -51,13 +54,18 @@ impl HeapLayout {
         }
         let signal_offset = off;
         let n_signals = plan.signals.len();
+        let workspace_offset = align64(signal_offset + n_signals.max(1) * SIGNAL_LINE);
+        let workspace_bytes = usize::try_from(crate::lower::workspace_bytes(plan, sizes)?)
+            .map_err(|_| KernelError::Run("matmul workspace too large".into()))?;
         Ok(HeapLayout {
             buf_offset,
             buf_bytes,
             elem,
             signal_offset,
             n_signals,
-            total: signal_offset + n_signals.max(1) * SIGNAL_LINE,
+            workspace_offset,
+            workspace_bytes,
+            total: workspace_offset + workspace_bytes,
         })
     }
 }

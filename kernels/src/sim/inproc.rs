@@ -33,6 +33,8 @@ pub struct RunConfig {
     pub timeout: Duration,
     /// Whether kernels send their launch credits (needed for back-to-back launches).
     pub send_exit_signals: bool,
+    /// Seed of the simulated engine interleaving (each rank, epoch and core derives its own).
+    pub seed: u64,
 }
 
 impl Default for RunConfig {
@@ -41,6 +43,7 @@ impl Default for RunConfig {
             epochs: 0..1,
             timeout: Duration::from_secs(60),
             send_exit_signals: true,
+            seed: 0,
         }
     }
 }
@@ -111,6 +114,9 @@ impl HeapView for Ctx<'_> {
     }
     fn give_up(&self) -> bool {
         self.shared.abort.load(Ordering::Relaxed) || Instant::now() > self.shared.deadline
+    }
+    fn abort(&self) {
+        self.shared.abort.store(true, Ordering::SeqCst);
     }
 }
 
@@ -259,6 +265,10 @@ pub fn run(
                                 counts: counts.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
                                 epoch,
                                 send_exit_signals: cfg.send_exit_signals as i32,
+                                seed: cfg.seed ^ ((r as u64) << 40),
+                                // SAFETY: inside the segment (the layout reserves it).
+                                workspace: unsafe { base.add(layout.workspace_offset) },
+                                workspace_bytes: layout.workspace_bytes as u64,
                                 err_msg: std::ptr::null_mut(),
                                 err_cap: 0,
                             };

@@ -18,6 +18,8 @@ pub(crate) trait HeapView {
     fn me(&self) -> usize;
     /// Whether a wait should give up now (deadline passed, or the run was aborted).
     fn give_up(&self) -> bool;
+    /// A core of this rank failed: make this rank's and its peers' waits give up.
+    fn abort(&self);
 }
 
 /// The device table for the rank whose context is `ctx` (which must outlive every call
@@ -39,7 +41,14 @@ pub(crate) fn device_table<C: HeapView>(
         quiet,
         barrier,
         host_coll,
+        abort: Some(abort::<C>),
     }
+}
+
+unsafe extern "C" fn abort<C: HeapView>(ctx: *mut c_void) {
+    // SAFETY: ctx is the `C` that `device_table` put in the table, alive for the launch.
+    let c = unsafe { &*(ctx as *const C) };
+    c.abort();
 }
 
 unsafe extern "C" fn peer_ptr<C: HeapView>(

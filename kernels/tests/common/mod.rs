@@ -1012,6 +1012,7 @@ pub fn compare(
         epochs: epochs.clone(),
         timeout: std::time::Duration::from_secs(60),
         send_exit_signals: true,
+        seed: 0,
     };
     let got = inproc::run(kernel, plan, &layout, &sizes, &init, &cfg)
         .map_err(|e: KernelError| e.to_string())?;
@@ -1053,6 +1054,7 @@ pub fn opts(dtype: DType, wire: DType, op: ReduceOp, ub_bytes: u32) -> LowerOpti
         wire,
         op,
         ub_bytes,
+        block_dim: 1,
     }
 }
 
@@ -1219,6 +1221,7 @@ pub fn compare_with_runtime(
         epochs: 0..1,
         timeout: std::time::Duration::from_secs(60),
         send_exit_signals: true,
+        seed: 0,
     };
     let got = inproc::run(kernel, plan, &layout, &sizes, &init, &cfg).map_err(|e| e.to_string())?;
     for r in 0..plan.group_size as usize {
