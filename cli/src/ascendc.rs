@@ -22,6 +22,10 @@ pub struct AscendcArgs {
     /// Unified-buffer bytes the kernel's tiles may use.
     #[arg(long, default_value_t = symsched_kernels::lower::DEFAULT_UB_BYTES)]
     pub ub_bytes: u32,
+    /// Vector cores (blockDim) each step's data is split over (kernels with matmul steps also
+    /// run one Cube core per vector core).
+    #[arg(long, default_value_t = 1)]
+    pub block_dim: u32,
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
@@ -42,6 +46,7 @@ pub fn emit(plan: &Plan, args: &AscendcArgs, dir: Option<&Path>) -> Result<Vec<P
         wire: args.wire.unwrap_or(args.dtype),
         op: args.op,
         ub_bytes: args.ub_bytes,
+        block_dim: args.block_dim,
     };
     let lowered = lower(plan, &opts)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;

@@ -74,6 +74,10 @@ pub struct Args {
     /// Kill the ranks and fail after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
+    /// `--backend sim`: vector cores (blockDim) each step's data is split over; kernels with
+    /// matmul steps also run one Cube core per vector core.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    block_dim: u32,
 }
 
 fn parse_count(s: &str) -> Result<u64> {
@@ -271,6 +275,7 @@ fn sim_backend(args: &Args, s: &Setup) -> Result<symsched_kernels::sim::fabric::
         dtype,
         wire,
         op,
+        block_dim: args.block_dim,
         ..Default::default()
     };
     let cache = symsched_kernels::sim_build::default_cache_dir();
