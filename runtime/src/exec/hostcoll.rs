@@ -72,8 +72,10 @@ struct ExState {
 /// group's scratch is laid out by the order and sizes of its registrations, which must agree
 /// on every rank, and the members of one tag differ between ranks (node-strided sub-groups
 /// whose regions have different lengths, e.g. `allreduce_hier` with a short last chunk); a
-/// longer exchange takes several rounds through the area.
-const AREA_BYTES: u64 = 1 << 20;
+/// longer exchange takes several rounds through the area. 64 KiB, not more: every tag (the
+/// barrier too) reserves one area in the group's scratch, and heaps of 1 MiB must still hold
+/// the plans' own areas.
+const AREA_BYTES: u64 = 64 << 10;
 
 /// Epoch-counted all-to-all byte exchanges through the heap (used for counts, barriers and the
 /// heap host collectives). Every member writes its bytes into slot `index` of every member's
