@@ -15,7 +15,7 @@
 //! remotely accessed role the same way (the binding rule, [`super::binding`]); it is one area
 //! per (group, plan), grown geometrically so a sweep over sizes allocates O(largest) in total.
 
-use super::binding::{self, Binding};
+use super::binding::Binding;
 use super::dtype::{DType, ElemTypes};
 use super::error::ExecError;
 use super::fabric::Fabric;
@@ -79,8 +79,8 @@ impl Staging {
         }
     }
 
-    /// Lay the area out for this launch, check the bindings ([`binding::check`]), grow the area
-    /// if needed and copy the staged inputs in.
+    /// Lay the area out for this launch, grow the area if needed and copy the staged inputs
+    /// in; the bindings were checked before ([`binding::check`]).
     #[inline]
     pub(crate) fn stage_in<F: Fabric>(
         &mut self,
@@ -114,7 +114,6 @@ impl Staging {
                 .checked_add(bytes.next_multiple_of(AREA_ALIGN))
                 .ok_or(PlanError::SizeOverflow)?;
         }
-        binding::check(fabric, plan, res, types, buffers)?;
         let area = match self.area {
             Some((off, cap)) if cap >= need => off,
             old => {
