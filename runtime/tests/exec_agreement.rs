@@ -170,16 +170,30 @@ fn disagree(rt: &symsched_runtime::Runtime) {
         let (r, buf) = allreduce(&exec, pl, DType::F32, ReduceOp::Sum, n, Some(sym));
         expect_disagreement(
             r,
-            &["rank 0: 100 elements f32 sum", "rank 1: 120 elements f32 sum"],
+            &[
+                "rank 0: 100 elements f32 sum",
+                "rank 1: 120 elements f32 sum",
+            ],
             "counts",
         );
-        assert!(ones(&buf), "a disagreeing launch wrote into rank {me}'s buffer");
+        assert!(
+            ones(&buf),
+            "a disagreeing launch wrote into rank {me}'s buffer"
+        );
         // dtype
         let dt = if me == 0 { DType::F64 } else { DType::F32 };
         let (r, _) = allreduce(&exec, pl, dt, ReduceOp::Sum, 16, None);
-        expect_disagreement(r, &["rank 0: 16 elements f64", "rank 1: 16 elements f32"], "dtype");
+        expect_disagreement(
+            r,
+            &["rank 0: 16 elements f64", "rank 1: 16 elements f32"],
+            "dtype",
+        );
         // op
-        let op = if me == 0 { ReduceOp::Max } else { ReduceOp::Sum };
+        let op = if me == 0 {
+            ReduceOp::Max
+        } else {
+            ReduceOp::Sum
+        };
         let (r, _) = allreduce(&exec, pl, DType::F32, op, 16, None);
         expect_disagreement(r, &["f32 max", "f32 sum"], "op");
         // binding pattern: symmetric on one rank, ordinary on the other

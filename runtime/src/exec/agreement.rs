@@ -91,7 +91,10 @@ pub(crate) struct Signature<'a> {
 }
 
 fn dtype_code(d: DType) -> u64 {
-    DType::ALL.iter().position(|x| *x == d).unwrap_or(usize::MAX) as u64
+    DType::ALL
+        .iter()
+        .position(|x| *x == d)
+        .unwrap_or(usize::MAX) as u64
 }
 
 fn dtype_name(code: u64) -> &'static str {
@@ -153,18 +156,29 @@ impl AgreementArea {
     /// only published, without waiting: the caller reports its own error, the peers a
     /// [`Disagreement`] naming it). Returns `Ok` only when every rank launched the same; a
     /// [`Disagreement`] (the same on every rank) otherwise.
+    ///
+    /// On success `bound[i]` is the group's binding of role i — its binding pattern word on the
+    /// ranks where it is not empty (a heap offset or [`STAGED`]; [`EMPTY`] if empty
+    /// everywhere), the same on every rank. The staging layout and the peer addresses follow it,
+    /// so a rank where the role is empty lays the area out alike and addresses its peers' copy
+    /// where they bound it.
     pub(crate) fn agree<F: Fabric>(
         &self,
         fabric: &F,
         plan: &Plan,
         seq: u64,
         mine: Result<&Signature<'_>, &ExecError>,
+        bound: &mut Vec<u64>,
     ) -> Result<(), ExecError> {
         let (p, me) = (fabric.size(), fabric.rank());
+        let roles = self.roles();
+        bound.clear();
         if p <= 1 {
+            if let Ok(s) = mine {
+                bound.extend((0..roles).map(|i| s.buffers.get(i).map_or(EMPTY, pattern_word)));
+            }
             return Ok(());
         }
-        let roles = self.roles();
         let rec = self.record_ptr(fabric, me, seq)?;
         // SAFETY: `rec` is a checked range of record_bytes in this rank's own segment; only
         // this rank writes it, and peers read it only after the release below.
@@ -203,16 +217,17 @@ impl AgreementArea {
         if ok {
             // Same digest everywhere; the binding words must also agree, an empty role
             // agreeing with anything (uneven extents leave roles empty on some ranks).
-            ok = (0..roles).all(|i| {
-                let mut bound = (0..p).filter_map(|q| {
+            for i in 0..roles {
+                let mut words = (0..p).filter_map(|q| {
                     let r = self.record_ptr(fabric, q, seq).ok()?;
                     // SAFETY: checked record range, published (see above).
                     let w = unsafe { r.add(HEADER + i).read_volatile() };
                     (w != EMPTY).then_some(w)
                 });
-                let first = bound.next();
-                bound.all(|w| Some(w) == first)
-            });
+                let first = words.next();
+                ok &= words.all(|w| Some(w) == first);
+                bound.push(first.unwrap_or(EMPTY));
+            }
         }
         if ok {
             return Ok(());
@@ -279,7 +294,10 @@ unsafe fn write_record(
             put(7, 0);
             for i in 0..roles {
                 put(HEADER + i, s.buffers.get(i).map_or(EMPTY, pattern_word));
-                put(HEADER + roles + i, s.lens.get(i).copied().unwrap_or(u64::MAX));
+                put(
+                    HEADER + roles + i,
+                    s.lens.get(i).copied().unwrap_or(u64::MAX),
+                );
             }
         }
         Err(e) => {
@@ -309,7 +327,9 @@ unsafe fn describe(rec: *const u64, rank: u32, roles: usize, plan: &Plan) -> Str
     if get(1) == INVALID {
         let n = (get(7) as usize).min(TEXT_BYTES);
         let src = unsafe { rec.add(HEADER + 2 * roles) } as *const u8;
-        let bytes: Vec<u8> = (0..n).map(|i| unsafe { src.add(i).read_volatile() }).collect();
+        let bytes: Vec<u8> = (0..n)
+            .map(|i| unsafe { src.add(i).read_volatile() })
+            .collect();
         return format!(
             "rank {rank}: refused its own arguments ({})",
             String::from_utf8_lossy(&bytes)

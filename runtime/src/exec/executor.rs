@@ -38,8 +38,8 @@
 //! matrix for a launch only when a chunk is too large to go eagerly. A counts plan keeps its
 //! resolved steps for a repeated matrix.
 
-use super::backend::interp::{InterpState, Interpreter};
 use super::agreement::Signature;
+use super::backend::interp::{InterpState, Interpreter};
 use super::backend::{Backend, LaunchSignals, StepContext};
 use super::binding::{self, Binding};
 use super::dtype::{DType, ElemTypes};
@@ -336,7 +336,7 @@ impl<F: Fabric> Executor<F> {
         };
         let verdict = lp
             .agreement
-            .agree(&self.fabric, &lp.plan, st.agree_seq, mine);
+            .agree(&self.fabric, &lp.plan, st.agree_seq, mine, &mut st.bound);
         drop(sig);
         local?;
         verdict?;
@@ -345,8 +345,15 @@ impl<F: Fabric> Executor<F> {
             ExecError::Runtime("launch resolution missing after the agreement".into())
         })?;
         // 3c. stage in
-        st.staging
-            .stage_in(&self.fabric, &lp.plan, &lp.access, res, types, buffers)?;
+        st.staging.stage_in(
+            &self.fabric,
+            &lp.plan,
+            &lp.access,
+            res,
+            types,
+            &st.bound,
+            buffers,
+        )?;
         let signals = LaunchSignals {
             base: lp.slot_base,
             epoch: st.epoch,

@@ -42,6 +42,8 @@ pub(crate) struct PlanState {
     pub(crate) agree_seq: u64,
     /// The group's reset generation the epoch and sequence count in.
     pub(crate) generation: u64,
+    /// Per role, the group's binding pattern word (from the last agreement).
+    pub(crate) bound: Vec<u64>,
     /// The steps resolved for the last launch's sizes.
     pub(crate) resolved: Option<Resolved>,
     pub(crate) staging: Staging,
@@ -102,6 +104,7 @@ impl LoadedPlan {
                 epoch: 0,
                 agree_seq: 0,
                 generation: fabric.generation(),
+                bound: Vec::new(),
                 resolved: None,
                 staging,
                 backend: Default::default(),
