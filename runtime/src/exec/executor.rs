@@ -337,7 +337,6 @@ impl<F: Fabric> Executor<F> {
         let verdict = lp
             .agreement
             .agree(&self.fabric, &lp.plan, st.agree_seq, mine, &mut st.bound);
-        drop(sig);
         local?;
         verdict?;
         *agreed = true;
