@@ -199,7 +199,15 @@ fn disagree(rt: &symsched_runtime::Runtime) {
         // binding pattern: symmetric on one rank, ordinary on the other
         let heap = (me == 0).then_some(sym);
         let (r, _) = allreduce(&exec, pl, DType::F32, ReduceOp::Sum, 16, heap);
-        expect_disagreement(r, &["symmetric@", "ordinary"], "binding");
+        expect_disagreement(
+            r,
+            &[
+                "symmetric at heap offset",
+                "ordinary (staged)",
+                "bound differently",
+            ],
+            "binding",
+        );
         // and the group still works
         let (r, buf) = allreduce(&exec, pl, DType::F32, ReduceOp::Sum, 16, None);
         r.expect("an agreeing launch after disagreements");

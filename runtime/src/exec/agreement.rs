@@ -51,9 +51,9 @@ const NO_OP: u64 = u64::MAX;
 /// A rank whose launch signature differs from another rank's (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the ranks of group {group} disagree on launch of `{schedule}`: {}. Every rank must make \
-     the same call with the same element counts, dtype, op and tensor kinds (all symmetric at \
-     the same offset, or all ordinary); nothing was written",
+    "the ranks of group {group} disagree on launch of `{schedule}`: {}{detail}. Every rank must \
+     make the same call with the same element counts, dtype, op and tensor kinds (all symmetric \
+     at the same offset, or all ordinary); nothing was written",
     .per_rank.join("; ")
 )]
 pub struct Disagreement {
@@ -61,6 +61,8 @@ pub struct Disagreement {
     pub group: String,
     /// What each group rank launched, in rank order (`"rank 0: 100 elements f32 sum"`).
     pub per_rank: Vec<String>,
+    /// When only the binding differs: which buffer, and the rule (empty otherwise).
+    pub detail: String,
 }
 
 /// What a loaded plan keeps for its agreement: its slots and its record area.
@@ -214,6 +216,7 @@ impl AgreementArea {
             }
             ok &= pdigest == digest_mine && pdigest != INVALID;
         }
+        let mut detail = String::new();
         if ok {
             // Same digest everywhere; the binding words must also agree, an empty role
             // agreeing with anything (uneven extents leave roles empty on some ranks).
@@ -225,7 +228,15 @@ impl AgreementArea {
                     (w != EMPTY).then_some(w)
                 });
                 let first = words.next();
-                ok &= words.all(|w| Some(w) == first);
+                if !words.all(|w| Some(w) == first) && ok {
+                    ok = false;
+                    let name = plan.buffers.get(i).map_or("?", |b| b.name.as_str());
+                    detail = format!(
+                        ". Buffer `{name}` (argument {i}) is bound differently across the \
+                         group: a tensor must be bound the same way on every rank — all \
+                         symmetric (the same symm.empty allocation and offset) or all ordinary"
+                    );
+                }
                 bound.push(first.unwrap_or(EMPTY));
             }
         }
@@ -244,6 +255,7 @@ impl AgreementArea {
             schedule: plan.schedule.clone(),
             group: fabric.label().to_string(),
             per_rank,
+            detail,
         })))
     }
 
@@ -366,9 +378,9 @@ unsafe fn describe(rec: *const u64, rank: u32, roles: usize, plan: &Plan) -> Str
     }
     let binds: Vec<String> = (0..roles)
         .map(|i| match get(HEADER + i) {
-            STAGED => "ordinary".to_string(),
+            STAGED => "ordinary (staged)".to_string(),
             EMPTY => "empty".to_string(),
-            off => format!("symmetric@{off}"),
+            off => format!("symmetric at heap offset {off}"),
         })
         .collect();
     s.push_str(&format!(" [{}]", binds.join(", ")));
