@@ -1,8 +1,8 @@
 //! A group of the runtime as seen from Python: one-sided primitives on heap offsets, plan
 //! launches through the executor, and the duals of a schedule.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -200,6 +200,27 @@ impl PyGroup {
         Ok(())
     }
 
+    /// Mark the group aborted with `msg` (this rank failed inside a collective): every
+    /// member's waits on the group fail at once with an error naming this rank and `msg`, and
+    /// the group refuses collectives until every member called `reset_after_abort`.
+    fn abort(&self, msg: &str) {
+        self.group.abort(msg);
+    }
+
+    /// Collective reset of an aborted group (bounded by the signal timeout): afterwards the
+    /// group works again; returns the new generation. If a member does not take part in time,
+    /// the group stays refused for good.
+    fn reset_after_abort(&self, py: Python<'_>) -> PyResult<u64> {
+        let g = self.group.clone();
+        py.detach(move || g.reset_after_abort().map_err(Box::new))
+            .map_err(errors::rt_boxed)
+    }
+
+    /// How many times the group was reset after an abort (0 at first).
+    fn generation(&self) -> u64 {
+        self.group.generation()
+    }
+
     /// Block until every member reached the barrier.
     fn barrier(&self, py: Python<'_>) -> PyResult<()> {
         let g = self.group.clone();
@@ -251,11 +272,8 @@ impl PyGroup {
             if let Some(row) = send_counts {
                 ls.counts = Some(prepared::exchange_counts(
                     &exec,
-                    (base, len),
-                    &buffers,
                     row,
                     recv_counts,
-                    &plan,
                     &members,
                     me,
                 )?);
@@ -279,9 +297,9 @@ impl PyGroup {
 
     /// Prepare launches of `schedule` with fixed `params`, element types, reduce op and `sizes`
     /// (compiles and loads the plan once); `Prepared.run(buffers)` then only binds buffers.
-    /// Plans whose extents use alltoallv counts run with `Prepared.run_counts`. `check_always`
-    /// exchanges the binding pattern on every launch instead of once per pattern (the Python
-    /// knob `SYMSCHED_CHECK_BINDINGS=always`).
+    /// Plans whose extents use alltoallv counts run with `Prepared.run_counts`. Every launch is
+    /// agreed by every rank (sizes, dtypes, op, binding pattern), so `check_always` no longer
+    /// changes anything; it is accepted so existing callers keep working.
     #[pyo3(signature = (schedule, params, dtype, op, wire, sizes, check_always=false))]
     #[allow(clippy::too_many_arguments)] // mirrors the Python call: one argument per launch property
     fn prepare(
@@ -295,6 +313,7 @@ impl PyGroup {
         sizes: BTreeMap<String, u64>,
         check_always: bool,
     ) -> PyResult<PyPrepared> {
+        let _ = check_always;
         let size =
             u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
         let plan = py
@@ -324,8 +343,6 @@ impl PyGroup {
             heap: self.heap_range(),
             rank: self.group.rank(),
             members: self.group.members().to_vec(),
-            check_always,
-            checked: Mutex::new(HashSet::new()),
             needs_counts,
         })
     }

@@ -31,12 +31,13 @@ import importlib
 from typing import Any, List
 
 from .core.enums import CmpOp, ReduceOp, SignalOp
+from .core.errors import AgreementError
 from .core.errors import (ForbiddenMixError, NotSymmetricError, StaleTensorError, SymschedArgumentError,
                           SymschedConfigError, SymschedError, SymschedRuntimeError, SymschedTypeError, UnavailableError)
 
 __all__ = [
     "CmpOp", "ReduceOp", "SignalOp",
-    "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError", "SymschedConfigError",
+    "AgreementError", "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError", "SymschedConfigError",
     "SymschedError", "SymschedRuntimeError", "SymschedTypeError", "UnavailableError",
     "availability", "finalize", "init", "is_initialized", "is_shmem_available",
     "empty", "free", "is_symmetric", "symm_memory_stats",

@@ -48,3 +48,13 @@ class ForbiddenMixError(SymschedError, RuntimeError):
 class SymschedConfigError(SymschedArgumentError):
     """An environment variable (a knob) holds a value its entry in the knob table does not allow;
     the message names the variable, the value and what is accepted (``symsched.core.knobs``)."""
+
+
+class AgreementError(SymschedRuntimeError, SymschedArgumentError):
+    """The ranks of one collective call disagree on what they launch — element counts, dtype,
+    reduce op, wire, or how a tensor is bound (symmetric at the same offset, or ordinary), or the
+    size of one ``symm.empty``/``symm.free``. Raised alike on every rank, before anything was
+    written; the message names each rank's values. The group stays usable.
+
+    A ``SymschedRuntimeError`` and a ``ValueError``; also a ``SymschedArgumentError``, which is
+    what such mismatches raised before (a disagreement is a bad argument on some rank)."""

@@ -41,7 +41,10 @@ def prepared(info: state.GroupInfo, schedule: str, params: Optional[Dict[str, in
 
 def native_error(op_name: str, info: state.GroupInfo, schedule: str, exc: Exception) -> NoReturn:
     """Raise a launch's native error: a ``ValueError`` (the binding and size checks) is the
-    caller's argument error, anything else a runtime error naming the group."""
+    caller's argument error, anything else a runtime error naming the group; symsched's own
+    errors (an ``AgreementError``) pass through."""
+    if isinstance(exc, SymschedError):
+        raise exc
     if isinstance(exc, ValueError):
         raise SymschedArgumentError(f"symsched {op_name} ({schedule}): {exc}") from exc
     raise SymschedRuntimeError(f"symsched {op_name} ({schedule}) on group {list(info.ranks)}: {exc}") from exc

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import adapter, dtypes, state
-from .errors import NotSymmetricError, StaleTensorError, SymschedArgumentError, SymschedRuntimeError, SymschedTypeError
+from .errors import AgreementError, NotSymmetricError, StaleTensorError, SymschedArgumentError, SymschedRuntimeError, SymschedTypeError
 
 ShapeLike = Union[int, Sequence[int]]
 
@@ -90,6 +90,8 @@ def empty(shape: ShapeLike, dtype: Any = None) -> Any:
     try:
         # a zero-size request still takes one element so the tensor has a real, unique address
         block = rt.alloc(size)
+    except AgreementError:
+        raise
     except Exception as exc:
         raise SymschedRuntimeError(f"symm.empty({list(dims)}, {dtype}): {exc}") from exc
     t, start = fw.from_heap(block, nbytes, dtype, dims)
@@ -185,6 +187,8 @@ def free(t: Any) -> None:
         raise StaleTensorError("`t` was already released with symm.free")
     try:
         state.runtime().free(a.block)
+    except AgreementError:
+        raise
     except Exception as exc:
         raise SymschedRuntimeError(f"symm.free: {exc}") from exc
     global _dead

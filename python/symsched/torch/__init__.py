@@ -35,7 +35,7 @@ MODULES: Dict[str, ModuleType] = {
 API: Dict[str, Any] = {
     "CmpOp": enums.CmpOp, "ReduceOp": enums.ReduceOp, "SignalOp": enums.SignalOp,
     **{name: getattr(errors, name) for name in (
-        "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError",
+        "AgreementError", "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError",
         "SymschedConfigError", "SymschedError", "SymschedRuntimeError", "SymschedTypeError", "UnavailableError")},
     **{name: getattr(state, name) for name in (
         "availability", "finalize", "init", "is_initialized", "is_shmem_available")},

@@ -72,6 +72,11 @@ pub enum ExecError {
     /// Evaluating the plan's extents failed.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The ranks of a launch disagree on what they launch (sizes, dtypes, op, binding
+    /// pattern); reported alike on every rank before anything was written
+    /// ([`super::agreement`]).
+    #[error(transparent)]
+    Disagreement(Box<super::agreement::Disagreement>),
     /// An error of the executor's own machinery (e.g. a rank thread panicked).
     #[error("runtime: {0}")]
     Runtime(String),
