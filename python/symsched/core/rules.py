@@ -14,7 +14,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import adapter, coll, launch, memory, schedules, state
+from . import adapter, coll, failure, launch, memory, schedules, state
 from .enums import ReduceOp
 from .errors import SymschedArgumentError
 
@@ -481,4 +481,15 @@ def _register(fw: adapter.FrameworkAdapter) -> None:
     global _fw
     _fw = fw
     for rule in RULES:
-        setattr(apply, rule.__name__, fw.differentiable(rule))
+        # a backward is a collective call too: a failure inside it aborts the group (the
+        # forward is guarded by its entry point)
+        guarded = type(rule.__name__, (rule,), {
+            "__doc__": rule.__doc__, "__module__": rule.__module__,
+            "backward": staticmethod(failure.backward(f"{rule.__name__}.backward", rule.backward))})
+        setattr(apply, rule.__name__, fw.differentiable(guarded))
+
+
+@failure.on_abort
+def _drop_cached() -> None:
+    """An aborted group's cached backward launches count from epochs its reset voids."""
+    _duals.clear()
