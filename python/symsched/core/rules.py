@@ -475,18 +475,19 @@ class MatmulReduceScatter:
 RULES = (AllGather, ReduceScatter, AllReduce, CopyToGroup, AllToAll, Broadcast, Send, Recv, AllGatherMatmul,
          MatmulReduceScatter)
 
+# A backward is a collective call too: a failure inside it aborts the group (the forward is
+# guarded by its entry point). Wrapped on the classes themselves, once, so every caller of a
+# rule (the autograd registrations, the dispatcher ops of symsched.torch.ops) gets the guard.
+for _rule in RULES:
+    _rule.backward = staticmethod(failure.backward(f"{_rule.__name__}.backward", _rule.backward))
+
 
 @adapter.on_install
 def _register(fw: adapter.FrameworkAdapter) -> None:
     global _fw
     _fw = fw
     for rule in RULES:
-        # a backward is a collective call too: a failure inside it aborts the group (the
-        # forward is guarded by its entry point)
-        guarded = type(rule.__name__, (rule,), {
-            "__doc__": rule.__doc__, "__module__": rule.__module__,
-            "backward": staticmethod(failure.backward(f"{rule.__name__}.backward", rule.backward))})
-        setattr(apply, rule.__name__, fw.differentiable(guarded))
+        setattr(apply, rule.__name__, fw.differentiable(rule))
 
 
 @failure.on_abort
