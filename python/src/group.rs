@@ -200,23 +200,50 @@ impl PyGroup {
         Ok(())
     }
 
-    /// Mark the group aborted with `msg` (this rank failed inside a collective): every
-    /// member's waits on the group fail at once with an error naming this rank and `msg`, and
-    /// the group refuses collectives until every member called `reset_after_abort`.
-    fn abort(&self, msg: &str) {
-        self.group.abort(msg);
+    /// Mark the group aborted by this rank with `message`: every member's waits on the group
+    /// fail at once naming this rank and the message, and the group refuses waits until every
+    /// member calls `reset_after_abort` (see `symsched_runtime::abort`). A no-op when some
+    /// member already aborted it.
+    fn abort(&self, message: &str) {
+        self.group.abort(message);
     }
 
-    /// Collective reset of an aborted group (bounded by the signal timeout): afterwards the
-    /// group works again; returns the new generation. If a member does not take part in time,
-    /// the group stays refused for good.
-    fn reset_after_abort(&self, py: Python<'_>) -> PyResult<u64> {
+    /// The abort the group reports, as `(global rank, group-local rank, message, permanent,
+    /// CLOCK_MONOTONIC ns of the abort)`, or None when no member aborted it.
+    fn aborted(&self) -> Option<(usize, usize, String, bool, u64)> {
+        self.group.aborted().map(|a| {
+            (
+                a.rank,
+                a.local_rank,
+                a.message,
+                a.permanent,
+                a.at_monotonic_ns,
+            )
+        })
+    }
+
+    /// Make an aborted group usable again: collective over the members, bounded by
+    /// `timeout_ms` (default: the signal timeout). Returns the new generation.
+    #[pyo3(signature = (timeout_ms=None))]
+    fn reset_after_abort(&self, py: Python<'_>, timeout_ms: Option<u64>) -> PyResult<u64> {
         let g = self.group.clone();
-        py.detach(move || g.reset_after_abort().map_err(Box::new))
+        let timeout = timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or_else(|| self.group.signal_timeout());
+        py.detach(move || g.reset_after_abort_timeout(timeout).map_err(Box::new))
             .map_err(errors::rt_boxed)
     }
 
-    /// How many times the group was reset after an abort (0 at first).
+    /// A new handle on the same runtime group with a fresh executor (no loaded plan, every
+    /// launch epoch at 0). `reset_after_abort` zeroes the signal pad, so the epochs this
+    /// handle's loaded plans count from no longer match it (and differ between the ranks that
+    /// launched the failed collective and the one that did not): after a reset a layer
+    /// launches through a renewed handle.
+    fn renewed(&self) -> PyResult<PyGroup> {
+        PyGroup::new(self.runtime.clone(), self.group.clone())
+    }
+
+    /// Completed resets of this group on this rank.
     fn generation(&self) -> u64 {
         self.group.generation()
     }

@@ -58,3 +58,22 @@ class AgreementError(SymschedRuntimeError, SymschedArgumentError):
 
     A ``SymschedRuntimeError`` and a ``ValueError``; also a ``SymschedArgumentError``, which is
     what such mismatches raised before (a disagreement is a bad argument on some rank)."""
+
+
+class PeerAbortedError(SymschedRuntimeError):
+    """A member of the group failed inside a collective (or a one-sided op met a group aborted
+    that way): the message names the failing rank and its error; ``rank`` (its global rank),
+    ``error`` (its error text) and ``group`` (the group's global ranks) carry them. The group's
+    next collective call on every member resets it (``docs/reliability.md``)."""
+
+    def __init__(self, message: str, *, rank: "int | None" = None, error: "str | None" = None,
+                 group: "tuple | None" = None) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.error = error
+        self.group = group
+
+
+class GroupNotSetUpError(SymschedRuntimeError):
+    """A one-sided operation named a group this rank has not set up yet: groups are set up by
+    their first collective call (every member takes part), never by a one-sided op."""

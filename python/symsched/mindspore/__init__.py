@@ -38,7 +38,7 @@ __all__ = [
     "functional", "interop", "flush_trace", "init_mccl",
     "CmpOp", "ReduceOp", "SignalOp", "AgreementError", "ForbiddenMixError", "NotSymmetricError", "StaleTensorError",
     "SymschedArgumentError", "SymschedConfigError", "SymschedError", "SymschedRuntimeError", "SymschedTypeError",
-    "UnavailableError", "GraphModeError", "WrongFrameworkError",
+    "UnavailableError", "GraphModeError", "WrongFrameworkError", "GroupNotSetUpError", "PeerAbortedError",
 ]
 
 
