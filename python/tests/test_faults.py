@@ -139,7 +139,6 @@ def test_use_after_free_is_refused_on_every_rank():
         assert not res["failures"], f"rank {r}: {res['failures']}"
 
 
-@pytest.mark.xfail(not hasattr(symsched, "AgreementError"), strict=True, reason="agreement lands with wt/rt")
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("kind", ["size", "dtype", "op", "group"])
 def test_disagreeing_ranks_raise_agreement_error(kind):
