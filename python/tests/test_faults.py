@@ -17,7 +17,6 @@ from typing import Any, Dict, List, Optional, Set
 import _harness
 import pytest
 
-import symsched
 
 VICTIM = 1
 
