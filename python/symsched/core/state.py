@@ -18,8 +18,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from . import adapter, knobs, profiling
-from .errors import SymschedArgumentError, SymschedConfigError, SymschedRuntimeError, SymschedTypeError, UnavailableError
+from . import adapter, knobs, nodes, profiling
+from .errors import SymschedArgumentError, SymschedConfigError, SymschedError, SymschedRuntimeError, SymschedTypeError, UnavailableError
 from .native import IMPORT_ERROR
 from .native import module as _native
 from .native import native
@@ -228,7 +228,12 @@ def _resolve(group: Any, arg: str) -> GroupInfo:
         if info is None:
             rt = runtime()
             try:
-                handle = rt.group(list(ranks))
+                # a group spanning nodes runs hierarchically (symsched.core.nodes)
+                handle = nodes.handle_for(rt, ranks, me, adapter.active().host_engine)
+                if handle is None:
+                    handle = rt.group(list(ranks))
+            except SymschedError:
+                raise
             except Exception as exc:
                 raise SymschedRuntimeError(f"cannot create group {list(ranks)}: {exc}") from exc
             label = "WORLD" if ranks == tuple(range(world)) else str(list(ranks))
