@@ -304,7 +304,11 @@ impl PyCrossNodePrepared {
 
     /// Launch with `buffers` ((address, bytes) of the role buffers in signature order), every
     /// one staged (see the module docs). Returns None, like `Prepared.run`.
-    fn run(&self, py: Python<'_>, buffers: Vec<(usize, usize)>) -> PyResult<Option<Vec<Py<PyAny>>>> {
+    fn run(
+        &self,
+        py: Python<'_>,
+        buffers: Vec<(usize, usize)>,
+    ) -> PyResult<Option<Vec<Py<PyAny>>>> {
         let exec = self.exec.clone();
         let lp = self.plan.clone();
         let (types, op) = (self.types, self.op);
