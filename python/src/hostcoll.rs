@@ -176,6 +176,9 @@ pub fn node_info(runtime: &PyRuntime) -> (String, usize, u64) {
     (rt.node_id().to_string(), rt.local_world_size(), timeout)
 }
 
+/// One declared dual as Python sees it: `(kind, name, params, collective)`.
+type DualRow = (String, String, BTreeMap<String, i64>, String);
+
 /// The duals `schedule` declares at `size` ranks, as `(kind, name, params, collective)`
 /// tuples (`kind` is "schedule" or "identity_assuming_replicated"; the other fields are empty
 /// for the identity).
@@ -185,7 +188,7 @@ pub fn schedule_duals(
     schedule: &str,
     size: u32,
     params: BTreeMap<String, i64>,
-) -> PyResult<Vec<(String, String, BTreeMap<String, i64>, String)>> {
+) -> PyResult<Vec<DualRow>> {
     let plan = py
         .detach(|| plans::plan(schedule, size, &params))
         .map_err(errors::value)?;
