@@ -71,6 +71,13 @@ class HostEngine(Protocol):
         accumulate in ``acc`` and may send ``wire`` (narrower) between nodes."""
 
 
+def blocks(n: int, m: int) -> List[Tuple[int, int]]:
+    """``(start, length)`` of the ``m`` blocks of a host collective's ``n`` elements: the ceil
+    split the runtime's host-collective semantics use (block ``i`` belongs to member ``i``)."""
+    c = -(-n // m) if m else 0
+    return [(min(i * c, n), min((i + 1) * c, n) - min(i * c, n)) for i in range(m)]
+
+
 class NodeLayout:
     """Which node each member of a group is on, checked to be node by node, ``L`` per node."""
 

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import mindspore as ms
 import numpy as np
 
+from ..core.nodes import blocks as _blocks
 from . import mccl
 from .errors import SymschedRuntimeError
 
@@ -58,10 +59,6 @@ def _encode(values: np.ndarray, dtype: str) -> np.ndarray:
         raise SymschedRuntimeError(f"dtype {dtype} cannot cross nodes on mccl")
     return values.astype(_PLAIN[dtype]).view(np.uint8)
 
-
-def _blocks(n: int, m: int) -> List[Tuple[int, int]]:
-    c = -(-n // m) if m else 0
-    return [(min(i * c, n), min((i + 1) * c, n) - min(i * c, n)) for i in range(m)]
 
 
 class MindSporeHostEngine:

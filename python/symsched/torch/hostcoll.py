@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from ..core.errors import SymschedRuntimeError
+from ..core.nodes import blocks as _blocks
 
 _DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
            "i32": torch.int32, "i64": torch.int64, "u8": torch.uint8, "e4m3": torch.float8_e4m3fn,
@@ -47,11 +48,6 @@ def _bytes_at(address: int, nbytes: int) -> torch.Tensor:
     """A uint8 tensor over ``nbytes`` at ``address`` (no copy)."""
     return torch.frombuffer((ctypes.c_char * nbytes).from_address(address), dtype=torch.uint8)
 
-
-def _blocks(n: int, m: int) -> List[Tuple[int, int]]:
-    """The ceil split of ``n`` elements into ``m`` blocks: (start, length) each."""
-    c = -(-n // m) if m else 0
-    return [(min(i * c, n), min((i + 1) * c, n) - min(i * c, n)) for i in range(m)]
 
 
 class TorchHostEngine:
