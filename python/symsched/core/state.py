@@ -18,9 +18,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from . import adapter, knobs, profiling
-from .errors import (GroupNotSetUpError, SymschedArgumentError, SymschedConfigError, SymschedRuntimeError,
-                     SymschedTypeError, UnavailableError)
+from . import adapter, knobs, nodes, profiling
+from .errors import (GroupNotSetUpError, SymschedArgumentError, SymschedConfigError, SymschedError,
+                     SymschedRuntimeError, SymschedTypeError, UnavailableError)
 from .native import IMPORT_ERROR
 from .native import module as _native
 from .native import native
@@ -302,7 +302,12 @@ def _resolve(group: Any, arg: str) -> GroupInfo:
         if info is None:
             rt = runtime()
             try:
-                handle = rt.group(list(ranks))
+                # a group spanning nodes runs hierarchically (symsched.core.nodes)
+                handle = nodes.handle_for(rt, ranks, me, adapter.active().host_engine)
+                if handle is None:
+                    handle = rt.group(list(ranks))
+            except SymschedError:
+                raise
             except Exception as exc:
                 err = SymschedRuntimeError(f"cannot create group {list(ranks)}: {exc}")
                 err._symsched_no_abort = True  # type: ignore[attr-defined]  # nothing to abort

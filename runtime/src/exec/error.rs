@@ -84,6 +84,10 @@ pub enum ExecError {
     /// that never signalled, dead peers, exhausted pads, …).
     #[error(transparent)]
     Core(Box<crate::error::RuntimeError>),
+    /// A `HostColl` step failed in the framework's collective library (boxed: see
+    /// [`super::hostcoll::HostCollFailure`]).
+    #[error("{0}")]
+    HostColl(Box<super::hostcoll::HostCollFailure>),
 }
 
 impl From<symsched_plan::UnknownName> for ExecError {

@@ -59,7 +59,7 @@ pub use executor::{Executor, LaunchArgs};
 pub use fabric::group::GroupFabric;
 pub use fabric::local::{LocalFabric, LocalGroup, LocalWorld};
 pub use fabric::{Fabric, WaitContext};
-pub use hostcoll::{HostCollRequest, HostCollectives};
+pub use hostcoll::{HostCollFailure, HostCollRequest, HostCollectives};
 pub use loaded::LoadedPlan;
 pub use matmul::{MatmulEngine, MatmulStep};
 pub use reduce::ReduceOp;
