@@ -123,6 +123,23 @@ impl HostCollectives for FrameworkHostColl {
 pub struct PyCrossNodeGroup {
     group: Arc<Group>,
     exec: Arc<Executor<GroupFabric>>,
+    /// What builds the bridge again for a renewed handle.
+    host: Py<PyAny>,
+    library: String,
+}
+
+/// The executor of a cross-node group: host collectives through the framework's `host`.
+fn bridged_executor(
+    group: &Arc<Group>,
+    host: Py<PyAny>,
+    library: String,
+) -> Arc<Executor<GroupFabric>> {
+    let bridge = FrameworkHostColl {
+        callback: host,
+        library,
+        members: group.members().to_vec(),
+    };
+    Arc::new(Executor::new(GroupFabric::new(group.clone())).with_host_collectives(Box::new(bridge)))
 }
 
 /// A prepared launch on a cross-node group (`symsched._native.CrossNodePrepared`): the loaded
@@ -149,20 +166,15 @@ pub fn cross_node_group(
     library: String,
 ) -> PyResult<PyCrossNodeGroup> {
     let rt: Arc<Runtime> = runtime.runtime.clone();
-    let m = members.clone();
     let group = py
-        .detach(move || rt.group(&m, true).map_err(Box::new))
+        .detach(move || rt.group(&members, true).map_err(Box::new))
         .map_err(errors::rt_boxed)?;
-    let bridge = FrameworkHostColl {
-        callback: host,
-        library,
-        members,
-    };
-    let exec =
-        Executor::new(GroupFabric::new(group.clone())).with_host_collectives(Box::new(bridge));
+    let exec = bridged_executor(&group, host.clone_ref(py), library.clone());
     Ok(PyCrossNodeGroup {
         group,
-        exec: Arc::new(exec),
+        exec,
+        host,
+        library,
     })
 }
 
@@ -240,6 +252,52 @@ impl PyCrossNodeGroup {
     /// Whether group-local rank `peer` shares this rank's node (reachable through the heap).
     fn same_node(&self, peer: usize) -> bool {
         self.group.is_reachable(peer)
+    }
+
+    /// Mark the group aborted by this rank with `message` on this node (the abort record lives
+    /// in the node's heap; the other nodes learn of a failure from the framework's library).
+    fn abort(&self, message: &str) {
+        self.group.abort(message);
+    }
+
+    /// The abort this node's members report, as `PyGroup.aborted` does, or None.
+    fn aborted(&self) -> Option<(usize, usize, String, bool, u64)> {
+        self.group.aborted().map(|a| {
+            (
+                a.rank,
+                a.local_rank,
+                a.message,
+                a.permanent,
+                a.at_monotonic_ns,
+            )
+        })
+    }
+
+    /// Make the aborted group usable again: collective over this node's members, bounded by
+    /// `timeout_ms` (default: the signal timeout). Returns the new generation.
+    #[pyo3(signature = (timeout_ms=None))]
+    fn reset_after_abort(&self, py: Python<'_>, timeout_ms: Option<u64>) -> PyResult<u64> {
+        let g = self.group.clone();
+        let timeout = timeout_ms
+            .map(std::time::Duration::from_millis)
+            .unwrap_or_else(|| self.group.signal_timeout());
+        py.detach(move || g.reset_after_abort_timeout(timeout).map_err(Box::new))
+            .map_err(errors::rt_boxed)
+    }
+
+    /// A new handle on the same group with a fresh executor (see `PyGroup.renewed`).
+    fn renewed(&self, py: Python<'_>) -> PyCrossNodeGroup {
+        PyCrossNodeGroup {
+            group: self.group.clone(),
+            exec: bridged_executor(&self.group, self.host.clone_ref(py), self.library.clone()),
+            host: self.host.clone_ref(py),
+            library: self.library.clone(),
+        }
+    }
+
+    /// Completed resets of this group on this rank.
+    fn generation(&self) -> u64 {
+        self.group.generation()
     }
 
     /// Barrier over the members on this node (the other nodes are not reached).

@@ -254,9 +254,11 @@ def mismatch(rank: int, world: int, args: Any) -> Dict[str, Any]:
     """Ranks that disagree on a collective's element count, dtype, op or group raise
     AgreementError on every rank, naming each rank's value, and nothing is written."""
     symm.init()
-    agreement = symm.AgreementError  # AttributeError until the agreement lands
+    agreement = symm.AgreementError
     fails: List[str] = []
     kind = args
+    if kind == "group":
+        return _group_mismatch(rank, world)
     x = torch.full((100 if rank == 0 else 120,) if kind == "size" else (100,), float(rank + 1),
                    dtype=torch.float64 if (kind == "dtype" and rank == 0) else torch.float32)
     before = x.clone()
@@ -264,8 +266,6 @@ def mismatch(rank: int, world: int, args: Any) -> Dict[str, Any]:
     try:
         if kind == "op":
             symm.shmem_allreduce(x, "max" if rank == 0 else "sum")
-        elif kind == "group":
-            symm.shmem_allreduce(x, group=[0, 1] if rank < 2 else list(range(world)))
         else:
             symm.shmem_allreduce(x)
         fails.append(f"{kind}: disagreeing ranks were not refused")
@@ -276,4 +276,28 @@ def mismatch(rank: int, world: int, args: Any) -> Dict[str, Any]:
             fails.append(f"{kind}: data was written before the refusal")
         if "rank" not in str(e):
             fails.append(f"{kind}: the error names no rank: {e}")
+    return {"failures": fails}
+
+
+def _group_mismatch(rank: int, world: int) -> Dict[str, Any]:
+    """Ranks 0 and 1 allreduce over [0, 1] while rank 2 allreduces over WORLD. A call on another
+    group is another collective, so no launch of one can see the other: ranks 0 and 1 made a
+    legal call and get its result; rank 2's call cannot complete, and it raises within the signal
+    timeout naming the members that never entered it."""
+    fails: List[str] = []
+    x = torch.full((100,), float(rank + 1))
+    t0 = time.monotonic()
+    try:
+        symm.shmem_allreduce(x, group=[0, 1] if rank < 2 else list(range(world)))
+        if rank >= 2:
+            fails.append("group: a call no other member made returned")
+        elif not torch.equal(x, torch.full((100,), 3.0)):
+            fails.append(f"group: the [0, 1] allreduce gave {x[:4].tolist()}")
+    except symm.SymschedRuntimeError as e:
+        if rank < 2:
+            fails.append(f"group: the [0, 1] allreduce failed: {e}")
+        elif "never signalled: [0" not in str(e):
+            fails.append(f"group: the timeout names nobody: {e}")
+        elif time.monotonic() - t0 > 10:
+            fails.append(f"group: took {time.monotonic() - t0:.1f} s")
     return {"failures": fails}

@@ -31,7 +31,7 @@ import time
 from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 from . import state
-from .errors import PeerAbortedError, SymschedRuntimeError
+from .errors import AgreementError, PeerAbortedError, SymschedRuntimeError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -86,6 +86,8 @@ def fail(exc: BaseException, op_name: str, group: Any) -> None:
     _mark_handled(exc)
     if isinstance(exc, PeerAbortedError):
         return  # a peer's failure: the mapping already noted it
+    if isinstance(exc, AgreementError):
+        return  # raised alike on every rank before anything moved: nobody waits for this rank
     if isinstance(exc, GeneratorExit):
         return
     info = _group_info(group, exc)

@@ -142,6 +142,24 @@ class CrossNodeHandle:
         self.wait = _Refused(self, "shmem_wait_for_signal")
         self.put_with_signal = _Refused(self, "shmem_put_with_signal")
 
+    # The failure protocol (core.failure): the abort record lives in this node's heap, so a
+    # failing rank's abort reaches the members of its node; the other nodes learn of a failure
+    # from the framework's library (its errors and timeouts in the host step).
+    def abort(self, message: str) -> None:
+        self._g.abort(message)
+
+    def aborted(self) -> Any:
+        return self._g.aborted()
+
+    def reset_after_abort(self, timeout_ms: Optional[int] = None) -> int:
+        return int(self._g.reset_after_abort(timeout_ms))
+
+    def generation(self) -> int:
+        return int(self._g.generation())
+
+    def renewed(self) -> "CrossNodeHandle":
+        return CrossNodeHandle(self._g.renewed(), self.layout, self.engine)
+
     def barrier(self) -> None:
         """Every member, on every node: the node's ranks meet in the heap, the nodes on the
         framework's library, then the node again (so no rank leaves before every node arrived)."""

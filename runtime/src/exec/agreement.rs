@@ -175,7 +175,11 @@ impl AgreementArea {
         let (p, me) = (fabric.size(), fabric.rank());
         let roles = self.roles();
         bound.clear();
-        if p <= 1 {
+        // The members that share this rank's heaps: a group spanning nodes agrees within each
+        // node (its launches stage every buffer; the nodes meet in host collectives).
+        let here: Vec<u32> = (0..p).filter(|q| fabric.reachable(*q)).collect();
+        let peers: Vec<u32> = here.iter().copied().filter(|q| *q != me).collect();
+        if peers.is_empty() {
             if let Ok(s) = mine {
                 bound.extend((0..roles).map(|i| s.buffers.get(i).map_or(EMPTY, pattern_word)));
             }
@@ -185,7 +189,7 @@ impl AgreementArea {
         // SAFETY: `rec` is a checked range of record_bytes in this rank's own segment; only
         // this rank writes it, and peers read it only after the release below.
         unsafe { write_record(rec, roles, seq, mine) };
-        for q in (0..p).filter(|q| *q != me) {
+        for &q in &peers {
             fabric.signal(q, self.slot_base + me, SignalMode::Set, seq)?;
         }
         if mine.is_err() {
@@ -195,7 +199,7 @@ impl AgreementArea {
         }
         let mut ok = true;
         let digest_mine = unsafe { rec.add(1).read_volatile() };
-        for q in (0..p).filter(|q| *q != me) {
+        for &q in &peers {
             let signallers = [q];
             let ctx = WaitContext {
                 schedule: &plan.schedule,
@@ -221,7 +225,7 @@ impl AgreementArea {
             // Same digest everywhere; the binding words must also agree, an empty role
             // agreeing with anything (uneven extents leave roles empty on some ranks).
             for i in 0..roles {
-                let mut words = (0..p).filter_map(|q| {
+                let mut words = here.iter().filter_map(|&q| {
                     let r = self.record_ptr(fabric, q, seq).ok()?;
                     // SAFETY: checked record range, published (see above).
                     let w = unsafe { r.add(HEADER + i).read_volatile() };
@@ -243,8 +247,9 @@ impl AgreementArea {
         if ok {
             return Ok(());
         }
-        let per_rank = (0..p)
-            .map(|q| {
+        let per_rank = here
+            .iter()
+            .map(|&q| {
                 self.record_ptr(fabric, q, seq)
                     // SAFETY: checked record range, published (see above).
                     .map(|r| unsafe { describe(r, q, roles, plan) })

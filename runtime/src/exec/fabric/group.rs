@@ -174,4 +174,7 @@ impl Fabric for GroupFabric {
     fn generation(&self) -> u64 {
         self.group.generation()
     }
+    fn reachable(&self, peer: u32) -> bool {
+        self.group.is_reachable(peer as usize)
+    }
 }

@@ -81,4 +81,9 @@ pub trait Fabric: Send + Sync {
     fn generation(&self) -> u64 {
         0
     }
+    /// Whether `peer` shares this rank's heaps (a group spanning nodes reaches only the
+    /// members of its own node; the other nodes meet through host collectives).
+    fn reachable(&self, peer: u32) -> bool {
+        peer < self.size()
+    }
 }
