@@ -46,6 +46,9 @@ fn knobs_are_read_once_validated_and_passed_in() {
             nt_min_bytes: 131072,
             a2a_large_pull: true,
             trace: None,
+            // Derived from HOME / XDG_CACHE_HOME, which belong to the session.
+            jit_cache_dir: o.jit_cache_dir.clone(),
+            ..ExecOptions::default()
         }
     );
     // ... and reach the executor through the world it runs on.

@@ -6,7 +6,7 @@
 //! `WaitTarget::at(epoch)` and set-signals write `SignalUpdate::value_at(epoch)`, so counters are
 //! never reset.
 
-use super::backend::{interp::Interpreter, Backend};
+use super::backend::{Backend, Chosen};
 use super::dtype::ElemTypes;
 use super::error::ExecError;
 use super::fabric::Fabric;
@@ -38,7 +38,7 @@ pub(crate) struct PlanState {
     /// The steps resolved for the last launch's sizes.
     pub(crate) resolved: Option<Resolved>,
     pub(crate) staging: Staging,
-    pub(crate) backend: <Interpreter as Backend>::PlanState,
+    pub(crate) backend: <Chosen as Backend>::PlanState,
 }
 
 impl LoadedPlan {

@@ -8,11 +8,14 @@
 //! ([`LaunchSignals`], which also carries the bounded waits every backend must use) and the
 //! host collective library; it may keep state per loaded plan ([`Backend::PlanState`]).
 //!
-//! One file per implementation: [`interp`] (the interpreter, the reference).
+//! One file per implementation: [`interp`] (the interpreter, the reference) and [`jit`]
+//! (kernels compiled through LLVM). [`Chosen`] runs each launch on the one
+//! [`ExecOptions::backend`] names.
 //!
 //! **Errors** are the executor's ([`ExecError`]); a backend stops at the first one.
 
 pub mod interp;
+pub mod jit;
 
 use super::dtype::ElemTypes;
 use super::error::ExecError;
@@ -22,9 +25,9 @@ use super::reduce::ReduceOp;
 use super::resolved::Resolved;
 use super::staging::LaunchMemory;
 use super::trace;
-use crate::config::ExecOptions;
+use crate::config::{BackendKind, ExecOptions};
 use std::sync::Mutex;
-use symsched_plan::{Cmp, Plan, SignalUpdate, WaitTarget};
+use symsched_plan::{Cmp, LaunchSizes, Plan, SignalUpdate, WaitTarget};
 
 /// Runs the resolved steps of one launch (see the module docs).
 pub trait Backend {
@@ -87,6 +90,8 @@ pub struct StepContext<'a, F: Fabric> {
     /// The loaded plan's key (names its host collectives).
     pub key: &'a str,
     pub resolved: &'a Resolved,
+    /// The launch sizes the steps were resolved for.
+    pub sizes: &'a LaunchSizes,
     pub memory: &'a LaunchMemory<'a, F>,
     pub signals: LaunchSignals<'a>,
     pub types: ElemTypes,
@@ -107,6 +112,46 @@ impl<F: Fabric> StepContext<'_, F> {
             ex.run(self.fabric, req)
         } else {
             self.host.run(req)
+        }
+    }
+}
+
+/// The backend [`ExecOptions::backend`] names, per launch: the interpreter, the JIT, or for
+/// `auto` the one [`auto_prefers_jit`] picks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Chosen;
+
+/// What [`Chosen`] keeps per loaded plan: each backend's own state.
+#[derive(Default)]
+pub struct ChosenState {
+    pub interp: <interp::Interpreter as Backend>::PlanState,
+    pub jit: <jit::Jit as Backend>::PlanState,
+}
+
+/// `auto`: whether the JIT runs this launch (see `docs/llvm.md`, "Backend choice", for the
+/// measurements behind the rule).
+pub fn auto_prefers_jit<F: Fabric>(_ctx: &StepContext<'_, F>) -> bool {
+    false
+}
+
+impl Backend for Chosen {
+    type PlanState = ChosenState;
+
+    #[inline]
+    fn run<F: Fabric>(
+        &self,
+        ctx: &StepContext<'_, F>,
+        state: &mut ChosenState,
+    ) -> Result<(), ExecError> {
+        let jit = match ctx.opts.backend {
+            BackendKind::Interp => false,
+            BackendKind::Jit => true,
+            BackendKind::Auto => auto_prefers_jit(ctx),
+        };
+        if jit {
+            jit::Jit.run(ctx, &mut state.jit)
+        } else {
+            interp::Interpreter.run(ctx, &mut state.interp)
         }
     }
 }
