@@ -9,7 +9,8 @@
 //! ```
 //! `buffers` are the role buffers in signature order, as symmetric-heap offsets (the same on
 //! every rank, from `symsched_malloc`); `counts` is the full alltoallv matrix
-//! `counts[sender][receiver]`.
+//! `counts[sender][receiver]`; `backend` (`interp`, `jit` or `auto`) runs this launch on that
+//! backend instead of the one `SYMSCHED_BACKEND` chose (every rank should pass the same).
 
 use super::{Binding, DType, ElemTypes, ExecError, Executor, GroupFabric, LaunchArgs, ReduceOp};
 use crate::group::Group;
@@ -31,6 +32,8 @@ struct LaunchRequest {
     #[serde(default)]
     counts: Option<Vec<Vec<u64>>>,
     buffers: Vec<HeapBuffer>,
+    #[serde(default)]
+    backend: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,7 +87,14 @@ fn launch_plan(group: &Arc<Group>, plan_json: &str, args_json: &str) -> Result<(
             },
         )
     };
-    run().map_err(|e| e.to_string())
+    let backend = match req.backend.as_deref() {
+        None => None,
+        Some(b) => Some(
+            crate::config::BackendKind::parse(b)
+                .ok_or_else(|| format!("unknown backend `{b}` (interp, jit or auto)"))?,
+        ),
+    };
+    super::backend::launches_on(backend, run).map_err(|e| e.to_string())
 }
 
 /// Make the executor available to `symsched_launch_plan`; called by the C ABI at init.

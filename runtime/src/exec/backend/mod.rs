@@ -128,6 +128,37 @@ pub struct ChosenState {
     pub jit: <jit::Jit as Backend>::PlanState,
 }
 
+std::thread_local! {
+    static OVERRIDE: std::cell::Cell<Option<BackendKind>> = const { std::cell::Cell::new(None) };
+}
+
+/// Run `f` with every launch it makes on this thread on `kind` instead of the executor's
+/// [`ExecOptions::backend`] (`None`: the executor's): the per-call choice of the C ABI and the
+/// Python layer. A launch runs its steps on the calling thread, so the choice reaches exactly
+/// the launches inside `f`; nested calls restore the outer choice.
+///
+/// ```
+/// use symsched_runtime::config::BackendKind;
+/// use symsched_runtime::exec::backend::{launches_on, overridden};
+/// assert_eq!(launches_on(Some(BackendKind::Jit), overridden), Some(BackendKind::Jit));
+/// assert_eq!(overridden(), None);
+/// ```
+pub fn launches_on<R>(kind: Option<BackendKind>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<BackendKind>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OVERRIDE.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(OVERRIDE.with(|o| o.replace(kind.or(o.get()))));
+    f()
+}
+
+/// The backend [`launches_on`] chose for this thread, if any.
+pub fn overridden() -> Option<BackendKind> {
+    OVERRIDE.with(|o| o.get())
+}
+
 /// `auto`: whether the JIT runs this launch (see `docs/llvm.md`, "Backend choice", for the
 /// measurements behind the rule).
 pub fn auto_prefers_jit<F: Fabric>(_ctx: &StepContext<'_, F>) -> bool {
@@ -143,7 +174,7 @@ impl Backend for Chosen {
         ctx: &StepContext<'_, F>,
         state: &mut ChosenState,
     ) -> Result<(), ExecError> {
-        let jit = match ctx.opts.backend {
+        let jit = match overridden().unwrap_or(ctx.opts.backend) {
             BackendKind::Interp => false,
             BackendKind::Jit => true,
             BackendKind::Auto => auto_prefers_jit(ctx),
