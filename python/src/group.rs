@@ -8,6 +8,8 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use symsched_plan::LaunchSizes;
+use symsched_runtime::config::BackendKind;
+use symsched_runtime::exec::backend::launches_on;
 use symsched_runtime::exec::{DType, ElemTypes, Executor, GroupFabric, LaunchArgs, ReduceOp};
 use symsched_runtime::{Group, Runtime};
 
@@ -22,6 +24,19 @@ pub struct PyGroup {
     runtime: Arc<Runtime>,
     group: Arc<Group>,
     exec: Arc<Executor<GroupFabric>>,
+    /// The backend this group's launches run on (`Group.backend`), `None`: the executor's
+    /// (`SYMSCHED_BACKEND`); a call's own `backend=` wins over both.
+    backend: Mutex<Option<BackendKind>>,
+}
+
+/// A Python backend name (`interp`, `jit` or `auto`) as the runtime's choice.
+pub(crate) fn parse_backend(name: Option<&str>) -> PyResult<Option<BackendKind>> {
+    name.map(|b| {
+        BackendKind::parse(b).ok_or_else(|| {
+            errors::value(format!("unknown backend `{b}` (use interp, jit or auto)"))
+        })
+    })
+    .transpose()
 }
 
 impl PyGroup {
@@ -31,7 +46,13 @@ impl PyGroup {
             runtime,
             group,
             exec: Arc::new(Executor::new(fabric)),
+            backend: Mutex::new(None),
         })
+    }
+
+    /// A call's backend, else the group's.
+    fn backend_for(&self, call: Option<&str>) -> PyResult<Option<BackendKind>> {
+        Ok(parse_backend(call)?.or(*self.backend.lock().unwrap_or_else(|e| e.into_inner())))
     }
 
     fn heap_range(&self) -> (usize, usize) {
@@ -76,6 +97,22 @@ impl PyGroup {
     #[getter]
     fn name(&self) -> String {
         self.group.name().to_string()
+    }
+
+    /// The backend this group's launches run on: `"interp"`, `"jit"`, `"auto"`, or `None`
+    /// for the `SYMSCHED_BACKEND` knob's choice. Every rank of the group should set the same.
+    #[getter]
+    fn get_backend(&self) -> Option<&'static str> {
+        self.backend
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(BackendKind::name)
+    }
+
+    #[setter]
+    fn set_backend(&self, name: Option<&str>) -> PyResult<()> {
+        *self.backend.lock().unwrap_or_else(|e| e.into_inner()) = parse_backend(name)?;
+        Ok(())
     }
 
     /// Global ranks in group order.
@@ -211,7 +248,8 @@ impl PyGroup {
     /// buffers in signature order: heap addresses are used in place, others staged. Returns None:
     /// step events are recorded by the executor itself (`symsched_runtime::exec::trace`) and
     /// merged into `SYMSCHED_TRACE` by `_native.flush_trace`, so `trace` is unused.
-    #[pyo3(signature = (schedule, params, buffers, dtype, op, wire, sizes, send_counts=None, recv_counts=None, trace=false))]
+    /// `backend` runs this launch on `"interp"`, `"jit"` or `"auto"` instead of the group's.
+    #[pyo3(signature = (schedule, params, buffers, dtype, op, wire, sizes, send_counts=None, recv_counts=None, trace=false, backend=None))]
     #[allow(clippy::too_many_arguments)]
     fn launch(
         &self,
@@ -226,8 +264,10 @@ impl PyGroup {
         send_counts: Option<Vec<u64>>,
         recv_counts: Option<Vec<u64>>,
         trace: bool,
+        backend: Option<&str>,
     ) -> PyResult<Option<Vec<Py<PyAny>>>> {
         let _ = trace;
+        let backend = self.backend_for(backend)?;
         let size =
             u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
         let plan = plans::plan(schedule, size, &params).map_err(errors::value)?;
@@ -263,15 +303,17 @@ impl PyGroup {
             // SAFETY: (ptr, n) describe live contiguous tensors the caller keeps alive for the
             // duration of the launch; no other Rust reference aliases them.
             let mut binds = unsafe { prepared::bind((base, len), &buffers) };
-            exec.launch(
-                &lp,
-                LaunchArgs {
-                    types,
-                    op: rop,
-                    sizes: &ls,
-                    buffers: &mut binds,
-                },
-            )
+            launches_on(backend, || {
+                exec.launch(
+                    &lp,
+                    LaunchArgs {
+                        types,
+                        op: rop,
+                        sizes: &ls,
+                        buffers: &mut binds,
+                    },
+                )
+            })
             .map_err(errors::exec)
         })?;
         Ok(None)
@@ -282,7 +324,9 @@ impl PyGroup {
     /// Plans whose extents use alltoallv counts run with `Prepared.run_counts`. `check_always`
     /// exchanges the binding pattern on every launch instead of once per pattern (the Python
     /// knob `SYMSCHED_CHECK_BINDINGS=always`).
-    #[pyo3(signature = (schedule, params, dtype, op, wire, sizes, check_always=false))]
+    /// `backend` (`"interp"`, `"jit"`, `"auto"`) fixes the backend of its runs, else the
+    /// group's at this call.
+    #[pyo3(signature = (schedule, params, dtype, op, wire, sizes, check_always=false, backend=None))]
     #[allow(clippy::too_many_arguments)] // mirrors the Python call: one argument per launch property
     fn prepare(
         &self,
@@ -294,7 +338,9 @@ impl PyGroup {
         wire: Option<&str>,
         sizes: BTreeMap<String, u64>,
         check_always: bool,
+        backend: Option<&str>,
     ) -> PyResult<PyPrepared> {
+        let backend = self.backend_for(backend)?;
         let size =
             u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
         let plan = py
@@ -327,6 +373,7 @@ impl PyGroup {
             check_always,
             checked: Mutex::new(HashSet::new()),
             needs_counts,
+            backend,
         })
     }
 
