@@ -3,7 +3,8 @@
 //! Default CI runs a covering subset: every standard schedule at every P ∈ {1, 2, 3, 4, 8}
 //! with f32 sum at a size with remainders, every dtype × wire × op on the schedules that use a
 //! wire type at P = 3, staged bindings, and a second size. The full matrix (every schedule ×
-//! P × dtype × wire × op) is ignored by default:
+//! P × dtype × wire × op) is ignored by default; a property test draws random cases from it
+//! (schedule, P, dtype, wire, op, size, staged) in every run:
 //!
 //! ```text
 //! cargo test --release -p symsched-runtime --test jit_equivalence -- --ignored
@@ -101,6 +102,35 @@ fn staged_bindings_and_other_sizes() {
         }
     }
     check_all(&cases);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+    #[test]
+    fn random_cases_of_the_full_matrix(
+        pick in 0usize..10_000,
+        pi in 0usize..PS.len(),
+        ti in 0usize..64,
+        oi in 0usize..4,
+        count in 0u64..5000,
+        staged in proptest::bool::ANY,
+    ) {
+        let all = names();
+        let plan = (0..all.len())
+            .find_map(|k| instance(&all[(pick + k) % all.len()], PS[pi]))
+            .expect("some schedule has an instance");
+        let types = type_matrix();
+        let c = Case {
+            types: types[ti % types.len()],
+            op: ReduceOp::ALL[oi],
+            staged,
+            ..f32_sum(&plan, count)
+        };
+        if let Err(e) = compare(&c) {
+            proptest::prop_assert!(false, "{}", e);
+        }
+    }
 }
 
 #[test]
