@@ -159,8 +159,11 @@ pub fn overridden() -> Option<BackendKind> {
     OVERRIDE.with(|o| o.get())
 }
 
-/// `auto`: whether the JIT runs this launch (see `docs/llvm.md`, "Backend choice", for the
-/// measurements behind the rule).
+/// `auto`: whether the JIT runs this launch. Today never: the one benchmark run so far
+/// (`benches/jit_backend.rs`, 2 ranks on a shared 2-core machine at load average 17–33) could
+/// not tell the backends apart below 64 MiB, where thread scheduling dominated every launch,
+/// and at 64 MiB favoured the JIT for 9 of 15 schedules only (`docs/llvm.md`, "Backend
+/// choice"); a rule per schedule and size needs a quiet machine to measure.
 pub fn auto_prefers_jit<F: Fabric>(_ctx: &StepContext<'_, F>) -> bool {
     false
 }
