@@ -24,7 +24,7 @@ use symsched_runtime::exec::backend::jit;
 use symsched_runtime::exec::{
     DType, ElemTypes, ExecError, Executor, Fabric, GroupFabric, ReduceOp,
 };
-use symsched_runtime::launcher::{launch, LaunchSpec, Stream};
+use symsched_runtime::launcher::{launch, FailureCause, LaunchSpec, Stream};
 
 const CHILD_ENV: &str = "SYMSCHED_RUN_CHILD";
 
@@ -388,11 +388,23 @@ fn run_parent(args: &Args) -> Result<ExitCode> {
     }
     match outcome.failure {
         None => Ok(ExitCode::SUCCESS),
-        Some(_) if rank0_failed => Ok(ExitCode::from(1)),
-        Some(f) => {
-            eprintln!("symsched run: rank {} failed ({})", f.rank, f.status);
-            Ok(ExitCode::from(1))
-        }
+        Some(f) => match f.cause {
+            // An interruption or the timeout is not a failure of any rank: say what happened,
+            // with the shell's exit status for a signal (128 + its number).
+            FailureCause::Interrupted { signal } => {
+                eprintln!("symsched run: interrupted ({}); ranks stopped", f.status);
+                Ok(ExitCode::from(128u8.wrapping_add(signal.clamp(0, 127) as u8)))
+            }
+            FailureCause::TimedOut => {
+                eprintln!("symsched run: {} (--timeout); ranks stopped", f.status);
+                Ok(ExitCode::from(1))
+            }
+            FailureCause::RankFailed if rank0_failed => Ok(ExitCode::from(1)),
+            FailureCause::RankFailed => {
+                eprintln!("symsched run: rank {} failed ({})", f.rank, f.status);
+                Ok(ExitCode::from(1))
+            }
+        },
     }
 }
 

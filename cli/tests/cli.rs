@@ -422,3 +422,48 @@ fn hierarchical_run_with_chunks_of_different_lengths_ends_cleanly() {
     assert!(stdout.contains("# check passed"), "{stdout}");
     assert!(!stderr.contains("MISMATCH"), "{stderr}");
 }
+
+/// SIGTERM to `symsched run` stops the ranks and says the launch was interrupted — not that
+/// some rank failed — with the shell's status for the signal (128 + 15). Bounded: the run is
+/// signalled after 2 s and must end within 60 s.
+#[test]
+fn run_interrupted_by_sigterm_says_so() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_symsched"))
+        .args([
+            "run",
+            s(&example("allreduce_one_shot")),
+            "--ranks",
+            "2",
+            "--count",
+            "64",
+            "--iters",
+            "100000000",
+            "--timeout",
+            "120",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("symsched runs");
+    std::thread::sleep(Duration::from_secs(2));
+    let st = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(st.success());
+    let t0 = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("symsched run did not stop after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    let err = text(&out.stderr);
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(!err.contains("failed"), "{err}");
+    assert_eq!(out.status.code(), Some(143), "{err}");
+}

@@ -174,6 +174,14 @@ pub const STANDARD_LIBRARY: &[(&str, &str)] = &[
         "examples/allreduce_hier.sched",
         include_str!("../../examples/allreduce_hier.sched"),
     ),
+    (
+        "examples/allgather_hier.sched",
+        include_str!("../../examples/allgather_hier.sched"),
+    ),
+    (
+        "examples/reduce_scatter_hier.sched",
+        include_str!("../../examples/reduce_scatter_hier.sched"),
+    ),
 ];
 
 /// Load the embedded standard library, reporting the diagnostics of any source that does not
@@ -217,7 +225,7 @@ pub fn example_params(schedule: &str) -> BTreeMap<String, i64> {
     let pairs: &[(&str, i64)] = match schedule {
         "broadcast_push" | "reduce_push" => &[("root", 0)],
         "sendrecv_pair" => &[("src", 0), ("dst", 1)],
-        "allreduce_hier" => &[("L", 2)],
+        "allreduce_hier" | "allgather_hier" | "reduce_scatter_hier" => &[("L", 2)],
         _ => &[],
     };
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
@@ -262,7 +270,7 @@ mod tests {
             for p in [1u32, 4] {
                 let params = if name == "sendrecv_pair" && p == 1 {
                     BTreeMap::from([("src".to_string(), 0), ("dst".to_string(), 0)])
-                } else if name == "allreduce_hier" && p == 1 {
+                } else if name.ends_with("_hier") && p == 1 {
                     BTreeMap::from([("L".to_string(), 1)])
                 } else {
                     params.clone()

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -566,15 +567,29 @@ void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
         } catch (const std::exception &e) {
             errors[i] = Error{SYMSCHED_SIM_E_ABI, std::string("internal error: ") + e.what(), false};
             abort_rank(rank, d);
+        } catch (...) {
+            // Nothing may leave a core: the other cores use this frame until they are joined.
+            errors[i] = Error{SYMSCHED_SIM_E_ABI, "internal error: unknown exception on a core", false};
+            abort_rank(rank, d);
         }
         current_slot() = nullptr;
     };
-    std::vector<std::thread> threads;
-    for (uint32_t i = 1; i < total; ++i) {
-        threads.emplace_back(body, i);
-    }
     CoreState *outer = current_slot();
-    body(0);
+    std::vector<std::thread> threads;
+    threads.reserve(total);
+    try {
+        for (uint32_t i = 1; i < total; ++i) {
+            threads.emplace_back(body, i);
+        }
+    } catch (const std::system_error &e) {
+        // The cores already started run on `rank`, `cores` and `errors`: stop and join them
+        // before this frame goes away.
+        errors[0] = Error{SYMSCHED_SIM_E_ABI, std::string("cannot start a core thread: ") + e.what(), false};
+        abort_rank(rank, d);
+    }
+    if (threads.size() + 1 == total) {
+        body(0);
+    }
     for (std::thread &t : threads) {
         t.join();
     }

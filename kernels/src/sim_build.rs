@@ -33,13 +33,23 @@ pub const SIM_HEADERS: [(&str, &str); 7] = [
 ];
 
 /// Flags every simulated kernel is built with (plus one [`OptLevel`]).
-pub const CXX_FLAGS: [&str; 6] = [
+///
+/// `-fno-gnu-unique`: without it g++ emits the function-local statics of the simulation
+/// headers (the sync-site registry, the current core, the launch context) as STB_GNU_UNIQUE
+/// symbols, which the dynamic loader binds to one instance for the whole process however the
+/// library is opened. Every kernel library then shared them, and the registry was destroyed
+/// when the library whose code first initialised it was unloaded (a dropped [`SimKernel`])
+/// while other kernels still used it: heap corruption in whatever test ran next
+/// (`tests/sim_unload.rs`). With the flag each library owns its statics and destroys them
+/// when it is unloaded, after its last launch has joined every core thread.
+pub const CXX_FLAGS: [&str; 7] = [
     "-std=c++17",
     "-Wall",
     "-Werror",
     "-shared",
     "-fPIC",
     "-pthread",
+    "-fno-gnu-unique",
 ];
 
 /// Optimisation level of a simulated build.

@@ -1,8 +1,8 @@
 //! A group of the runtime as seen from Python: one-sided primitives on heap offsets, plan
 //! launches through the executor, and the duals of a schedule.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -237,6 +237,54 @@ impl PyGroup {
         Ok(())
     }
 
+    /// Mark the group aborted by this rank with `message`: every member's waits on the group
+    /// fail at once naming this rank and the message, and the group refuses waits until every
+    /// member calls `reset_after_abort` (see `symsched_runtime::abort`). A no-op when some
+    /// member already aborted it.
+    fn abort(&self, message: &str) {
+        self.group.abort(message);
+    }
+
+    /// The abort the group reports, as `(global rank, group-local rank, message, permanent,
+    /// CLOCK_MONOTONIC ns of the abort)`, or None when no member aborted it.
+    fn aborted(&self) -> Option<(usize, usize, String, bool, u64)> {
+        self.group.aborted().map(|a| {
+            (
+                a.rank,
+                a.local_rank,
+                a.message,
+                a.permanent,
+                a.at_monotonic_ns,
+            )
+        })
+    }
+
+    /// Make an aborted group usable again: collective over the members, bounded by
+    /// `timeout_ms` (default: the signal timeout). Returns the new generation.
+    #[pyo3(signature = (timeout_ms=None))]
+    fn reset_after_abort(&self, py: Python<'_>, timeout_ms: Option<u64>) -> PyResult<u64> {
+        let g = self.group.clone();
+        let timeout = timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or_else(|| self.group.signal_timeout());
+        py.detach(move || g.reset_after_abort_timeout(timeout).map_err(Box::new))
+            .map_err(errors::rt_boxed)
+    }
+
+    /// A new handle on the same runtime group with a fresh executor (no loaded plan, every
+    /// launch epoch at 0). `reset_after_abort` zeroes the signal pad, so the epochs this
+    /// handle's loaded plans count from no longer match it (and differ between the ranks that
+    /// launched the failed collective and the one that did not): after a reset a layer
+    /// launches through a renewed handle.
+    fn renewed(&self) -> PyResult<PyGroup> {
+        PyGroup::new(self.runtime.clone(), self.group.clone())
+    }
+
+    /// Completed resets of this group on this rank.
+    fn generation(&self) -> u64 {
+        self.group.generation()
+    }
+
     /// Block until every member reached the barrier.
     fn barrier(&self, py: Python<'_>) -> PyResult<()> {
         let g = self.group.clone();
@@ -291,11 +339,8 @@ impl PyGroup {
             if let Some(row) = send_counts {
                 ls.counts = Some(prepared::exchange_counts(
                     &exec,
-                    (base, len),
-                    &buffers,
                     row,
                     recv_counts,
-                    &plan,
                     &members,
                     me,
                 )?);
@@ -321,9 +366,9 @@ impl PyGroup {
 
     /// Prepare launches of `schedule` with fixed `params`, element types, reduce op and `sizes`
     /// (compiles and loads the plan once); `Prepared.run(buffers)` then only binds buffers.
-    /// Plans whose extents use alltoallv counts run with `Prepared.run_counts`. `check_always`
-    /// exchanges the binding pattern on every launch instead of once per pattern (the Python
-    /// knob `SYMSCHED_CHECK_BINDINGS=always`).
+    /// Plans whose extents use alltoallv counts run with `Prepared.run_counts`. Every launch is
+    /// agreed by every rank (sizes, dtypes, op, binding pattern), so `check_always` no longer
+    /// changes anything; it is accepted so existing callers keep working.
     /// `backend` (`"interp"`, `"jit"`, `"auto"`) fixes the backend of its runs, else the
     /// group's at this call.
     #[pyo3(signature = (schedule, params, dtype, op, wire, sizes, check_always=false, backend=None))]
@@ -340,7 +385,8 @@ impl PyGroup {
         check_always: bool,
         backend: Option<&str>,
     ) -> PyResult<PyPrepared> {
-        let backend = self.backend_for(backend)?;
+let backend = self.backend_for(backend)?;
+        let _ = check_always;
         let size =
             u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
         let plan = py
@@ -370,8 +416,6 @@ impl PyGroup {
             heap: self.heap_range(),
             rank: self.group.rank(),
             members: self.group.members().to_vec(),
-            check_always,
-            checked: Mutex::new(HashSet::new()),
             needs_counts,
             backend,
         })

@@ -9,6 +9,7 @@ mod a2a_hit;
 mod block;
 mod errors;
 mod group;
+mod hostcoll;
 mod mc2;
 mod plans;
 mod prepared;
@@ -50,5 +51,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<group::PyGroup>()?;
     m.add_class::<prepared::PyPrepared>()?;
     mc2::register(m)?;
+    hostcoll::register(m)?;
     Ok(())
 }

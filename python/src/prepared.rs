@@ -1,31 +1,24 @@
 //! A launch prepared once per (group, schedule, params, dtype, op, wire, sizes): the compiled
 //! and loaded plan, element types and launch sizes, so a call from Python only binds buffers.
 //!
-//! It also enforces the binding rule — a role buffer is bound the same way on every rank (the
-//! same heap offset when symmetric, or staged everywhere) — because the executor derives every
-//! peer's buffer addresses from its own bindings: a mismatch would silently write into the
-//! wrong place of a peer's heap. The first launch per local binding pattern exchanges that
-//! pattern through the runtime and compares; later launches with a pattern already checked skip
-//! the exchange (`check_always`, the Python knob `SYMSCHED_CHECK_BINDINGS=always`, exchanges
-//! on every launch). An eager
-//! alltoallv (`run_counts` with receive counts) needs no such check — no peer addresses the
-//! caller's tensors — and checks only before it falls back to the plan for large chunks. The
-//! rule itself (patterns and their check) is the runtime's: `symsched_runtime::exec::binding`.
+//! Every launch is agreed by the executor itself before data moves (element counts, dtypes,
+//! op and the binding rule — a role buffer bound the same way on every rank: the same heap
+//! offset when symmetric, or staged everywhere; see `symsched_runtime::exec::agreement`): a
+//! disagreement is an `AgreementError` on every rank. So this layer keeps no per-rank record of
+//! what was checked — nothing here decides differently on different ranks what a rank
+//! launches. An eager alltoallv (`run_counts` with receive counts) checks its counts in its
+//! own round.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use symsched_plan::{BufferRole, CollectiveKind, LaunchSizes};
-use symsched_runtime::exec::binding::{self, binding_pattern, EMPTY, STAGED};
+use symsched_runtime::exec::binding::{binding_pattern, EMPTY, STAGED};
 use symsched_runtime::exec::{
     AlltoallvOutcome, Binding, ElemTypes, Executor, GroupFabric, LaunchArgs, LoadedPlan, ReduceOp,
 };
 
 use crate::errors;
-
-/// Binding patterns remembered per prepared launch (fresh symmetric tensors add new offsets).
-const MAX_CHECKED: usize = 256;
 
 /// A prepared launch (`symsched._native.Prepared`); see the module docs.
 #[pyclass(name = "Prepared", module = "symsched._native", frozen)]
@@ -39,38 +32,22 @@ pub struct PyPrepared {
     pub(crate) heap: (usize, usize),
     pub(crate) rank: usize,
     pub(crate) members: Vec<usize>,
-    pub(crate) check_always: bool,
-    /// Binding patterns already agreed by every rank.
-    pub(crate) checked: Mutex<HashSet<Vec<u64>>>,
     /// Whether the plan's extents take alltoallv counts (run with `run_counts`, not `run`).
     pub(crate) needs_counts: bool,
     /// The backend its runs use (`None`: the executor's).
     pub(crate) backend: Option<symsched_runtime::config::BackendKind>,
 }
 
-/// The runtime's binding rule ([`binding::check_patterns`]) as a Python `ValueError`.
-pub(crate) fn check_patterns(
-    rows: &[&[u64]],
-    plan: &symsched_plan::Plan,
-    members: &[usize],
-) -> PyResult<()> {
-    binding::check_patterns(rows, plan, members).map_err(|e| errors::value(e.to_string()))
-}
-
-/// Exchange this rank's send-count row together with the binding pattern of `buffers` (one
-/// round for both, so the binding rule costs nothing extra), check the patterns and that the
-/// counts the peers send here equal `recv_counts` (when given), and return the count matrix.
+/// Exchange this rank's send-count row, check that the counts the peers send here equal
+/// `recv_counts` (when given), and return the count matrix (the launch then agrees on it and
+/// on the binding pattern).
 ///
 /// The exchange is needed on every alltoallv launch, cached or not: where this rank writes into
 /// a peer's buffer depends on what every other rank sends that peer, which only they know.
-#[allow(clippy::too_many_arguments)] // one argument per piece of launch context
 pub(crate) fn exchange_counts(
     exec: &Executor<GroupFabric>,
-    heap: (usize, usize),
-    buffers: &[(usize, usize)],
     row: Vec<u64>,
     recv_counts: Option<Vec<u64>>,
-    plan: &symsched_plan::Plan,
     members: &[usize],
     me: usize,
 ) -> PyResult<Vec<Vec<u64>>> {
@@ -81,14 +58,9 @@ pub(crate) fn exchange_counts(
             row.len()
         )));
     }
-    let mut mine = row;
-    mine.extend(binding_pattern(heap, buffers));
-    let all = exec
-        .allgather_u64("python/counts+bindings", &mine)
+    let m = exec
+        .allgather_u64("python/counts", &row)
         .map_err(errors::exec)?;
-    let patterns: Vec<&[u64]> = all.iter().map(|r| r.get(p..).unwrap_or(&[])).collect();
-    check_patterns(&patterns, plan, members)?;
-    let m: Vec<Vec<u64>> = all.iter().map(|r| r[..p.min(r.len())].to_vec()).collect();
     if let Some(expect) = recv_counts {
         let got: Vec<u64> = m.iter().map(|r| r.get(me).copied().unwrap_or(0)).collect();
         if got != expect {
@@ -130,46 +102,6 @@ pub(crate) unsafe fn bind<'a>(
 }
 
 impl PyPrepared {
-    /// Exchange `mine` with every rank and fail (on every rank alike) when they differ.
-    fn agree(&self, mine: &[u64]) -> PyResult<()> {
-        let all = self
-            .exec
-            .allgather_u64("python/bindings", mine)
-            .map_err(|e| {
-                errors::runtime(format!(
-                    "binding check of `{}` on group {:?}: {e} (a peer launched something else: every \
-                     rank must make the same symsched calls in the same order, binding each tensor \
-                     the same way — all symmetric or all ordinary)",
-                    self.plan.plan().schedule,
-                    self.members
-                ))
-            })?;
-        let rows: Vec<&[u64]> = all.iter().map(|r| r.as_slice()).collect();
-        check_patterns(&rows, self.plan.plan(), &self.members)
-    }
-
-    /// Check the binding pattern of `buffers` with every rank, unless this pattern was already
-    /// agreed (see the module docs).
-    fn agreed(&self, buffers: &[(usize, usize)]) -> PyResult<()> {
-        let pattern = binding_pattern(self.heap, buffers);
-        let known = !self.check_always
-            && self
-                .checked
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(&pattern);
-        if !known {
-            self.agree(&pattern)?;
-            let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
-            // bounded: every rank makes the same calls, so every rank forgets at the same call
-            if checked.len() >= MAX_CHECKED {
-                checked.clear();
-            }
-            checked.insert(pattern);
-        }
-        Ok(())
-    }
-
     /// Whether this launch is a plain alltoallv (`in`, `out`, no wire conversion), which
     /// `run_counts` runs with the runtime's eager protocol. Decided by the plan and types
     /// alone, never by the buffers, so every rank of a consistent call takes the same protocol.
@@ -242,7 +174,6 @@ impl PyPrepared {
         match outcome {
             AlltoallvOutcome::Done => Ok(()),
             AlltoallvOutcome::Rendezvous(m) => {
-                self.agreed(buffers)?;
                 let sizes = LaunchSizes {
                     vars: self.sizes.vars.clone(),
                     counts: Some(m),
@@ -293,7 +224,6 @@ impl PyPrepared {
             )));
         }
         py.detach(move || -> PyResult<()> {
-            self.agreed(&buffers)?;
             // SAFETY: (ptr, n) describe live contiguous tensors the caller keeps alive for the
             // duration of the launch; no Rust reference aliases them.
             unsafe { self.launch(&buffers, &self.sizes) }
@@ -306,7 +236,7 @@ impl PyPrepared {
     /// A plain alltoallv given `recv_counts` runs the runtime's eager protocol: one round when
     /// every chunk is at most `EAGER_MAX_CHUNK` bytes, counts checked against every peer's (a
     /// mismatch is a `ValueError` on every rank); larger chunks run the plan after that round.
-    /// Otherwise the rows and binding patterns are exchanged in one round first (see
+    /// Otherwise the rows are exchanged in one round first (see
     /// `exchange_counts`). Every rank must call it alike (with or without `recv_counts`).
     /// Releases the GIL while it runs.
     #[pyo3(signature = (buffers, send_counts, recv_counts=None))]
@@ -330,11 +260,8 @@ impl PyPrepared {
         py.detach(move || -> PyResult<()> {
             let m = exchange_counts(
                 &self.exec,
-                self.heap,
-                &buffers,
                 send_counts,
                 recv_counts,
-                self.plan.plan(),
                 &self.members,
                 self.rank,
             )?;

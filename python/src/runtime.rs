@@ -92,9 +92,14 @@ impl PyRuntime {
         self.runtime.heap().base() as usize
     }
 
-    /// Symmetric allocation of `nbytes` (64-byte aligned); collective in call order.
-    fn alloc(&self, nbytes: usize) -> PyResult<HeapBlock> {
-        let a = self.runtime.malloc(nbytes.max(1)).map_err(errors::rt)?;
+    /// Symmetric allocation of `nbytes` (64-byte aligned); a collective over the world (one
+    /// barrier, without the GIL): a rank asking for another size fails the call on every rank
+    /// (`AgreementError`) and the heap stays as it was.
+    fn alloc(&self, py: Python<'_>, nbytes: usize) -> PyResult<HeapBlock> {
+        let rt = self.runtime.clone();
+        let a = py
+            .detach(move || rt.empty_collective(nbytes.max(1), 64).map_err(Box::new))
+            .map_err(errors::rt_boxed)?;
         Ok(HeapBlock {
             rt: self.runtime.clone(),
             offset: a.offset,
@@ -103,15 +108,19 @@ impl PyRuntime {
         })
     }
 
-    /// Release `block` (collective in call order). Tensors over it must not be used afterwards.
-    fn free(&self, block: &HeapBlock) -> PyResult<()> {
+    /// Release `block`: a collective over the world (one barrier, without the GIL), so no
+    /// rank reuses the block before every rank released it. Tensors over it must not be used
+    /// afterwards.
+    fn free(&self, py: Python<'_>, block: &HeapBlock) -> PyResult<()> {
         if block.freed.swap(true, Ordering::AcqRel) {
             return Err(errors::value("block was already freed"));
         }
-        self.runtime.free(block.offset).map_err(|e| {
-            block.freed.store(false, Ordering::Release);
-            errors::rt(e)
-        })
+        let (rt, offset) = (self.runtime.clone(), block.offset);
+        py.detach(move || rt.free_collective(offset).map_err(Box::new))
+            .map_err(|e| {
+                block.freed.store(false, Ordering::Release);
+                errors::rt_boxed(e)
+            })
     }
 
     /// Heap offset of `block` (the same on every rank).

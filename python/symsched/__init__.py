@@ -31,13 +31,15 @@ import importlib
 from typing import Any, List
 
 from .core.enums import CmpOp, ReduceOp, SignalOp
-from .core.errors import (ForbiddenMixError, NotSymmetricError, StaleTensorError, SymschedArgumentError,
-                          SymschedConfigError, SymschedError, SymschedRuntimeError, SymschedTypeError, UnavailableError)
+from .core.errors import (AgreementError, ForbiddenMixError, GroupNotSetUpError, NotSymmetricError, PeerAbortedError,
+                          StaleTensorError, SymschedArgumentError, SymschedConfigError, SymschedError,
+                          SymschedRuntimeError, SymschedTypeError, UnavailableError)
 
 __all__ = [
     "CmpOp", "ReduceOp", "SignalOp",
-    "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError", "SymschedConfigError",
+    "AgreementError", "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError", "SymschedConfigError",
     "SymschedError", "SymschedRuntimeError", "SymschedTypeError", "UnavailableError",
+    "GroupNotSetUpError", "PeerAbortedError",
     "availability", "finalize", "init", "is_initialized", "is_shmem_available",
     "empty", "free", "is_symmetric", "symm_memory_stats",
     "shmem_put", "shmem_get", "shmem_signal_op", "shmem_wait_for_signal", "shmem_put_with_signal", "barrier",

@@ -32,6 +32,13 @@ Also reported: backward vs forward time of the differentiable forms (batches of 
 vs batches of ``torch.autograd.grad`` over graphs built beforehand, so neither side includes
 building the other's inputs or accumulating into ``.grad``), the low-precision wire allreduce
 in fp32 bytes per second, and MC2 fused vs separate communication + compute.
+
+Groups across nodes (``--nodes N``): the ranks are split into N emulated nodes of
+``nproc / N`` consecutive ranks (``SYMSCHED_NODE_ID``, each node bootstrapping its own heaps), so
+the world group spans nodes and symsched runs the hierarchical schedules (shmem inside each node,
+the inter-node step on gloo); the gloo column is gloo's own collective on the same group. Only
+the all-reduce, all-gather and reduce-scatter run across nodes; the MPICH column and the extras
+are skipped.
 """
 
 from __future__ import annotations
@@ -80,6 +87,9 @@ def _args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--framework", choices=("torch", "mindspore"), default="torch",
                    help="the framework side: torch (symsched vs gloo, MPICH) or mindspore (symsched vs mccl; "
                         "run it with the MindSpore venv's python)")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="emulated nodes the ranks are split into (consecutive ranks per node): the world group "
+                        "then spans nodes and runs hierarchically (torch only)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     a.ops = [o.strip() for o in a.ops.split(",") if o.strip()]
@@ -91,6 +101,18 @@ def _args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         p.error("--min must be ≥ 1 and ≤ --max")
     if a.factor < 2:
         p.error("--factor must be ≥ 2")
+    if a.nodes < 1 or a.nproc % a.nodes:
+        p.error(f"--nodes must divide --nproc ({a.nproc}), got {a.nodes}")
+    if a.nodes > 1:
+        if a.framework != "torch":
+            p.error("--nodes > 1 runs on the torch side only")
+        across = ("allreduce", "allgather", "reduce_scatter")
+        if "--ops" not in (argv if argv is not None else sys.argv[1:]):
+            a.ops = list(across)
+        bad = [o for o in a.ops if o not in across]
+        if bad:
+            p.error(f"across nodes only {list(across)} run, not {bad}")
+        a.no_mpi = a.no_extras = True
     return a
 
 
@@ -152,11 +174,17 @@ def _worker(a: argparse.Namespace) -> None:
 
     rank = int(os.environ.get("PMI_RANK", os.environ.get("RANK", "0")))
     world = int(os.environ.get("PMI_SIZE", os.environ.get("WORLD_SIZE", "1")))
-    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
-                       "LOCAL_WORLD_SIZE": str(world)})
+    per_node = world // a.nodes
+    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank % per_node),
+                       "LOCAL_WORLD_SIZE": str(per_node)})
+    if a.nodes > 1:
+        os.environ["SYMSCHED_NODE_ID"] = f"node-{rank // per_node}"
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     symm.init()
+    if a.nodes > 1 and rank == 0:
+        print(f"world group across {a.nodes} emulated nodes of {per_node} ranks: symsched runs the hierarchical "
+              f"schedules (gloo across nodes); the gloo column is gloo's own collective on the same group", flush=True)
     if not a.no_bind:
         # only the thread that issues every library's calls: helper threads started above
         # (gloo's workers) stay free to run on any CPU, as they do unbound

@@ -19,7 +19,11 @@ CAP = 16 * 1024
 PULL = 1024
 
 
-def _raises(fails, exc, fn, *words):
+def _raises(fails, exc, fn, *words, sync=True):
+    # every rank finished its previous call first: a failure aborts the group, which fails
+    # every call still in flight on it, a slower rank's previous one too (docs/reliability.md)
+    if sync:
+        symm.barrier()
     try:
         fn()
     except exc as e:
@@ -145,7 +149,8 @@ def dead_peer(rank: int, world: int, args) -> dict:
         os._exit(0)
     time.sleep(0.5)
     t0 = time.monotonic()
-    msg = _raises(fails, symm.SymschedRuntimeError, lambda: symm.shmem_alltoall(sends, recv, [4] * world))
+    msg = _raises(fails, symm.SymschedRuntimeError, lambda: symm.shmem_alltoall(sends, recv, [4] * world),
+                  sync=False)
     took = time.monotonic() - t0
     if msg is not None and "1" not in msg.split("never signalled")[-1] and "peer rank 1" not in msg:
         fails.append(f"error does not name the dead peer: {msg}")

@@ -18,6 +18,9 @@ from symsched.core import coll as _coll
 
 
 def _raises(fails: list, exc: type, fn, what: str, *words: str) -> None:
+    # every rank finished its previous call first: a failure aborts the group, which fails
+    # every call still in flight on it, a slower rank's previous one too (docs/reliability.md)
+    symm.barrier()
     try:
         fn()
     except exc as e:

@@ -22,6 +22,9 @@ def _check(cond: bool, what: str, fails: list) -> None:
 
 
 def _raises(fails: list, exc: type, fn, what: str) -> None:
+    # every rank finished its previous call first: a failure aborts the group, which fails
+    # every call still in flight on it, a slower rank's previous one too (docs/reliability.md)
+    symm.barrier()
     try:
         fn()
     except exc:
@@ -166,7 +169,9 @@ def fastpath(rank: int, world: int, args) -> dict:
             "stale alltoall send view after a hit")
     _raises(fails, symm.StaleTensorError, lambda: symm.shmem_reduce_scatter(gone_out, rs_in),
             "stale reduce_scatter output view after a hit")
-    # a freed block nobody uses any more must not push live tensors off the cached path
+    # a freed block nobody uses any more must not push live tensors off the cached path (the
+    # refusals above aborted the group, which drops every cached launch: warm it again first)
+    symm.shmem_reduce_scatter(rs_out, rs_in)
     before = hits.get("reduce_scatter", 0)
     symm.shmem_reduce_scatter(rs_out, rs_in)
     _check(hits.get("reduce_scatter", 0) == before + 1, "a free elsewhere disabled the cached path", fails)

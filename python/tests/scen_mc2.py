@@ -187,6 +187,7 @@ def engine_env_and_errors(rank: int, world: int, args) -> dict:
 
     _state.native().set_matmul_engine(boom)
     a, b = torch.ones(2, 3), torch.ones(3, 4)
+    symm.barrier()  # nobody is still in an earlier call: the failure aborts the group (docs/reliability.md)
     try:
         symm.fused_all_gather_matmul(a, b, torch.empty(world * 2, 4), torch.empty(world * 2, 3))
         fails.append("a failing engine did not raise")
@@ -277,6 +278,7 @@ def schedule_choice_and_cache(rank: int, world: int, args) -> dict:
         b = data(211, k * n, torch.float32).view(k, n)
         g, c = torch.empty(world * m, k), torch.empty(world * m, n)
         symm.fused_all_gather_matmul(a, b, c, g)
+        symm.barrier()  # nobody is still in the call above when this one aborts the group
         try:
             symm.fused_all_gather_matmul(a, b, torch.empty(n, world * m), g)
             fails.append("a `c` of the wrong shape (same element count) was accepted after a cached call")

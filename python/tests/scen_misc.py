@@ -62,6 +62,9 @@ def primitives(rank: int, world: int, args) -> dict:
 
 
 def _raises(fails, exc, fn, *words):
+    # every rank finished its previous call first: a failure aborts the group, which fails
+    # every call still in flight on it, a slower rank's previous one too (docs/reliability.md)
+    symm.barrier()
     try:
         fn()
     except exc as e:

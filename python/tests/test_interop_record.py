@@ -37,6 +37,11 @@ def records(rank: int, world: int, args: Any) -> Dict[str, Any]:
     def refused(what: str, first: Callable[[], None], then: Callable[[], None], cached_as: str = "") -> None:
         """``first`` then ``then`` on one storage in one step must raise ForbiddenMixError at
         ``then``; with ``cached_as``, ``then`` must have been refused on the cached path."""
+        # a refusal aborts the group (every rank raises it before sending anything), which drops
+        # the cached launches: re-synchronise (the barrier resets the group) and warm the cache
+        symm.barrier()
+        if cached_as:
+            then()
         before = fired.get(cached_as, 0)
         try:
             with symm.interop.step():

@@ -144,6 +144,9 @@ def primitives_and_mc2_groups(rank: int, world: int, args: Any) -> dict:
         nxt, prv = (me + 1) % p, (me - 1) % p
         src = ms.Tensor(np.arange(8, dtype=np.float32) + 100 * rank)
         flat = buf.reshape(-1)
+        # a group is set up by its first collective call (every member takes part), never by a
+        # one-sided op, which would raise GroupNotSetUpError here
+        symm.barrier(group=g)
         symm.shmem_put_with_signal(flat, 8 * slot, src, 0, 8, sig, slot, 1, "add", nxt, group=g)
         symm.shmem_wait_for_signal(sig, slot, 1, "ge", group=g)
         want = np.arange(8) + 100 * ranks[prv]

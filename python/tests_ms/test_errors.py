@@ -12,13 +12,13 @@ def test_bad_input_typed_on_every_rank():
 
 
 @pytest.mark.timeout(200)
-@pytest.mark.xfail(strict=True, reason="known defect of the shared core/runtime: an allreduce whose element "
-                   "count differs across ranks is not detected (each rank launches the plan for its own n; "
-                   "the binding-pattern exchange does not compare sizes) and returns wrong values")
 def test_sizes_differing_across_ranks():
-    # probe: stop after the mismatched call (the follow-up would only wait out the signal timeout)
-    res = _harness.run("scen_errors", "sizes_differ", 2, _harness.SYMSCHED, timeout=150, args={"probe": True})
-    assert all(x["kind"] == "SymschedArgumentError" for x in res), [(x["kind"], x["msg"]) for x in res]
+    # every rank raises AgreementError before anything moves; the group keeps working after it
+    res = _harness.run("scen_errors", "sizes_differ", 2, _harness.SYMSCHED, timeout=150)
+    assert all(x["kind"] == "AgreementError" for x in res), [(x["kind"], x["msg"]) for x in res]
+    assert all(not x["failures"] for x in res), [x["failures"] for x in res]
+    assert all("rank 0: 4 elements f32 sum" in x["msg"] and "rank 1: 5 elements f32 sum" in x["msg"]
+               for x in res), [x["msg"] for x in res]
 
 
 @pytest.mark.timeout(200)

@@ -65,6 +65,18 @@ typedef enum SymschedStatus {
    * Anything else (system call failure, internal error).
    */
   SYMSCHED_STATUS_INTERNAL = 12,
+  /**
+   * The ranks of a plan launch disagree on it (element counts, dtypes, op or how a buffer is
+   * bound); every rank gets this status, nothing was written, the group stays usable. The
+   * message names each rank's values.
+   */
+  SYMSCHED_STATUS_DISAGREEMENT = 13,
+  /**
+   * A member aborted the group (`symsched_group_abort`), or its reset failed: every wait
+   * fails with this status, naming the rank and its message, until every member called
+   * `symsched_group_reset_after_abort`.
+   */
+  SYMSCHED_STATUS_ABORTED = 14,
 } SymschedStatus;
 
 /**
@@ -290,11 +302,34 @@ enum SymschedStatus symsched_barrier(const struct SymschedGroup *g);
 
 /**
  * Runs a compiled plan (JSON) on the group with launch arguments (JSON), through the launcher
- * the plan executor registered (`symsched_runtime::capi_hook`).
+ * the plan executor registered (`symsched_runtime::capi_hook`). Collective: every rank agrees
+ * on the launch first; a disagreement is [`SymschedStatus::Disagreement`] on every rank. A
+ * launch that fails on one rank after that aborts the group, so its peers fail at once with
+ * [`SymschedStatus::Aborted`].
  */
 enum SymschedStatus symsched_launch_plan(const struct SymschedGroup *g,
                                          const char *plan_json,
                                          const char *args_json);
+
+/**
+ * Marks the group aborted with `message` (this rank failed inside a collective): every
+ * member's waits on the group fail at once with [`SymschedStatus::Aborted`], naming this rank
+ * and the message, until every member called [`symsched_group_reset_after_abort`].
+ */
+enum SymschedStatus symsched_group_abort(const struct SymschedGroup *g, const char *message);
+
+/**
+ * Collective reset of an aborted group, bounded by the signal timeout; on success the group
+ * works again and `*generation` (if not NULL) receives its new reset generation. If a member
+ * does not take part in time the group is refused for good ([`SymschedStatus::Aborted`]).
+ */
+enum SymschedStatus symsched_group_reset_after_abort(const struct SymschedGroup *g,
+                                                     uint64_t *generation);
+
+/**
+ * How many times the group was reset after an abort (0 at first; 0 for a NULL group).
+ */
+uint64_t symsched_group_generation(const struct SymschedGroup *g);
 
 #ifdef __cplusplus
 }  // extern "C"

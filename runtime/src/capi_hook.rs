@@ -6,9 +6,20 @@ use std::sync::{Arc, OnceLock};
 
 use crate::group::Group;
 
-/// Launches a plan on a group: `(group, plan JSON, launch arguments JSON)`; the error string
-/// is reported through `symsched_last_error`.
-pub type PlanLauncher = fn(&Arc<Group>, &str, &str) -> Result<(), String>;
+/// Why a plan launch through the C ABI failed: the C status follows the kind, the message is
+/// reported through `symsched_last_error`.
+#[derive(Debug)]
+pub enum PlanLaunchError {
+    /// The ranks disagree on the launch (every rank gets it; nothing was written).
+    Disagreement(String),
+    /// An error of the runtime core (timeout, dead peer, aborted group, …).
+    Core(crate::error::RuntimeError),
+    /// A malformed plan or argument.
+    Invalid(String),
+}
+
+/// Launches a plan on a group: `(group, plan JSON, launch arguments JSON)`.
+pub type PlanLauncher = fn(&Arc<Group>, &str, &str) -> Result<(), PlanLaunchError>;
 
 static LAUNCHER: OnceLock<PlanLauncher> = OnceLock::new();
 

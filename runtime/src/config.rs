@@ -24,7 +24,7 @@
 //! | `SYMSCHED_SCRATCH_SIZE` | bytes, 4 KiB – 1 TiB (`12`, `-1`) | 256 MiB | scratch arena per group (same on every rank) |
 //! | `SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS` | 1 – 2 592 000 000, 30 days (`0`: every wait would time out; `-5`) | 300 000 | deadline of every signal wait (also of in-process worlds) |
 //! | `SYMSCHED_RENDEZVOUS_TIMEOUT_MS` | 1 – 2 592 000 000 (`0`, `garbage`) | 60 000 | deadline of every rendezvous step |
-//! | `SYMSCHED_NODE_ID` | 1–255 printable characters, no whitespace (`a b`) | hostname + boot id | emulated node of a rank (hierarchical schedules) |
+//! | `SYMSCHED_NODE_ID` | 1–255 printable characters, no whitespace (`a b`) | hostname + boot id | emulated node of a rank (hierarchical schedules); the ranks of each emulated node bootstrap on their own (a derived rendezvous directory gets a per-node suffix; set `LOCAL_RANK`/`LOCAL_WORLD_SIZE` per node) |
 //! | `HYPER_PARALLEL_SHMEM_LOG_LEVEL` | `DEBUG`, `INFO`, `WARNING`/`WARN`, `ERROR`, any case (`LOUD`) | `WARNING` | most verbose level logged ([`crate::log`]; `DEBUG` records every launch) |
 //! | `SHMEM_LOG_TO_STDOUT` | `0`, `1` (`yes`, `2`) | `0` | log to stdout instead of a per-rank file |
 //! | `SYMSCHED_LOG_DIR` | absolute path, created 0700 if missing (`logs`) | per-user default | directory of the per-rank log files |
@@ -304,6 +304,13 @@ fn check_socket_room(var: &'static str, dir: &Path) -> Result<(), RuntimeError> 
     Ok(())
 }
 
+/// A short stable tag of a node id for file names (FNV-1a).
+fn node_tag(id: &str) -> u64 {
+    id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// Node identity: `SYMSCHED_NODE_ID` (1–255 printable characters without whitespace), else
 /// hostname + kernel boot id.
 fn node_id_from(get: &dyn Fn(&str) -> Lookup) -> Result<String, RuntimeError> {
@@ -545,7 +552,13 @@ impl RuntimeConfig {
                 }
                 let job = job_id_from(get)?;
                 let base = crate::bootstrap::private_base(&private_base_candidates(get))?;
-                let dir = base.join(format!("symsched-{job}-{port}"));
+                // Nodes emulated on one host (`SYMSCHED_NODE_ID`) bootstrap separately, each
+                // node its own heaps: each meets in a directory of its own.
+                let node = match value(get, ENV_NODE_ID)? {
+                    Some(id) => format!("-n{:016x}", node_tag(&id)),
+                    None => String::new(),
+                };
+                let dir = base.join(format!("symsched-{job}-{port}{node}"));
                 check_socket_room(ENV_JOB_ID, &dir)?;
                 (dir, true)
             }

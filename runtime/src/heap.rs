@@ -337,6 +337,26 @@ impl Heap {
         Ok(())
     }
 
+    /// Runs `f` (a collective agreement on the allocation just made, e.g. a barrier that
+    /// compares allocator states) after `op` and, if `f` fails, puts the allocator back as it
+    /// was before `op`, so ranks that made different calls are equal again. `op`'s own error
+    /// is returned after `f` ran (a rank whose request failed still takes part).
+    pub(crate) fn agreed<T>(
+        &self,
+        op: impl FnOnce(&Heap) -> Result<T, RuntimeError>,
+        f: impl FnOnce() -> Result<(), RuntimeError>,
+    ) -> Result<T, RuntimeError> {
+        let before = lock(&self.alloc).clone();
+        let r = op(self);
+        if let Err(e) = f() {
+            let mut a = lock(&self.alloc);
+            *a = before;
+            self.publish(&a, None);
+            return Err(e);
+        }
+        r
+    }
+
     /// Symmetric heap accounting.
     pub fn stats(&self) -> HeapStats {
         lock(&self.alloc).stats()

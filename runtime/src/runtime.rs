@@ -203,6 +203,31 @@ impl Runtime {
         self.shared.heap.free(offset)
     }
 
+    /// Collective symmetric allocation over the world (`symm.empty`): allocates, then a world
+    /// barrier compares every rank's allocator state, so a rank that asked for a different size
+    /// (or made a different call before) fails with [`RuntimeError::AllocMismatch`] on **every**
+    /// rank, naming the diverging calls, before anything uses the block; the allocator is then
+    /// put back as it was, so the heap stays usable. A rank whose own request fails (heap
+    /// exhausted, bad alignment) still takes part: when every rank failed alike each returns its
+    /// error, otherwise every rank fails with the mismatch. Costs one world barrier.
+    pub fn empty_collective(&self, size: usize, align: usize) -> Result<HeapAlloc, RuntimeError> {
+        let world = self.world()?;
+        self.shared
+            .heap
+            .agreed(|h| h.empty(size, align), || world.barrier())
+    }
+
+    /// Collective free over the world (`symm.free`): frees, then a world barrier, so no rank
+    /// returns — and so can reuse the block in a later allocation — before every rank freed it
+    /// (stopped using it); a rank that freed another block (or none) fails the call on every
+    /// rank and the allocator is put back.
+    pub fn free_collective(&self, offset: usize) -> Result<(), RuntimeError> {
+        let world = self.world()?;
+        self.shared
+            .heap
+            .agreed(|h| h.free(offset), || world.barrier())
+    }
+
     /// Allocated / peak / free bytes of the symmetric heap.
     pub fn stats(&self) -> HeapStats {
         self.shared.heap.stats()

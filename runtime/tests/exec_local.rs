@@ -27,7 +27,7 @@ fn params_for(name: &str, p: u32) -> Option<BTreeMap<String, i64>> {
         "broadcast_push" | "reduce_push" => {
             params.insert("root".into(), (p / 2) as i64);
         }
-        "allreduce_hier" if !p.is_multiple_of(2) => {
+        "allreduce_hier" | "allgather_hier" | "reduce_scatter_hier" if !p.is_multiple_of(2) => {
             params.insert("L".into(), 1);
         }
         _ => {}

@@ -137,7 +137,7 @@ fn subset(rt: &symsched_runtime::Runtime) {
     let lib = standard_library();
     for s in lib.schedules() {
         let mut params = example_params(&s.name);
-        if s.name == "allreduce_hier" && !p.is_multiple_of(2) {
+        if s.name.ends_with("_hier") && !p.is_multiple_of(2) {
             params.insert("L".into(), 1);
         }
         if s.name == "sendrecv_pair" {

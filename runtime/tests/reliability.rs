@@ -466,7 +466,7 @@ fn base_env(spec: &mut LaunchSpec, scenario: &str) {
     for (k, v) in [
         (SCENARIO, scenario),
         ("SYMMETRIC_MEMORY_HEAP_SIZE", "8388608"),
-        ("SYMSCHED_SCRATCH_SIZE", "1048576"),
+        ("SYMSCHED_SCRATCH_SIZE", "2097152"),
         ("SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS", "30000"),
         ("SYMSCHED_RENDEZVOUS_TIMEOUT_MS", "30000"),
         ("SHMEM_LOG_TO_STDOUT", "1"),
@@ -686,7 +686,7 @@ fn single_rank_env() -> Vec<(String, String)> {
             "00000000000000000000000000000001",
         ),
         ("SYMMETRIC_MEMORY_HEAP_SIZE", "8388608"),
-        ("SYMSCHED_SCRATCH_SIZE", "1048576"),
+        ("SYMSCHED_SCRATCH_SIZE", "2097152"),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -213,6 +213,7 @@ impl SimBackend {
                 op: call.op,
                 data: &mut *call.data,
                 dtype: call.dtype,
+                wire: call.dtype,
                 acc: call.dtype.accumulator(),
                 reduce: call.reduce,
                 members: &call.members,

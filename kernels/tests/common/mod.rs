@@ -1262,7 +1262,7 @@ pub fn standard_plans(p: u32) -> Vec<Plan> {
                     return None;
                 }
             }
-            if name == "allreduce_hier" {
+            if name.ends_with("_hier") {
                 params.insert("L".into(), 1);
             }
             let c = compile(&lib, name, p, &params, &CompileOptions::default()).ok()?;

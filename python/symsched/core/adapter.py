@@ -331,6 +331,13 @@ class FrameworkAdapter(abc.ABC):
         whose ``sgemm_``/``dgemm_`` the executor may call directly (None: every step through the
         callback; ``SYMSCHED_MATMUL_BLAS=0`` asks for None)."""
 
+    def host_engine(self) -> Any:
+        """The framework's collective library for groups that span nodes: a
+        :class:`symsched.core.nodes.HostEngine` (the inter-node step of the hierarchical
+        schedules). A framework without one cannot serve such groups."""
+        raise UnavailableError(f"symsched for {self.name} has no host-collective engine: groups across nodes "
+                               f"are not available")
+
 
 class _Unbound:
     """The adapter slot before any framework flavour was imported."""

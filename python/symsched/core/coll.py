@@ -5,12 +5,15 @@ The public in-place and functional forms (:mod:`symsched.core.collectives`,
 
 **The call protocol.** Every collective call goes: *validate* (each argument, named in the
 error, before anything is sent, so a bad call on one rank fails there without leaving a
-half-started collective behind; peers still block in their own call until the signal timeout)
-→ *bind* (group, schedule, role buffers as ``(address, bytes)``) → *record* the buffers it
+half-started collective behind) → *bind* (group, schedule, role buffers as ``(address, bytes)``) → *record* the buffers it
 communicates for the interop rule (:mod:`symsched.core.interop`; a forbidden mix raises here,
 before anything is sent) → *launch* (the native prepared launch, inside the op's profiler
 range and trace event when either watches). :func:`_call` is that path; a repeated call takes
 its cached half, :func:`_fire` (record → launch), through the front-of-call cache below.
+Every kernel is guarded (:func:`symsched.core.failure.collective`): whatever it raises, at any
+step, first marks the group aborted, so the peers' calls raise
+:class:`~symsched.core.errors.PeerAbortedError` naming this rank and its error at once instead
+of waiting for the signal timeout; the group's next collective call on every member resets it.
 
 **The front-of-call cache** (``_fast``): calls already validated once, per key of everything
 their launch depends on (collective, ``id(group)``, dtypes, element counts, op, wire argument,
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from . import adapter, dtypes, knobs, launch, memory, schedules, state
+from . import adapter, dtypes, failure, knobs, launch, memory, schedules, state
 from . import validate as v
 from .adapter import Span
 from .enums import ReduceOp, ReduceOpLike, parse_reduce_op
@@ -70,9 +73,17 @@ def _observed() -> bool:
 
 # ------------------------------------------------------------------------- the call protocol
 
+
 Key = Optional[Tuple[Any, ...]]
 _fast: Dict[Tuple[Any, ...], Tuple[Any, Any, Tuple[int, ...]]] = {}
 _FAST_MAX = 4096
+
+
+@failure.on_abort
+def _drop_cached() -> None:
+    """An aborted group's cached launches count from epochs its reset voids: drop them all."""
+    _fast.clear()
+    _a2a_native.clear()
 
 
 def _hit(key: Tuple[Any, ...], group: Any) -> Optional[Tuple[Any, Any, Tuple[int, ...]]]:
@@ -88,8 +99,10 @@ def _hit(key: Tuple[Any, ...], group: Any) -> Optional[Tuple[Any, Any, Tuple[int
 
 
 def _remember(key: Key, group: Any, prepared: Any, nbytes: Tuple[int, ...]) -> None:
-    # a rank list can be mutated in place behind an unchanged id: only immutable groups are cached
-    if key is None or isinstance(group, list):
+    # a rank list can be mutated in place behind an unchanged id: only immutable groups are
+    # cached; nor are calls with an empty buffer (a tensor symm.free released has no elements
+    # left: only the full path's checks tell it apart)
+    if key is None or isinstance(group, list) or 0 in nbytes:
         return
     if len(_fast) >= _FAST_MAX:
         _fast.clear()
@@ -173,6 +186,7 @@ def _symmetric(ptr: int) -> bool:
 # ------------------------------------------------------------------------------ collectives
 
 
+@failure.collective("allgather", 2)
 def allgather(output: Any, input: Any, group: Any = None) -> None:
     """``output`` (P·n elements) ← concatenation of every rank's ``input`` (n elements).
 
@@ -201,6 +215,7 @@ def allgather(output: Any, input: Any, group: Any = None) -> None:
           (si.nbytes, so.nbytes), nbytes=so.nbytes)
 
 
+@failure.collective("reduce_scatter", 3)
 def reduce_scatter(output: Any, input: Any, op: ReduceOpLike = "sum", group: Any = None,
                    low_precision_dtype: Any = None) -> None:
     """``output`` (n) ← block ``rank`` of the element-wise reduction of every rank's ``input`` (P·n).
@@ -230,6 +245,7 @@ def reduce_scatter(output: Any, input: Any, op: ReduceOpLike = "sum", group: Any
           {"n": so.numel}, input, (si.nbytes, so.nbytes), reduce=r, wire=wire, nbytes=si.nbytes)
 
 
+@failure.collective("allreduce", 2)
 def allreduce(tensor: Any, op: ReduceOpLike = "sum", group: Any = None, low_precision_dtype: Any = None) -> None:
     """In place: ``tensor`` ← element-wise reduction over the group, identical on every rank."""
     p = _plain(tensor)
@@ -256,6 +272,7 @@ def allreduce(tensor: Any, op: ReduceOpLike = "sum", group: Any = None, low_prec
 _a2a_native: Dict[Tuple[int, Any], Tuple[Any, Any]] = {}
 
 
+@failure.collective("alltoall", 3)
 def alltoall_hit(send_tensor_list: Any, receive_tensor: Any, receive_list: Any, group: Any, grad: bool) -> bool:
     """Run an alltoall whose group and dtype were launched before, in one native call that
     makes the cached path's checks (``_native.alltoall_hit``), and return True; return False,
@@ -272,6 +289,10 @@ def alltoall_hit(send_tensor_list: Any, receive_tensor: Any, receive_list: Any, 
     native_hit = _native_a2a
     if native_hit is None:
         return False
+    if memory._released and (memory.is_released(receive_tensor)
+                             or (isinstance(send_tensor_list, (list, tuple))
+                                 and any(memory.is_released(t) for t in send_tensor_list))):
+        return False  # the full path raises StaleTensorError
     note_symsched(receive_tensor, "alltoall")  # inside interop.step(), a mix raises here
     try:
         # with released records kept, the native call looks heap buffers up in them
@@ -283,6 +304,7 @@ def alltoall_hit(send_tensor_list: Any, receive_tensor: Any, receive_list: Any, 
         _native_error("alltoall", group, hit[1], exc)
 
 
+@failure.collective("alltoall", 3)
 def alltoall(send_tensor_list: Sequence[Any], receive_tensor: Any, receive_list: Any, group: Any = None, *,
              tried: bool = False) -> None:
     """All-to-all-v: ``send_tensor_list[j]`` goes to rank j; ``receive_tensor`` holds, in rank
@@ -351,6 +373,7 @@ def alltoall(send_tensor_list: Sequence[Any], receive_tensor: Any, receive_list:
         _a2a_native[(id(group), sr.dtype)] = (group, prepared)
 
 
+@failure.collective("broadcast", 2)
 def broadcast(tensor: Any, src: int, group: Any = None) -> None:
     """In place: ``tensor`` ← ``src``'s tensor (``src`` group-local)."""
     p = _plain(tensor)
@@ -368,6 +391,7 @@ def broadcast(tensor: Any, src: int, group: Any = None) -> None:
           params={"root": root}, nbytes=s.nbytes)
 
 
+@failure.collective("reduce", 3)
 def reduce(tensor: Any, dst: int, op: ReduceOpLike = "sum", group: Any = None) -> None:
     """In place on ``dst``: ``tensor`` ← reduction over the group; other ranks' tensors unspecified."""
     p = _plain(tensor)
@@ -413,11 +437,13 @@ def _p2p(op_name: str, tensor: Any, peer: int, group: Any, arg: str, sending: bo
           params=params, nbytes=s.nbytes)
 
 
+@failure.collective("send", 2)
 def send(tensor: Any, dst_rank: int, group: Any = None) -> None:
     """Point-to-point send to ``dst_rank`` (group-local); pairs with ``recv`` on that rank."""
     _p2p("send", tensor, dst_rank, group, "dst_rank", True)
 
 
+@failure.collective("recv", 2)
 def recv(tensor: Any, src_rank: int, group: Any = None) -> None:
     """Point-to-point receive from ``src_rank`` (group-local) into ``tensor`` (same numel and dtype)."""
     _p2p("recv", tensor, src_rank, group, "src_rank", False)
@@ -445,6 +471,7 @@ def _all_live(ptrs: Sequence[int], nbytes: Sequence[int]) -> bool:
     return all(memory.live(p, n) for p, n in zip(ptrs, nbytes))
 
 
+@failure.collective("fused_all_gather_matmul", 4)
 def allgather_matmul(a: Any, b: Any, gather_out: Any, c: Any, group: Any = None) -> None:
     """MC2: ``gather_out`` ← allgather(a) (P·m×k) and ``c`` ← gather_out @ b (P·m×n), each block
     multiplied as soon as it arrives. A private ``gather_out`` runs the pull schedule, a
@@ -477,6 +504,7 @@ def allgather_matmul(a: Any, b: Any, gather_out: Any, c: Any, group: Any = None)
           {"m": m, "k": k, "n": n}, (gather_out, c), tuple(s.nbytes for s in spans), nbytes=sg.nbytes)
 
 
+@failure.collective("fused_matmul_reduce_scatter", 4)
 def matmul_reduce_scatter(a: Any, b: Any, out: Optional[Any], op: ReduceOpLike = "sum", group: Any = None) -> Any:
     """MC2: ``out`` (m×n) ← block ``rank`` of reduce_scatter(a @ b) with a P·m×k, b k×n; a new
     tensor when ``out`` is None. Returns ``out``. Runs the push schedule unless

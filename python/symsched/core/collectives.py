@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import adapter, coll
+from . import adapter, coll, failure
 from . import functional as F
 from .enums import ReduceOpLike
 
@@ -78,10 +78,15 @@ def shmem_alltoall(send_tensor_list: Sequence[Any], receive_tensor: Any, receive
     if coll.alltoall_hit(send_tensor_list, receive_tensor, receive_list, group, grad):
         return
     if grad and _grad(*send_tensor_list):
-        flat = _fw.concat(send_tensor_list)
-        counts = list(_fw.as_list(receive_list))
-        y = F.all_to_all(flat, counts, [_fw.span(t, "send_tensor_list").numel for t in send_tensor_list], group)
-        _fw.copy_into(receive_tensor, y)
+        try:
+            flat = _fw.concat(send_tensor_list)
+            counts = list(_fw.as_list(receive_list))
+            y = F.all_to_all(flat, counts, [_fw.span(t, "send_tensor_list").numel for t in send_tensor_list],
+                             group)
+            _fw.copy_into(receive_tensor, y)
+        except BaseException as exc:
+            failure.fail(exc, "alltoall", group)
+            raise
         return
     coll.alltoall(send_tensor_list, receive_tensor, receive_list, group, tried=True)
 

@@ -26,13 +26,16 @@ forward                backward
 
 Every backward launches the dual schedule the compiler declared for the forward plan
 (:mod:`symsched.core.rules`); the framework's autograd runs it.
+
+Every form and every backward is a guarded collective call (:mod:`symsched.core.failure`):
+an exception on one rank aborts the group, so its peers raise ``PeerAbortedError`` at once.
 """
 
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
-from . import adapter, dtypes, rules, state
+from . import adapter, dtypes, failure, rules, state
 from . import validate as v
 from .enums import ReduceOpLike, parse_reduce_op
 from .errors import SymschedArgumentError, SymschedTypeError
@@ -41,12 +44,14 @@ _DATA = tuple(dtypes.DATA)
 _FLOATS = tuple(sorted(dtypes.FLOATS))
 
 
+@failure.collective("functional.all_gather", 1)
 def all_gather(x: Any, group: Any = None) -> Any:
     """Concatenate every rank's ``x`` along dim 0 (a 0-d ``x`` gives shape ``(P,)``)."""
     v.tensor(x, "x", names=_DATA, contiguous=False)
     return rules.apply.AllGather(x, group)
 
 
+@failure.collective("functional.reduce_scatter", 2)
 def reduce_scatter(x: Any, op: ReduceOpLike = "sum", group: Any = None, low_precision_dtype: Any = None) -> Any:
     """Block ``rank`` (along dim 0) of the element-wise reduction of every rank's ``x``."""
     s = v.tensor(x, "x", names=_DATA, contiguous=False)
@@ -55,6 +60,7 @@ def reduce_scatter(x: Any, op: ReduceOpLike = "sum", group: Any = None, low_prec
     return rules.apply.ReduceScatter(x, r, group, low_precision_dtype)
 
 
+@failure.collective("functional.all_reduce", 2)
 def all_reduce(x: Any, op: ReduceOpLike = "sum", group: Any = None, *, backward: str,
                low_precision_dtype: Any = None) -> Any:
     """Element-wise reduction over the group, returned on every rank.
@@ -69,12 +75,14 @@ def all_reduce(x: Any, op: ReduceOpLike = "sum", group: Any = None, *, backward:
     return rules.apply.AllReduce(x, r, group, low_precision_dtype, backward)
 
 
+@failure.collective("functional.copy_to_group", 1)
 def copy_to_group(x: Any, group: Any = None) -> Any:
     """Megatron's *f*: identity forward, allreduce(sum) of the gradient backward."""
     v.tensor(x, "x", names=_FLOATS, contiguous=False)
     return rules.apply.CopyToGroup(x, group)
 
 
+@failure.collective("functional.reduce_from_group", 1)
 def reduce_from_group(x: Any, group: Any = None) -> Any:
     """Megatron's *g*: allreduce(sum) forward, identity backward (replicated downstream)."""
     return all_reduce(x, "sum", group, backward=rules.IDENTITY)
@@ -93,6 +101,7 @@ def _splits(s: Optional[Sequence[int]], arg: str, rows: int, p: int) -> List[int
     return [v.integer(x, f"{arg}[{i}]") for i, x in enumerate(s)]
 
 
+@failure.collective("functional.all_to_all", 3)
 def all_to_all(x: Any, output_split_sizes: Optional[Sequence[int]] = None,
                input_split_sizes: Optional[Sequence[int]] = None, group: Any = None) -> Any:
     """All-to-all along dim 0 (like ``all_to_all_single``): rows ``input_split_sizes[j]`` go to rank j;
@@ -108,12 +117,14 @@ def all_to_all(x: Any, output_split_sizes: Optional[Sequence[int]] = None,
     return rules.apply.AllToAll(x, outs, ins, group)
 
 
+@failure.collective("functional.broadcast", 2)
 def broadcast(x: Any, src: int, group: Any = None) -> Any:
     """``src``'s ``x`` (group-local ``src``) on every rank."""
     v.tensor(x, "x", names=_DATA, contiguous=False)
     return rules.apply.Broadcast(x, src, group)
 
 
+@failure.collective("functional.send", 2)
 def send(x: Any, dst: int, group: Any = None) -> Any:
     """Send ``x`` to ``dst``; returns a 0-element token. Add ``token.sum()`` to the loss so the
     backward runs: it receives ``x``'s gradient from ``dst`` (which calls ``recv``'s backward)."""
@@ -121,6 +132,7 @@ def send(x: Any, dst: int, group: Any = None) -> Any:
     return rules.apply.Send(x, dst, group)
 
 
+@failure.collective("functional.recv", 3)
 def recv(shape: Sequence[int], dtype: Any, src: int, group: Any = None, requires_grad: bool = True) -> Any:
     """Receive a tensor of ``shape``/``dtype`` from ``src``; its gradient is sent back to ``src``."""
     fw = adapter.active()
@@ -130,6 +142,7 @@ def recv(shape: Sequence[int], dtype: Any, src: int, group: Any = None, requires
     return rules.apply.Recv(fw.anchor(dtype, requires_grad), shp, dtype, src, group)
 
 
+@failure.collective("functional.all_gather_matmul", 2)
 def all_gather_matmul(a: Any, b: Any, group: Any = None) -> Tuple[Any, Any]:
     """MC2: ``(allgather(a), allgather(a) @ b)`` computed block by block as blocks arrive."""
     v.tensor(a, "a", names=_FLOATS, contiguous=False)
@@ -137,6 +150,7 @@ def all_gather_matmul(a: Any, b: Any, group: Any = None) -> Tuple[Any, Any]:
     return rules.apply.AllGatherMatmul(a, b, group)
 
 
+@failure.collective("functional.matmul_reduce_scatter", 3)
 def matmul_reduce_scatter(a: Any, b: Any, op: ReduceOpLike = "sum", group: Any = None) -> Any:
     """MC2: block ``rank`` (rows) of reduce_scatter(a @ b), each partial product pushed as computed."""
     v.tensor(a, "a", names=_FLOATS, contiguous=False)

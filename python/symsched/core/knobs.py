@@ -153,6 +153,13 @@ def job_id(text: str) -> str:
     return text
 
 
+def node_id(text: str) -> str:
+    """The runtime's rule for a node id (``runtime/src/config.rs``)."""
+    if len(text) > 255 or not text.isprintable() or any(c.isspace() for c in text):
+        raise ValueError("not 1 to 255 printable characters without spaces")
+    return text
+
+
 def rank(text: str) -> int:
     if not re.fullmatch(r"\d+", text):
         raise ValueError("not a non-negative integer")
@@ -228,10 +235,16 @@ RANK = Knob(
     "the launcher's rank variable: without a framework job (torch.distributed not initialised), "
     "a set `RANK` makes symsched start from the launcher variables (validated by the runtime)")
 
+NODE_ID = Knob(
+    "SYMSCHED_NODE_ID", None, node_id, "1 to 255 printable characters without spaces", "at init and group creation",
+    "the node this rank is on (emulates nodes on one host; read by the runtime, whose ranks of one node share "
+    "heaps): when set, or when the runtime started fewer ranks than the job has, groups learn their members' "
+    "nodes and a group spanning nodes runs hierarchically (`docs/cross-node.md`)")
+
 #: Every knob, in table order.
 ALL: Tuple[Knob, ...] = (LOW_PRECISION_DTYPE, ALLREDUCE_ONE_SHOT_MAX_BYTES, ALLREDUCE_PULL_MIN_BYTES,
                          ALLGATHER_PULL_MIN_BYTES, MC2_AG_PULL, MC2_RS_PULL, MATMUL_ENGINE, MATMUL_BLAS,
-                         CHECK_BINDINGS, TRACE, JOB_ID, RANK)
+                         CHECK_BINDINGS, TRACE, JOB_ID, RANK, NODE_ID)
 
 
 def check_all() -> None:

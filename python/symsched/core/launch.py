@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from . import dtypes, knobs, state
+from . import dtypes, failure, knobs, state
 from .enums import ReduceOp
 from .errors import SymschedArgumentError, SymschedError, SymschedRuntimeError
 from .profiling import add_events, op_range, profiler_on, trace_path
@@ -41,9 +41,16 @@ def prepared(info: state.GroupInfo, schedule: str, params: Optional[Dict[str, in
 
 def native_error(op_name: str, info: state.GroupInfo, schedule: str, exc: Exception) -> NoReturn:
     """Raise a launch's native error: a ``ValueError`` (the binding and size checks) is the
-    caller's argument error, anything else a runtime error naming the group."""
+    caller's argument error, a wait that found the group aborted a
+    :class:`~symsched.core.errors.PeerAbortedError` naming the failing rank, anything else a
+    runtime error naming the group; symsched's own errors (an ``AgreementError``) pass through."""
+    if isinstance(exc, SymschedError):
+        raise exc
     if isinstance(exc, ValueError):
         raise SymschedArgumentError(f"symsched {op_name} ({schedule}): {exc}") from exc
+    aborted = failure.peer_aborted(op_name, info, exc)
+    if aborted is not None:
+        raise aborted from exc
     raise SymschedRuntimeError(f"symsched {op_name} ({schedule}) on group {list(info.ranks)}: {exc}") from exc
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
-from . import adapter, coll, knobs
+from . import adapter, coll, failure, knobs
 from . import functional as F
 from . import validate as v
 from .enums import ReduceOpLike
@@ -100,6 +100,7 @@ def _engine_from_env(fw: adapter.FrameworkAdapter) -> None:
         pass  # no native module: nothing runs plans, and every op reports the reason itself
 
 
+@failure.collective("fused_all_gather_matmul", 6)
 def fused_all_gather_matmul(a: Any, b: Any, c: Any, gather_out: Any, signal: Optional[Any] = None,
                             block_size: Optional[int] = None, group: Any = None) -> Tuple[Any, Any]:
     """``gather_out`` ← allgather(a) (P·m×k); ``c`` ← gather_out @ b (P·m×n). Returns both."""
@@ -119,6 +120,7 @@ def fused_all_gather_matmul(a: Any, b: Any, c: Any, gather_out: Any, signal: Opt
     return gather_out, c
 
 
+@failure.collective("fused_matmul_reduce_scatter", 5)
 def fused_matmul_reduce_scatter(x1: Any, x2: Any, symm_tensor: Optional[Any] = None, signal: Optional[Any] = None,
                                 reduce_op: ReduceOpLike = "sum", group: Any = None) -> Any:
     """Returns block ``rank`` (m/P × n) of reduce_scatter(x1 @ x2); x1 is m×k with P | m."""

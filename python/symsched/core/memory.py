@@ -22,11 +22,12 @@ from __future__ import annotations
 import bisect
 import math
 import threading
+import weakref
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import adapter, dtypes, state
-from .errors import NotSymmetricError, StaleTensorError, SymschedArgumentError, SymschedRuntimeError, SymschedTypeError
+from .errors import AgreementError, NotSymmetricError, StaleTensorError, SymschedArgumentError, SymschedRuntimeError, SymschedTypeError
 
 ShapeLike = Union[int, Sequence[int]]
 
@@ -43,6 +44,9 @@ _lock = threading.Lock()
 _starts: List[int] = []
 _allocs: Dict[int, _Alloc] = {}
 _dead = 0  # released records still kept to catch stale views (0 = nothing to check)
+#: the tensors ``free`` released, by id (with a weak reference to tell a reused id apart): they
+#: have no elements afterwards, so only this tells them from an ordinary empty tensor
+_released: Dict[int, "weakref.ref[Any]"] = {}
 
 
 def _qualname(cls: type) -> str:
@@ -90,6 +94,8 @@ def empty(shape: ShapeLike, dtype: Any = None) -> Any:
     try:
         # a zero-size request still takes one element so the tensor has a real, unique address
         block = rt.alloc(size)
+    except AgreementError:
+        raise
     except Exception as exc:
         raise SymschedRuntimeError(f"symm.empty({list(dims)}, {dtype}): {exc}") from exc
     t, start = fw.from_heap(block, nbytes, dtype, dims)
@@ -158,6 +164,25 @@ def heap_offset(ptr: int, nbytes: int, contiguous: bool, arg: str) -> int:
     return int(state.runtime().offset_of(a.block)) + (ptr - a.start)
 
 
+def is_released(t: Any) -> bool:
+    """Whether ``t`` is a tensor that ``free`` released (cheap when nothing was freed)."""
+    if not _released:
+        return False
+    r = _released.get(id(t))
+    return r is not None and r() is t
+
+
+def check_not_released(t: Any, arg: str) -> None:
+    """Refuse a tensor ``free`` released (it has no elements left, so every other check would
+    take it for an ordinary empty tensor)."""
+    if _released and is_released(t):
+        raise StaleTensorError(f"`{arg}` was released with symm.free and cannot be used again")
+
+
+def _forget(key: int) -> Callable[[Any], None]:
+    return lambda _ref: _released.pop(key, None)
+
+
 def check_not_stale(ptr: int, nbytes: int, arg: str) -> None:
     """Reject views of freed symmetric blocks passed where ordinary tensors are allowed."""
     if not _dead:
@@ -171,11 +196,14 @@ def free(t: Any) -> None:
     """Release ``t``'s symmetric allocation (collective over WORLD) and invalidate ``t``.
 
     ``t`` must be the tensor ``symm.empty`` returned (or a view starting at its first byte).
-    Afterwards ``t`` has no elements, and any other view of the block is refused by symsched ops.
+    Afterwards ``t`` has no elements and every symsched op (and ``free`` again) refuses it with
+    ``StaleTensorError``, as it refuses any other view of the block.
     """
     fw = adapter.active()
     if not isinstance(t, fw.tensor_type):
         raise SymschedTypeError(f"`t` must be a {_qualname(fw.tensor_type)}, got {type(t).__name__}")
+    if is_released(t):
+        raise StaleTensorError("`t` was already released with symm.free")
     ptr = fw.storage_address(t)
     with _lock:
         a = _allocs.get(ptr)
@@ -185,6 +213,8 @@ def free(t: Any) -> None:
         raise StaleTensorError("`t` was already released with symm.free")
     try:
         state.runtime().free(a.block)
+    except AgreementError:
+        raise
     except Exception as exc:
         raise SymschedRuntimeError(f"symm.free: {exc}") from exc
     global _dead
@@ -194,6 +224,10 @@ def free(t: Any) -> None:
         _dead += 1
     # the old memory still maps the heap; point the tensor at an empty one instead
     fw.release(t)
+    try:
+        _released[id(t)] = weakref.ref(t, _forget(id(t)))
+    except TypeError:  # pragma: no cover - a tensor type without weak references
+        pass
 
 
 def symm_memory_stats() -> Dict[str, int]:

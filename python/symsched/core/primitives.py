@@ -8,13 +8,18 @@ Signals are symmetric int32 (as CANN's) or int64 tensors; ``signal_op`` takes CA
 (SET=0, ADD=1) or 'set'/'add'; compare ops EQ=0, NE=1, GT=2, GE=3, LT=4, LE=5 or
 'eq'/'ne'/'gt'/'ge'/'lt'/'le'. Put-with-signal guarantees the data is visible at the peer before
 the signal is.
+
+One-sided operations never set a group up (that is collective: every member takes part) and
+never reset an aborted one: on a group this rank has not used in a collective call yet
+(``symm.barrier(group)`` is the cheapest; ``symm.init()`` sets up WORLD) they raise
+:class:`~symsched.core.errors.GroupNotSetUpError` at once instead of waiting for a rendezvous.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Tuple
 
-from . import adapter, dtypes, memory, state
+from . import adapter, dtypes, failure, memory, state
 from . import validate as v
 from .adapter import Span
 from .enums import CmpLike, SignalOpLike, parse_cmp, parse_signal_op
@@ -30,12 +35,15 @@ def _signal_value(value: Any, signal: Span, arg: str) -> int:
     return val
 
 
-def _call(what: str, fn: Callable[..., Any], *args: Any) -> Any:
+def _call(what: str, fn: Callable[..., Any], *args: Any, info: Optional[state.GroupInfo] = None) -> Any:
     try:
         return fn(*args)
     except (ValueError, TypeError):
         raise
     except Exception as exc:
+        aborted = None if info is None else failure.peer_aborted(what, info, exc)
+        if aborted is not None:
+            raise aborted from exc
         raise SymschedRuntimeError(f"{what}: {exc}") from exc
 
 
@@ -66,7 +74,7 @@ def _one_sided(what: str, target: Any, target_offset: Any, src: Any, src_offset:
         dst, frm = _heap(st, "target") + t_off * es, ss.ptr + s_off * es
     else:
         dst, frm = st.ptr + t_off * es, _heap(ss, "src") + s_off * es
-    info = state.resolve_group(group)
+    info = state.resolve_set_up(group, f"shmem_{what}")
     peer = state.check_peer(target_rank, info, "target_rank")
     handle = info.handle.put if remote == "target" else info.handle.get
     with op_range(what, n * es, info.describe(), lane=info.lane(), peer=peer):
@@ -104,7 +112,7 @@ def shmem_signal_op(signal: Any, signal_offset: int, signal_value: int, signal_o
     s, slot, width = _signal_slot(signal, signal_offset)
     val = _signal_value(signal_value, s, "signal_value")
     sop = parse_signal_op(signal_op)
-    info = state.resolve_group(group)
+    info = state.resolve_set_up(group, "shmem_signal_op")
     peer = state.check_peer(target_rank, info, "target_rank")
     with op_range("signal_op", width, info.describe(), lane=info.lane(), peer=peer, op=sop.name):
         _call("shmem_signal_op", info.handle.signal, slot, val, int(sop), peer, width)
@@ -140,9 +148,9 @@ def shmem_wait_for_signal(*args: Any, group: Any = None, timeout_ms: Optional[in
     val = _signal_value(bound["compare_value"], s, "compare_value")
     cmp = parse_cmp(bound["compare_op"])
     tmo = None if timeout_ms is None else v.integer(timeout_ms, "timeout_ms", minimum=1)
-    info = state.resolve_group(group)
+    info = state.resolve_set_up(group, "shmem_wait_for_signal")
     with op_range("wait_for_signal", width, info.describe(), lane=info.lane(), cmp=cmp.name, value=val):
-        _call("shmem_wait_for_signal", info.handle.wait, slot, int(cmp), val, width, tmo)
+        _call("shmem_wait_for_signal", info.handle.wait, slot, int(cmp), val, width, tmo, info=info)
 
 
 def shmem_put_with_signal(target: Any, target_offset: int, src: Any, src_offset: int, size: int, signal: Any,
@@ -154,7 +162,7 @@ def shmem_put_with_signal(target: Any, target_offset: int, src: Any, src_offset:
     s, slot, width = _signal_slot(signal, signal_offset)
     val = _signal_value(signal_value, s, "signal_value")
     sop = parse_signal_op(signal_op)
-    info = state.resolve_group(group)
+    info = state.resolve_set_up(group, "shmem_put_with_signal")
     peer = state.check_peer(target_rank, info, "target_rank")
     es = st.itemsize
     with op_range("put_with_signal", n * es, info.describe(), lane=info.lane(), peer=peer):
@@ -163,7 +171,9 @@ def shmem_put_with_signal(target: Any, target_offset: int, src: Any, src_offset:
 
 
 def barrier(group: Any = None) -> None:
-    """Block until every rank of ``group`` (None = WORLD) reached this barrier."""
+    """Block until every rank of ``group`` (None = WORLD) reached this barrier. A collective
+    call: the first one on a group sets it up, and one on an aborted group resets it first
+    (``docs/reliability.md``)."""
     info = state.resolve_group(group)
     with op_range("barrier", 0, info.describe(), lane=info.lane()):
-        _call("barrier", info.handle.barrier)
+        _call("barrier", info.handle.barrier, info=info)

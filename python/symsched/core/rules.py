@@ -14,7 +14,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import adapter, coll, launch, memory, schedules, state
+from . import adapter, coll, failure, launch, memory, schedules, state
 from .enums import ReduceOp
 from .errors import SymschedArgumentError
 
@@ -475,6 +475,12 @@ class MatmulReduceScatter:
 RULES = (AllGather, ReduceScatter, AllReduce, CopyToGroup, AllToAll, Broadcast, Send, Recv, AllGatherMatmul,
          MatmulReduceScatter)
 
+# A backward is a collective call too: a failure inside it aborts the group (the forward is
+# guarded by its entry point). Wrapped on the classes themselves, once, so every caller of a
+# rule (the autograd registrations, the dispatcher ops of symsched.torch.ops) gets the guard.
+for _rule in RULES:
+    _rule.backward = staticmethod(failure.backward(f"{_rule.__name__}.backward", _rule.backward))
+
 
 @adapter.on_install
 def _register(fw: adapter.FrameworkAdapter) -> None:
@@ -482,3 +488,9 @@ def _register(fw: adapter.FrameworkAdapter) -> None:
     _fw = fw
     for rule in RULES:
         setattr(apply, rule.__name__, fw.differentiable(rule))
+
+
+@failure.on_abort
+def _drop_cached() -> None:
+    """An aborted group's cached backward launches count from epochs its reset voids."""
+    _duals.clear()

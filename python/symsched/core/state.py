@@ -18,8 +18,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from . import adapter, knobs, profiling
-from .errors import SymschedArgumentError, SymschedConfigError, SymschedRuntimeError, SymschedTypeError, UnavailableError
+from . import adapter, knobs, nodes, profiling
+from .errors import (GroupNotSetUpError, SymschedArgumentError, SymschedConfigError, SymschedError,
+                     SymschedRuntimeError, SymschedTypeError, UnavailableError)
 from .native import IMPORT_ERROR
 from .native import module as _native
 from .native import native
@@ -31,6 +32,8 @@ _lock = threading.RLock()
 _runtime: Any = None
 _finalized = False
 _groups: Dict[Tuple[int, ...], "GroupInfo"] = {}
+#: groups this rank saw aborted (:mod:`symsched.core.failure`): their next collective call resets them
+_aborted: set = set()
 
 _STORE_KEY = "symsched/job_id"
 
@@ -64,9 +67,10 @@ def _job_id(fw: adapter.FrameworkAdapter, rank: int) -> str:
 
 
 def init() -> None:
-    """Start the symmetric-memory runtime (idempotent).
+    """Start the symmetric-memory runtime and set up WORLD (idempotent).
 
-    Collective over the ranks of this node. Validates every knob first (a bad value raises
+    Collective over the ranks of this node (``symm.empty`` and every collective call it on first
+    use). Validates every knob first (a bad value raises
     :class:`~symsched.SymschedConfigError` on every rank, before anything is set up). Inside a
     framework's distributed job the ranks are the job's; otherwise the launcher variables
     (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_PORT) are read by the runtime.
@@ -106,6 +110,14 @@ def init() -> None:
             raise SymschedRuntimeError(f"symsched runtime failed to start: {exc}") from exc
         profiling.set_rank(int(_runtime.rank))
         atexit.register(_atexit)
+        # WORLD is set up here, collectively, so that no later call sets it up by surprise
+        # (a one-sided op on WORLD never waits for a rendezvous); a job spanning nodes has no
+        # intra-node WORLD (every rank is refused alike, at once, without a rendezvous)
+        try:
+            resolve_group(None)
+        except SymschedRuntimeError as exc:
+            if "spans nodes" not in str(exc):
+                raise
 
 
 def finalize() -> None:
@@ -118,6 +130,9 @@ def finalize() -> None:
     _finalized = True
     profiling.flush_trace()
     try:
+        world = tuple(range(int(_runtime.world_size)))
+        if world in _aborted:  # the barrier below is collective: reset an aborted WORLD first
+            resolve_group(None)
         _runtime.world_barrier()
     finally:
         if _runtime.owns_rendezvous_dir:
@@ -200,18 +215,70 @@ def group_ranks(group: Any, arg: str = "group") -> Tuple[int, ...]:
 
 
 def resolve_group(group: Any, arg: str = "group") -> GroupInfo:
-    """Map a group (None = WORLD) to the runtime group, cached per rank list."""
+    """Map a group (None = WORLD) to the runtime group, cached per rank list. Collective calls
+    resolve their group through here: the first one sets the group up (every member takes
+    part), and one on a group this rank saw aborted first runs the collective reset
+    (:func:`symsched.core.failure.reset`)."""
     hit = _by_object.get(id(group))
     if hit is not None and hit[0] is group:
-        return hit[1]
-    info = _resolve(group, arg)
-    if not isinstance(group, (list, tuple)):
-        _by_object[id(group)] = (group, info)
+        info = hit[1]
+    else:
+        info = _resolve(group, arg)
+        if not isinstance(group, (list, tuple)):
+            _by_object[id(group)] = (group, info)
+    if _aborted and info.ranks in _aborted:
+        from . import failure
+
+        info = failure.reset(info)
     return info
 
 
-def _resolve(group: Any, arg: str) -> GroupInfo:
-    ranks = group_ranks(group, arg)
+def resolve_set_up(group: Any, what: str, arg: str = "group") -> GroupInfo:
+    """The group of a one-sided op ``what``: it must have been set up by a collective call on
+    this rank (one-sided ops never set a group up, which would be a hidden collective that
+    blocks until every member arrives) and must not be aborted."""
+    hit = _by_object.get(id(group))
+    if hit is not None and hit[0] is group:
+        info = hit[1]
+    else:
+        ranks = group_ranks(group, arg)
+        with _lock:
+            found = _groups.get(ranks)
+        if found is None:
+            _resolve_checks(ranks, arg)
+            described = "WORLD" if ranks == tuple(range(world_size())) else str(list(ranks))
+            raise GroupNotSetUpError(
+                f"{what}: group {described} is not set up on this rank (rank {global_rank()}); one-sided "
+                f"operations never set a group up. Call a collective on it first on every member — "
+                f"symm.barrier(group) is the cheapest; symm.init() sets up WORLD")
+        info = found
+    if _aborted and info.ranks in _aborted:
+        from . import failure
+
+        failure.refuse_one_sided(info, what)
+    return info
+
+
+def mark_aborted(ranks: Tuple[int, ...]) -> None:
+    """Remember that the group of ``ranks`` is aborted (its next collective call resets it)."""
+    with _lock:
+        _aborted.add(ranks)
+
+
+def renew(info: GroupInfo) -> GroupInfo:
+    """After a reset: the group's info over a renewed native handle (fresh launch epochs, no
+    prepared launch), replacing ``info`` in every cache of this module."""
+    with _lock:
+        fresh = GroupInfo(ranks=info.ranks, rank=info.rank, handle=info.handle.renewed(), label=info.label)
+        _groups[info.ranks] = fresh
+        for k, (obj, old) in list(_by_object.items()):
+            if old.ranks == info.ranks:
+                _by_object[k] = (obj, fresh)
+        _aborted.discard(info.ranks)
+    return fresh
+
+
+def _resolve_checks(ranks: Tuple[int, ...], arg: str) -> None:
     me = global_rank()
     if not ranks:
         raise SymschedArgumentError(f"`{arg}` is empty")
@@ -223,14 +290,28 @@ def _resolve(group: Any, arg: str) -> GroupInfo:
         raise SymschedArgumentError(f"`{arg}` names ranks {bad} outside the world of size {world}")
     if me not in ranks:
         raise SymschedArgumentError(f"`{arg}`: this rank ({me}) is not a member of group {list(ranks)}")
+
+
+def _resolve(group: Any, arg: str) -> GroupInfo:
+    ranks = group_ranks(group, arg)
+    _resolve_checks(ranks, arg)
+    me = global_rank()
+    world = world_size()
     with _lock:
         info = _groups.get(ranks)
         if info is None:
             rt = runtime()
             try:
-                handle = rt.group(list(ranks))
+                # a group spanning nodes runs hierarchically (symsched.core.nodes)
+                handle = nodes.handle_for(rt, ranks, me, adapter.active().host_engine)
+                if handle is None:
+                    handle = rt.group(list(ranks))
+            except SymschedError:
+                raise
             except Exception as exc:
-                raise SymschedRuntimeError(f"cannot create group {list(ranks)}: {exc}") from exc
+                err = SymschedRuntimeError(f"cannot create group {list(ranks)}: {exc}")
+                err._symsched_no_abort = True  # type: ignore[attr-defined]  # nothing to abort
+                raise err from exc
             label = "WORLD" if ranks == tuple(range(world)) else str(list(ranks))
             info = GroupInfo(ranks=ranks, rank=ranks.index(me), handle=handle, label=label)
             _groups[ranks] = info

@@ -13,6 +13,8 @@ def tensor(t: Any, arg: str, *, names: Optional[Collection[str]] = None, contigu
     """The span of a host tensor (contiguous by default) whose dtype is one of ``names``
     (runtime names, :mod:`symsched.core.dtypes`), not a view of released symmetric memory."""
     s = adapter.active().span(t, arg)
+    if not s.numel and memory._released:
+        memory.check_not_released(t, arg)
     if names is not None and s.name not in names:
         raise SymschedArgumentError(f"`{arg}` has dtype {s.dtype}; expected one of: {dtypes.labels(names)}")
     if contiguous and not s.contiguous:

@@ -36,9 +36,9 @@ __all__ = [
     "shmem_allgather", "shmem_alltoall", "shmem_allreduce", "shmem_reduce_scatter", "shmem_send", "shmem_recv",
     "shmem_broadcast", "fused_all_gather_matmul", "fused_matmul_reduce_scatter",
     "functional", "interop", "flush_trace", "init_mccl",
-    "CmpOp", "ReduceOp", "SignalOp", "ForbiddenMixError", "NotSymmetricError", "StaleTensorError",
+    "CmpOp", "ReduceOp", "SignalOp", "AgreementError", "ForbiddenMixError", "NotSymmetricError", "StaleTensorError",
     "SymschedArgumentError", "SymschedConfigError", "SymschedError", "SymschedRuntimeError", "SymschedTypeError",
-    "UnavailableError", "GraphModeError", "WrongFrameworkError",
+    "UnavailableError", "GraphModeError", "WrongFrameworkError", "GroupNotSetUpError", "PeerAbortedError",
 ]
 
 

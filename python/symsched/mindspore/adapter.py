@@ -346,6 +346,16 @@ class MindSporeAdapter(_adapter.FrameworkAdapter):
     def watch_collectives(note: Callable[[Any, str], None]) -> Callable[[], None]:
         return mccl.watch(note)
 
+    _host_engine: Any = None
+
+    @classmethod
+    def host_engine(cls) -> Any:
+        if cls._host_engine is None:
+            from .hostcoll import MindSporeHostEngine
+
+            cls._host_engine = MindSporeHostEngine()
+        return cls._host_engine
+
     @staticmethod
     def matmul_engine() -> Tuple[Callable[..., None], Optional[str]]:
         return NumpyMatmul(), None

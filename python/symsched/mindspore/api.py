@@ -155,12 +155,15 @@ interop = _namespace("interop", _interop.__doc__ or "", {
 })
 
 CmpOp, ReduceOp, SignalOp = _enums.CmpOp, _enums.ReduceOp, _enums.SignalOp
-for _name in ("ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError",
+for _name in ("AgreementError", "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError",
               "SymschedConfigError", "SymschedError", "SymschedRuntimeError", "SymschedTypeError", "UnavailableError"):
+    globals()[_name] = getattr(_errors, _name)
+for _name in ("GroupNotSetUpError", "PeerAbortedError"):
     globals()[_name] = getattr(_errors, _name)
 
 __all__ = sorted(list(_GUARDED) + [
-    "CmpOp", "ReduceOp", "SignalOp", "ForbiddenMixError", "NotSymmetricError", "StaleTensorError",
+    "CmpOp", "ReduceOp", "SignalOp", "AgreementError", "ForbiddenMixError", "NotSymmetricError", "StaleTensorError",
     "SymschedArgumentError", "SymschedConfigError", "SymschedError", "SymschedRuntimeError", "SymschedTypeError",
-    "UnavailableError", "GraphModeError", "WrongFrameworkError", "functional", "interop", "flush_trace",
+    "UnavailableError", "GraphModeError", "WrongFrameworkError", "GroupNotSetUpError", "PeerAbortedError",
+    "functional", "interop", "flush_trace",
     "init_mccl"])

@@ -35,8 +35,9 @@ MODULES: Dict[str, ModuleType] = {
 API: Dict[str, Any] = {
     "CmpOp": enums.CmpOp, "ReduceOp": enums.ReduceOp, "SignalOp": enums.SignalOp,
     **{name: getattr(errors, name) for name in (
-        "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError",
-        "SymschedConfigError", "SymschedError", "SymschedRuntimeError", "SymschedTypeError", "UnavailableError")},
+        "AgreementError", "ForbiddenMixError", "NotSymmetricError", "StaleTensorError", "SymschedArgumentError",
+        "SymschedConfigError", "SymschedError", "SymschedRuntimeError", "SymschedTypeError", "UnavailableError",
+        "GroupNotSetUpError", "PeerAbortedError")},
     **{name: getattr(state, name) for name in (
         "availability", "finalize", "init", "is_initialized", "is_shmem_available")},
     **{name: getattr(memory, name) for name in ("empty", "free", "is_symmetric", "symm_memory_stats")},

@@ -46,6 +46,14 @@ pub enum SymschedStatus {
     Version = 11,
     /// Anything else (system call failure, internal error).
     Internal = 12,
+    /// The ranks of a plan launch disagree on it (element counts, dtypes, op or how a buffer is
+    /// bound); every rank gets this status, nothing was written, the group stays usable. The
+    /// message names each rank's values.
+    Disagreement = 13,
+    /// A member aborted the group (`symsched_group_abort`), or its reset failed: every wait
+    /// fails with this status, naming the rank and its message, until every member called
+    /// `symsched_group_reset_after_abort`.
+    Aborted = 14,
 }
 
 /// Signal update modes (values for the `mode` parameters).
@@ -131,17 +139,23 @@ fn status_of(e: &RuntimeError) -> SymschedStatus {
         E::CrossNode { .. } | E::PeerUnreachable { .. } => SymschedStatus::CrossNode,
         E::Unavailable(_) | E::Env { .. } => SymschedStatus::Unavailable,
         E::PlanVersion { .. } => SymschedStatus::Version,
+        E::GroupAborted(_) | E::ResetTimeout { .. } => SymschedStatus::Aborted,
         _ => SymschedStatus::Internal,
     }
 }
 
 /// Runs `f`, converting errors and panics into a status plus the last-error message.
 fn guard(f: impl FnOnce() -> Result<(), RuntimeError>) -> SymschedStatus {
+    guard_status(|| f().map_err(|e| (status_of(&e), e.to_string())))
+}
+
+/// [`guard`] for calls that choose their own failure status.
+fn guard_status(f: impl FnOnce() -> Result<(), (SymschedStatus, String)>) -> SymschedStatus {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => SymschedStatus::Ok,
-        Ok(Err(e)) => {
-            set_error(&e.to_string());
-            status_of(&e)
+        Ok(Err((status, msg))) => {
+            set_error(&msg);
+            status
         }
         Err(_) => {
             set_error("internal error (panic) in the symsched runtime");
@@ -472,20 +486,69 @@ pub unsafe extern "C" fn symsched_barrier(g: *const SymschedGroup) -> SymschedSt
 }
 
 /// Runs a compiled plan (JSON) on the group with launch arguments (JSON), through the launcher
-/// the plan executor registered (`symsched_runtime::capi_hook`).
+/// the plan executor registered (`symsched_runtime::capi_hook`). Collective: every rank agrees
+/// on the launch first; a disagreement is [`SymschedStatus::Disagreement`] on every rank. A
+/// launch that fails on one rank after that aborts the group, so its peers fail at once with
+/// [`SymschedStatus::Aborted`].
 #[no_mangle]
 pub unsafe extern "C" fn symsched_launch_plan(
     g: *const SymschedGroup,
     plan_json: *const c_char,
     args_json: *const c_char,
 ) -> SymschedStatus {
+    use symsched_runtime::capi_hook::PlanLaunchError as L;
+    guard_status(|| {
+        let invalid = |e: RuntimeError| (status_of(&e), e.to_string());
+        let g = group_ref(g).map_err(invalid)?;
+        let plan = str_arg(plan_json, "plan_json").map_err(invalid)?;
+        let args = str_arg(args_json, "args_json").map_err(invalid)?;
+        let launcher = symsched_runtime::capi_hook::plan_launcher().ok_or_else(|| {
+            invalid(RuntimeError::Unavailable(
+                "no plan executor is registered in this build".into(),
+            ))
+        })?;
+        launcher(g, plan, args).map_err(|e| match e {
+            L::Disagreement(m) => (SymschedStatus::Disagreement, m),
+            L::Core(e) => invalid(e),
+            L::Invalid(m) => (SymschedStatus::InvalidArgument, m),
+        })
+    })
+}
+
+/// Marks the group aborted with `message` (this rank failed inside a collective): every
+/// member's waits on the group fail at once with [`SymschedStatus::Aborted`], naming this rank
+/// and the message, until every member called [`symsched_group_reset_after_abort`].
+#[no_mangle]
+pub unsafe extern "C" fn symsched_group_abort(
+    g: *const SymschedGroup,
+    message: *const c_char,
+) -> SymschedStatus {
     guard(|| {
         let g = group_ref(g)?;
-        let plan = str_arg(plan_json, "plan_json")?;
-        let args = str_arg(args_json, "args_json")?;
-        let launcher = symsched_runtime::capi_hook::plan_launcher().ok_or_else(|| {
-            RuntimeError::Unavailable("no plan executor is registered in this build".into())
-        })?;
-        launcher(g, plan, args).map_err(RuntimeError::InvalidArgument)
+        g.abort(str_arg(message, "message")?);
+        Ok(())
     })
+}
+
+/// Collective reset of an aborted group, bounded by the signal timeout; on success the group
+/// works again and `*generation` (if not NULL) receives its new reset generation. If a member
+/// does not take part in time the group is refused for good ([`SymschedStatus::Aborted`]).
+#[no_mangle]
+pub unsafe extern "C" fn symsched_group_reset_after_abort(
+    g: *const SymschedGroup,
+    generation: *mut u64,
+) -> SymschedStatus {
+    guard(|| {
+        let gen = group_ref(g)?.reset_after_abort()?;
+        if let Some(out) = generation.as_mut() {
+            *out = gen;
+        }
+        Ok(())
+    })
+}
+
+/// How many times the group was reset after an abort (0 at first; 0 for a NULL group).
+#[no_mangle]
+pub unsafe extern "C" fn symsched_group_generation(g: *const SymschedGroup) -> u64 {
+    group_ref(g).map_or(0, |g| g.generation())
 }

@@ -31,6 +31,9 @@ fn header_is_current() {
         "symsched_last_error",
         "SYMSCHED_STATUS_PEER_DIED",
         "SYMSCHED_CMP_LE",
+        "SYMSCHED_STATUS_DISAGREEMENT",
+        "symsched_group_abort",
+        "symsched_group_reset_after_abort",
     ] {
         assert!(generated.contains(f), "{f} missing from the header");
     }

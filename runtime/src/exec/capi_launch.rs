@@ -13,6 +13,7 @@
 //! backend instead of the one `SYMSCHED_BACKEND` chose (every rank should pass the same).
 
 use super::{Binding, DType, ElemTypes, ExecError, Executor, GroupFabric, LaunchArgs, ReduceOp};
+use crate::capi_hook::PlanLaunchError;
 use crate::group::Group;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -51,15 +52,19 @@ fn default_op() -> String {
 /// must outlive single launches (back-to-back launches rely on the epoch counters).
 const EXECUTOR_KEY: &str = "capi/executor";
 
-fn launch_plan(group: &Arc<Group>, plan_json: &str, args_json: &str) -> Result<(), String> {
-    let req: LaunchRequest =
-        serde_json::from_str(args_json).map_err(|e| format!("launch arguments JSON: {e}"))?;
-    let plan = Plan::from_json(plan_json).map_err(|e| e.to_string())?;
+fn launch_plan(
+    group: &Arc<Group>,
+    plan_json: &str,
+    args_json: &str,
+) -> Result<(), PlanLaunchError> {
+    let req: LaunchRequest = serde_json::from_str(args_json)
+        .map_err(|e| PlanLaunchError::Invalid(format!("launch arguments JSON: {e}")))?;
+    let plan = Plan::from_json(plan_json).map_err(|e| PlanLaunchError::Invalid(e.to_string()))?;
     let exec = group
         .cached(EXECUTOR_KEY, || {
             Ok(Executor::new(GroupFabric::new(group.clone())))
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(PlanLaunchError::Core)?;
     let run = || -> Result<(), ExecError> {
         let lp = exec.load(&plan)?;
         let wire = req.wire.as_deref().map(DType::parse).transpose()?;
@@ -89,12 +94,15 @@ fn launch_plan(group: &Arc<Group>, plan_json: &str, args_json: &str) -> Result<(
     };
     let backend = match req.backend.as_deref() {
         None => None,
-        Some(b) => Some(
-            crate::config::BackendKind::parse(b)
-                .ok_or_else(|| format!("unknown backend `{b}` (interp, jit or auto)"))?,
-        ),
+        Some(b) => Some(crate::config::BackendKind::parse(b).ok_or_else(|| {
+            PlanLaunchError::Invalid(format!("unknown backend `{b}` (interp, jit or auto)"))
+        })?),
     };
-    super::backend::launches_on(backend, run).map_err(|e| e.to_string())
+    super::backend::launches_on(backend, run).map_err(|e| match e {
+        ExecError::Disagreement(d) => PlanLaunchError::Disagreement(d.to_string()),
+        ExecError::Core(c) => PlanLaunchError::Core(*c),
+        e => PlanLaunchError::Invalid(e.to_string()),
+    })
 }
 
 /// Make the executor available to `symsched_launch_plan`; called by the C ABI at init.

@@ -72,6 +72,11 @@ pub enum ExecError {
     /// Evaluating the plan's extents failed.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The ranks of a launch disagree on what they launch (sizes, dtypes, op, binding
+    /// pattern); reported alike on every rank before anything was written
+    /// ([`super::agreement`]).
+    #[error(transparent)]
+    Disagreement(Box<super::agreement::Disagreement>),
     /// An error of the executor's own machinery (e.g. a rank thread panicked).
     #[error("runtime: {0}")]
     Runtime(String),
@@ -79,6 +84,10 @@ pub enum ExecError {
     /// that never signalled, dead peers, exhausted pads, …).
     #[error(transparent)]
     Core(Box<crate::error::RuntimeError>),
+    /// A `HostColl` step failed in the framework's collective library (boxed: see
+    /// [`super::hostcoll::HostCollFailure`]).
+    #[error("{0}")]
+    HostColl(Box<super::hostcoll::HostCollFailure>),
 }
 
 impl From<symsched_plan::UnknownName> for ExecError {

@@ -6,8 +6,10 @@
 //!
 //! 1. **check** the arguments against the plan ([`LoadedPlan`]);
 //! 2. **resolve or reuse** the steps for the launch sizes ([`super::resolve`]);
-//! 3. **bind and stage in**: check the bindings, lay out the staging area and copy staged inputs
-//!    in ([`super::binding`], [`super::staging`]);
+//! 3. **bind, agree and stage in**: check the bindings; agree with every rank on the launch
+//!    (sizes, dtypes, op, binding pattern — [`super::agreement`]; a local refusal takes part
+//!    too, so every rank fails alike); only then lay out the staging area and copy staged
+//!    inputs in ([`super::binding`], [`super::staging`]);
 //! 4. **entry signals**: the plan's entry credits, once the staged inputs are in place. A peer's
 //!    put into a role buffer waits for them (or for a later signal of this rank), and a peer's
 //!    get from a role buffer follows a signal of this rank (both proved by the verifier), so no
@@ -23,6 +25,11 @@
 //!
 //! A launch with the same sizes as the previous one allocates nothing.
 //!
+//! **Failures.** A launch on a group a member marked aborted is refused at once. A launch that
+//! fails on this rank after the agreement (its peers are inside the launch and would wait for
+//! it) marks the group aborted with its error ([`crate::abort`]), so every peer fails at once
+//! naming this rank and the error; a group reset restarts the epochs.
+//!
 //! **alltoallv counts.** Each rank knows only its own send counts. [`Executor::gather_counts`]
 //! exchanges the rows through the heap (every rank writes its row into every peer's exchange
 //! area, then signals) and returns the full `counts[sender][receiver]` matrix to put in
@@ -31,8 +38,9 @@
 //! matrix for a launch only when a chunk is too large to go eagerly. A counts plan keeps its
 //! resolved steps for a repeated matrix.
 
+use super::agreement::Signature;
 use super::backend::{Backend, Chosen, ChosenState, LaunchSignals, StepContext};
-use super::binding::Binding;
+use super::binding::{self, Binding};
 use super::dtype::{DType, ElemTypes};
 use super::eager::{AlltoallvOutcome, EagerChannel};
 use super::error::ExecError;
@@ -223,12 +231,12 @@ impl<F: Fabric> Executor<F> {
     /// launch is logged ([`crate::log::launch_record`]).
     pub fn launch(&self, lp: &LoadedPlan, args: LaunchArgs) -> Result<(), ExecError> {
         if !crate::log::launch_records_enabled() {
-            return self.launch_phases(lp, args);
+            return self.launch_guarded(lp, args);
         }
         // 9. record
         let bytes = args.buffers.iter().map(Binding::len).sum();
         let t0 = std::time::Instant::now();
-        let r = self.launch_phases(lp, args);
+        let r = self.launch_guarded(lp, args);
         let outcome = r
             .as_ref()
             .map(|_| ())
@@ -243,32 +251,107 @@ impl<F: Fabric> Executor<F> {
         r
     }
 
-    /// Phases 1 to 8 of a launch.
+    /// A launch inside failure propagation: refused at once on a group a member aborted, and
+    /// when it fails after the agreement (its peers are then inside the launch and would wait
+    /// for it), the group is marked aborted with the error so every peer fails at once naming
+    /// this rank ([`crate::abort`]).
+    fn launch_guarded(&self, lp: &LoadedPlan, args: LaunchArgs) -> Result<(), ExecError> {
+        self.fabric.check_usable()?;
+        let mut agreed = false;
+        let r = self.launch_phases(lp, args, &mut agreed);
+        if let Err(e) = &r {
+            let from_peer = matches!(e, ExecError::Core(c)
+                if matches!(**c, crate::error::RuntimeError::GroupAborted(_)));
+            if agreed && !from_peer {
+                self.fabric.abort(&format!(
+                    "launch of `{}` failed on this rank: {e}",
+                    lp.plan.schedule
+                ));
+            }
+        }
+        r
+    }
+
+    /// Phases 1 to 8 of a launch; `agreed` is set once every rank agreed to it.
     #[inline]
-    fn launch_phases(&self, lp: &LoadedPlan, args: LaunchArgs) -> Result<(), ExecError> {
+    fn launch_phases(
+        &self,
+        lp: &LoadedPlan,
+        args: LaunchArgs,
+        agreed: &mut bool,
+    ) -> Result<(), ExecError> {
         let LaunchArgs {
             types,
             op,
             sizes,
             buffers,
         } = args;
-        // 1. check
-        lp.check_launch(types, op, sizes, buffers.len())?;
         let mut state = lp.lock_state();
         let st = &mut *state;
-        // 2. resolve or reuse
+        let generation = self.fabric.generation();
+        if st.generation != generation {
+            // The group was reset after an abort: its counters restart from zero.
+            st.epoch = 0;
+            st.agree_seq = 0;
+            st.generation = generation;
+        }
+        // 1. check; 2. resolve or reuse; 3a. check the bindings — all local: a refusal still
+        // takes part in the agreement, so every peer fails too instead of waiting for it.
         let me = self.fabric.rank();
-        let res = resolve_or_reuse(
-            &mut st.resolved,
-            &lp.plan,
-            me,
+        let local = lp
+            .check_launch(types, op, sizes, buffers.len())
+            .and_then(|()| {
+                resolve_or_reuse(
+                    &mut st.resolved,
+                    &lp.plan,
+                    me,
+                    sizes,
+                    lp.uses_counts,
+                    &self.opts,
+                )
+            })
+            .and_then(|res| {
+                binding::check(&self.fabric, &lp.plan, res, types, buffers)?;
+                Ok(res)
+            });
+        // 3b. agree, before anything is laid out, written or signalled
+        st.agree_seq += 1;
+        let (local, res) = match local {
+            Ok(res) => (Ok(()), Some(res)),
+            Err(e) => (Err(e), None),
+        };
+        let sig = res.map(|res| Signature {
+            types,
+            op,
+            reduces: lp.reduces(),
             sizes,
-            lp.uses_counts,
-            &self.opts,
+            buffers,
+            lens: &res.my_len[..lp.roles().min(res.my_len.len())],
+        });
+        let mine = match (&sig, &local) {
+            (Some(s), _) => Ok(s),
+            (None, Err(e)) => Err(e),
+            (None, Ok(())) => unreachable!("a resolution exists when the local checks passed"),
+        };
+        let verdict = lp
+            .agreement
+            .agree(&self.fabric, &lp.plan, st.agree_seq, mine, &mut st.bound);
+        local?;
+        verdict?;
+        *agreed = true;
+        let res = st.resolved.as_ref().ok_or_else(|| {
+            ExecError::Runtime("launch resolution missing after the agreement".into())
+        })?;
+        // 3c. stage in
+        st.staging.stage_in(
+            &self.fabric,
+            &lp.plan,
+            &lp.access,
+            res,
+            types,
+            &st.bound,
+            buffers,
         )?;
-        // 3. bind and stage in
-        st.staging
-            .stage_in(&self.fabric, &lp.plan, &lp.access, res, types, buffers)?;
         let signals = LaunchSignals {
             base: lp.slot_base,
             epoch: st.epoch,

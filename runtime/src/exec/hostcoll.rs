@@ -27,6 +27,9 @@ pub struct HostCollRequest<'a> {
     /// This rank's region (in the symmetric heap), in place.
     pub data: &'a mut [u8],
     pub dtype: DType,
+    /// The launch's wire format (`dtype` when none): a library that narrows what travels
+    /// between nodes sends this and accumulates in `acc`.
+    pub wire: DType,
     pub acc: DType,
     pub reduce: ReduceOp,
     /// Group-local ranks taking part, this rank included.
@@ -35,6 +38,30 @@ pub struct HostCollRequest<'a> {
     /// (the same on every rank, unlike step ids): together they name the collective.
     pub key: &'a str,
     pub ordinal: u32,
+}
+
+/// A `HostColl` step the framework's collective library failed (an exception in the framework,
+/// its own timeout, a peer that left): which collective, over which ranks, and why.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "host collective {op:?} of `{key}` (#{ordinal}) over global ranks {members:?} failed in {library}: {reason}"
+)]
+pub struct HostCollFailure {
+    pub op: HostCollOp,
+    /// The library that ran it (e.g. `gloo`, `mccl`).
+    pub library: String,
+    /// Global ranks of the members.
+    pub members: Vec<usize>,
+    pub key: String,
+    pub ordinal: u32,
+    /// What the library reported (for Python: the exception's type and message).
+    pub reason: String,
+}
+
+impl From<HostCollFailure> for ExecError {
+    fn from(e: HostCollFailure) -> Self {
+        ExecError::HostColl(Box::new(e))
+    }
 }
 
 /// A collective library for `HostColl` steps.
@@ -72,8 +99,10 @@ struct ExState {
 /// group's scratch is laid out by the order and sizes of its registrations, which must agree
 /// on every rank, and the members of one tag differ between ranks (node-strided sub-groups
 /// whose regions have different lengths, e.g. `allreduce_hier` with a short last chunk); a
-/// longer exchange takes several rounds through the area.
-const AREA_BYTES: u64 = 1 << 20;
+/// longer exchange takes several rounds through the area. 64 KiB, not more: every tag (the
+/// barrier too) reserves one area in the group's scratch, and heaps of 1 MiB must still hold
+/// the plans' own areas.
+const AREA_BYTES: u64 = 64 << 10;
 
 /// Epoch-counted all-to-all byte exchanges through the heap (used for counts, barriers and the
 /// heap host collectives). Every member writes its bytes into slot `index` of every member's

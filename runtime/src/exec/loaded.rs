@@ -6,6 +6,7 @@
 //! `WaitTarget::at(epoch)` and set-signals write `SignalUpdate::value_at(epoch)`, so counters are
 //! never reset.
 
+use super::agreement::AgreementArea;
 use super::backend::{Backend, Chosen};
 use super::dtype::ElemTypes;
 use super::error::ExecError;
@@ -26,6 +27,8 @@ pub struct LoadedPlan {
     /// For each slot, the ranks that update it on this rank.
     pub(crate) signallers: Vec<Vec<u32>>,
     pub(crate) access: RoleAccess,
+    /// The launch agreement's slots and records ([`super::agreement`]).
+    pub(crate) agreement: AgreementArea,
     has_reduce: bool,
     /// The plan's extents take alltoallv counts.
     pub(crate) uses_counts: bool,
@@ -35,6 +38,12 @@ pub struct LoadedPlan {
 /// What one launch of a plan leaves for the next.
 pub(crate) struct PlanState {
     pub(crate) epoch: u64,
+    /// Launches that reached the agreement (successful or refused alike on every rank).
+    pub(crate) agree_seq: u64,
+    /// The group's reset generation the epoch and sequence count in.
+    pub(crate) generation: u64,
+    /// Per role, the group's binding pattern word (from the last agreement).
+    pub(crate) bound: Vec<u64>,
     /// The steps resolved for the last launch's sizes.
     pub(crate) resolved: Option<Resolved>,
     pub(crate) staging: Staging,
@@ -73,12 +82,15 @@ impl LoadedPlan {
             }
         }
         let staging = Staging::new(&key);
+        let access = RoleAccess::of(plan);
+        let agreement = AgreementArea::load(fabric, &key, access.roles)?;
         Ok(LoadedPlan {
             plan: plan.clone(),
             key,
             slot_base,
             signallers,
-            access: RoleAccess::of(plan),
+            access,
+            agreement,
             has_reduce: plan
                 .ranks
                 .iter()
@@ -90,6 +102,9 @@ impl LoadedPlan {
                 .any(|b| matches!(b.extent, Extent::Counts { .. })),
             state: Mutex::new(PlanState {
                 epoch: 0,
+                agree_seq: 0,
+                generation: fabric.generation(),
+                bound: Vec::new(),
                 resolved: None,
                 staging,
                 backend: Default::default(),
@@ -120,6 +135,12 @@ impl LoadedPlan {
 
     /// Whether a launch's arguments fit the plan: an op defined for the data type when the
     /// plan reduces, one binding per role, and the counts matrix when extents take it.
+    /// Whether the plan's op matters: it reduces.
+    #[inline]
+    pub(crate) fn reduces(&self) -> bool {
+        self.plan.collective.reduces() || self.has_reduce
+    }
+
     #[inline]
     pub(crate) fn check_launch(
         &self,

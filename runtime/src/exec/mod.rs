@@ -12,6 +12,8 @@
 //! - [`resolve`]: a plan resolved for one launch's sizes, and the passes choosing how its
 //!   steps run (fusion, folded gets, streaming), into [`resolved`], the representation every
 //!   backend runs;
+//! - [`agreement`]: before data moves, every rank checks that every rank launches the same
+//!   (sizes, dtypes, op, binding pattern), or all fail alike;
 //! - [`binding`] and [`staging`]: how buffers are bound and the binding rule; the staging area,
 //!   the copies in and out and the launch's address map;
 //! - [`eager`]: the one-round alltoallv channel (counts travel with the data);
@@ -26,6 +28,7 @@
 //!
 //! Knobs come in as one [`ExecOptions`] value (see [`crate::config`]).
 
+pub mod agreement;
 pub mod backend;
 pub mod binding;
 pub mod capi_launch;
@@ -47,6 +50,7 @@ mod stream_copy;
 pub mod trace;
 
 pub use crate::config::ExecOptions;
+pub use agreement::Disagreement;
 pub use binding::Binding;
 pub use dtype::{DType, ElemTypes};
 pub use eager::{AlltoallvOutcome, EAGER_MAX_CHUNK};
@@ -55,7 +59,7 @@ pub use executor::{Executor, LaunchArgs};
 pub use fabric::group::GroupFabric;
 pub use fabric::local::{LocalFabric, LocalGroup, LocalWorld};
 pub use fabric::{Fabric, WaitContext};
-pub use hostcoll::{HostCollRequest, HostCollectives};
+pub use hostcoll::{HostCollFailure, HostCollRequest, HostCollectives};
 pub use loaded::LoadedPlan;
 pub use matmul::{MatmulEngine, MatmulStep};
 pub use reduce::ReduceOp;

@@ -79,8 +79,13 @@ impl Staging {
         }
     }
 
-    /// Lay the area out for this launch, check the bindings ([`binding::check`]), grow the area
-    /// if needed and copy the staged inputs in.
+    /// Lay the area out for this launch, grow the area if needed and copy the staged inputs
+    /// in; the bindings were checked and agreed before ([`binding::check`],
+    /// [`super::agreement`]). The layout follows the group's binding of each role (`bound`,
+    /// pattern words), not this rank's alone: a role empty here but symmetric on the other
+    /// ranks takes no slot here either and is addressed at their heap offset, so every rank asks
+    /// for the same area, lays it out alike and finds its peers' copies.
+    #[allow(clippy::too_many_arguments)] // the launch's parts the layout depends on
     #[inline]
     pub(crate) fn stage_in<F: Fabric>(
         &mut self,
@@ -89,9 +94,19 @@ impl Staging {
         access: &RoleAccess,
         res: &Resolved,
         types: ElemTypes,
+        bound: &[u64],
         buffers: &mut [Binding<'_>],
     ) -> Result<(), ExecError> {
-        let heap_bound = |i: usize| matches!(buffers.get(i), Some(Binding::Heap { .. }));
+        // The group's heap offset of a role symmetric on the ranks where it is not empty.
+        let group_heap = |i: usize| {
+            bound
+                .get(i)
+                .copied()
+                .filter(|w| *w != binding::STAGED && *w != binding::EMPTY)
+        };
+        let heap_bound = |i: usize| {
+            group_heap(i).is_some() || matches!(buffers.get(i), Some(Binding::Heap { .. }))
+        };
         // Private memory bound to a role no peer touches is worked on in place (no staging).
         self.in_place.clear();
         self.in_place.extend(
@@ -114,7 +129,6 @@ impl Staging {
                 .checked_add(bytes.next_multiple_of(AREA_ALIGN))
                 .ok_or(PlanError::SizeOverflow)?;
         }
-        binding::check(fabric, plan, res, types, buffers)?;
         let area = match self.area {
             Some((off, cap)) if cap >= need => off,
             old => {
@@ -127,8 +141,9 @@ impl Staging {
         };
         self.base.clear();
         for i in 0..plan.buffers.len() {
-            self.base.push(match buffers.get(i) {
-                Some(Binding::Heap { offset, .. }) => *offset,
+            self.base.push(match (buffers.get(i), group_heap(i)) {
+                (Some(Binding::Heap { offset, .. }), _) => *offset,
+                (_, Some(offset)) => offset,
                 _ => area + self.area_off[i],
             });
         }

@@ -1,5 +1,7 @@
-/* Two-rank smoke test of the C ABI: ring put_with_signal, wait, barrier, stats, error path, and a
- * compiled plan (allreduce_one_shot, path in SYMSCHED_SMOKE_PLAN) launched twice. */
+/* Two-rank smoke test of the C ABI: ring put_with_signal, wait, barrier, stats, error path, a
+ * compiled plan (allreduce_one_shot, path in SYMSCHED_SMOKE_PLAN) launched twice, a launch the
+ * ranks disagree on (a status on both, the buffer untouched), and an abort, its refusal and the
+ * reset after it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,36 @@ int main(void) {
       for (int r = 0; r < n; r++) want += (float)(r + 1 + i + 10 * iter);
       if (xs[i] != want) { printf("FAIL allreduce iter %d [%d] = %f, want %f\n", iter, i, xs[i], want); return 1; }
     }
+  }
+  /* Rank 0 launches 4 elements, rank 1 launches 3: both get the disagreement, nothing moves. */
+  int mine_n = 4 - rank;
+  for (int i = 0; i < 4; i++) xs[i] = 7.0f;
+  snprintf(args, sizeof args,
+           "{\"dtype\": \"f32\", \"op\": \"sum\", \"sizes\": {\"n\": %d}, \"buffers\": [{\"offset\": %zu, \"bytes\": %d}]}",
+           mine_n, x, 4 * mine_n);
+  SymschedStatus st = symsched_launch_plan(g, plan, args);
+  if (st != SYMSCHED_STATUS_DISAGREEMENT || !strstr(symsched_last_error(), "rank 0: 4 elements f32 sum") ||
+      !strstr(symsched_last_error(), "rank 1: 3 elements f32 sum")) {
+    printf("FAIL disagreement -> %d: %s\n", (int)st, symsched_last_error());
+    return 1;
+  }
+  for (int i = 0; i < 4; i++) if (xs[i] != 7.0f) { printf("FAIL disagreement wrote [%d]\n", i); return 1; }
+  /* Rank 0 aborts the group; every rank's next launch is refused naming it; a reset restores. */
+  snprintf(args, sizeof args,
+           "{\"dtype\": \"f32\", \"op\": \"sum\", \"sizes\": {\"n\": 4}, \"buffers\": [{\"offset\": %zu, \"bytes\": 16}]}", x);
+  if (rank == 0) CHECK(symsched_group_abort(g, "smoke: failed inside a collective"));
+  st = symsched_launch_plan(g, plan, args);
+  if (st != SYMSCHED_STATUS_ABORTED || !strstr(symsched_last_error(), "smoke: failed inside a collective")) {
+    printf("FAIL abort -> %d: %s\n", (int)st, symsched_last_error());
+    return 1;
+  }
+  uint64_t gen = 0;
+  CHECK(symsched_group_reset_after_abort(g, &gen));
+  if (gen != 1 || symsched_group_generation(g) != 1) { printf("FAIL generation %llu\n", (unsigned long long)gen); return 1; }
+  for (int i = 0; i < 4; i++) xs[i] = (float)(rank + 1);
+  CHECK(symsched_launch_plan(g, plan, args));
+  for (int i = 0; i < 4; i++) {
+    if (xs[i] != 3.0f) { printf("FAIL allreduce after reset [%d] = %f\n", i, xs[i]); return 1; }
   }
   CHECK(symsched_barrier(g));
   symsched_group_destroy(g);

@@ -257,6 +257,7 @@ impl Backend for Interpreter {
                             op: *op,
                             data,
                             dtype: dt,
+                            wire: ctx.types.wire,
                             acc: ctx.types.acc,
                             reduce: ctx.op,
                             members,

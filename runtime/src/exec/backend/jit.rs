@@ -421,6 +421,7 @@ unsafe extern "C" fn host_coll<F: Fabric>(
         op,
         data,
         dtype,
+        wire: c.ctx.types.wire,
         acc: c.ctx.types.acc,
         reduce: c.ctx.op,
         members,

@@ -162,4 +162,16 @@ impl Fabric for GroupFabric {
             .wait_value(slot as usize, cmp, target, &c)
             .map_err(map)
     }
+
+    fn check_usable(&self) -> Result<(), ExecError> {
+        self.group.check_usable().map_err(map)
+    }
+
+    fn abort(&self, message: &str) {
+        self.group.abort(message);
+    }
+
+    fn generation(&self) -> u64 {
+        self.group.generation()
+    }
 }

@@ -66,4 +66,19 @@ pub trait Fabric: Send + Sync {
     /// Block until the local `slot` compares true against `target` (acquire), or the deadline
     /// passes; returns the observed value.
     fn wait(&self, slot: u32, cmp: Cmp, target: u64, ctx: &WaitContext) -> Result<u64, ExecError>;
+    /// Fail when the group was marked aborted by a member (see [`crate::abort`]); an
+    /// implementation without failure propagation is always usable.
+    fn check_usable(&self) -> Result<(), ExecError> {
+        Ok(())
+    }
+    /// Mark the group aborted with `message`, so every peer's waits fail at once naming this
+    /// rank and the message; a no-op where there is no failure propagation.
+    fn abort(&self, message: &str) {
+        let _ = message;
+    }
+    /// The group's reset generation ([`crate::Group::generation`]): launch state kept across
+    /// launches (epochs) is only valid within one generation.
+    fn generation(&self) -> u64 {
+        0
+    }
 }

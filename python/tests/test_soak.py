@@ -1,0 +1,17 @@
+"""A short soak in the default suite (the long one is ``scripts/soak.sh``): random collectives
+over overlapping sub-groups, random dtypes, ops and sizes, bit-exact against a sequential
+reference (``scen_soak``)."""
+
+import os
+
+import _harness
+import pytest
+
+
+@pytest.mark.timeout(150)
+def test_short_soak_is_bit_exact():
+    ops = int(os.environ.get("SYMSCHED_SOAK_OPS", "3000"))
+    seed = int(os.environ.get("SYMSCHED_SOAK_SEED", "16"))
+    res = _harness.ok(_harness.run("scen_soak", "soak", 4, timeout=130, args={"seed": seed, "ops": ops}))
+    print(f"soak: {[r['done'] for r in res]} operations per rank in {max(r['seconds'] for r in res):.1f} s")
+    assert all(r["done"] > 0 for r in res)
