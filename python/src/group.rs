@@ -2,7 +2,7 @@
 //! launches through the executor, and the duals of a schedule.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
