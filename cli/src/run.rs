@@ -19,7 +19,11 @@ use symsched_runtime::exec::harness::{
     message_bytes, run_local, run_rank_with, sizes_for, RankReport, RoleMemory, RunSpec,
 };
 use symsched_runtime::exec::reference::{assumed_order, bus_factor};
-use symsched_runtime::exec::{DType, ElemTypes, ExecError, Executor, GroupFabric, ReduceOp};
+use symsched_runtime::config::BackendKind;
+use symsched_runtime::exec::backend::jit;
+use symsched_runtime::exec::{
+    DType, ElemTypes, ExecError, Executor, Fabric, GroupFabric, ReduceOp,
+};
 use symsched_runtime::launcher::{launch, FailureCause, LaunchSpec, Stream};
 
 const CHILD_ENV: &str = "SYMSCHED_RUN_CHILD";
@@ -64,8 +68,10 @@ pub struct Args {
     /// Bind the role buffers as private memory (staged through heap scratch).
     #[arg(long)]
     staged: bool,
-    /// `interp` (processes sharing the heap, the default), `threads` (one process) or `sim`
-    /// (the generated Ascend C kernel compiled against the host simulation, run by every rank).
+    /// `interp` (processes sharing the heap, the default), `jit` (the same processes, the steps
+    /// run by kernels compiled through LLVM; prints the compile time), `threads` (one process)
+    /// or `sim` (the generated Ascend C kernel compiled against the host simulation, run by
+    /// every rank).
     #[arg(long, default_value = "interp")]
     backend: String,
     /// Extra size variable, `NAME=VALUE` (e.g. `m=64` for the matmul collectives; repeatable).
@@ -250,7 +256,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     match args.backend.as_str() {
         "threads" => run_threads(&args),
-        "interp" => run_parent(&args),
+        "interp" | "jit" => run_parent(&args),
         "sim" => {
             // Lower and compile the kernel once here so the ranks find it in the cache instead
             // of all running g++ at once; its errors (e.g. an op the lowering refuses) surface
@@ -258,7 +264,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             sim_backend(&args, &setup(&args)?)?;
             run_parent(&args)
         }
-        b => bail!("unknown backend `{b}` (interp, threads, sim)"),
+        b => bail!("unknown backend `{b}` (interp, jit, threads, sim)"),
     }
 }
 
@@ -406,7 +412,14 @@ fn run_child(args: &Args) -> Result<ExitCode> {
     let s = setup(args)?;
     let rt = symsched_runtime::Runtime::init_from_env().context("joining the job")?;
     let world = rt.world()?;
-    let exec = Executor::new(GroupFabric::new(world.clone()));
+    let fabric = GroupFabric::new(world.clone());
+    let exec = if args.backend == "jit" {
+        let mut opts = fabric.exec_options().clone();
+        opts.backend = BackendKind::Jit;
+        Executor::with_options(fabric, opts)
+    } else {
+        Executor::new(fabric)
+    };
     let sim = match args.backend.as_str() {
         "sim" => Some(sim_backend(args, &s)?),
         _ => None,
@@ -450,6 +463,23 @@ fn run_child(args: &Args) -> Result<ExitCode> {
         }
     }
     drop(mem);
+    if args.backend == "jit" {
+        let st = jit::compile_stats();
+        let all = exec.allgather_u64(
+            "run/jit-compile",
+            &[st.compiled, st.from_disk, st.compile_time.as_nanos() as u64],
+        )?;
+        if me == 0 {
+            let col = |i: usize| all.iter().map(move |r| r.get(i).copied().unwrap_or(0));
+            println!(
+                "# jit: {} kernels compiled, compile time per rank max {:.1} ms, mean {:.1} ms; {} kernels from the disk cache",
+                col(0).sum::<u64>(),
+                col(2).max().unwrap_or(0) as f64 / 1e6,
+                col(2).sum::<u64>() as f64 / 1e6 / all.len().max(1) as f64,
+                col(1).sum::<u64>()
+            );
+        }
+    }
     let code = if me == 0 {
         finish(args, total_wrong)?
     } else if args.check && total_wrong > 0 {

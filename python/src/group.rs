@@ -2,12 +2,14 @@
 //! launches through the executor, and the duals of a schedule.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use symsched_plan::LaunchSizes;
+use symsched_runtime::config::BackendKind;
+use symsched_runtime::exec::backend::launches_on;
 use symsched_runtime::exec::{DType, ElemTypes, Executor, GroupFabric, LaunchArgs, ReduceOp};
 use symsched_runtime::{Group, Runtime};
 
@@ -22,6 +24,19 @@ pub struct PyGroup {
     runtime: Arc<Runtime>,
     group: Arc<Group>,
     exec: Arc<Executor<GroupFabric>>,
+    /// The backend this group's launches run on (`Group.backend`), `None`: the executor's
+    /// (`SYMSCHED_BACKEND`); a call's own `backend=` wins over both.
+    backend: Mutex<Option<BackendKind>>,
+}
+
+/// A Python backend name (`interp`, `jit` or `auto`) as the runtime's choice.
+pub(crate) fn parse_backend(name: Option<&str>) -> PyResult<Option<BackendKind>> {
+    name.map(|b| {
+        BackendKind::parse(b).ok_or_else(|| {
+            errors::value(format!("unknown backend `{b}` (use interp, jit or auto)"))
+        })
+    })
+    .transpose()
 }
 
 impl PyGroup {
@@ -31,7 +46,13 @@ impl PyGroup {
             runtime,
             group,
             exec: Arc::new(Executor::new(fabric)),
+            backend: Mutex::new(None),
         })
+    }
+
+    /// A call's backend, else the group's.
+    fn backend_for(&self, call: Option<&str>) -> PyResult<Option<BackendKind>> {
+        Ok(parse_backend(call)?.or(*self.backend.lock().unwrap_or_else(|e| e.into_inner())))
     }
 
     fn heap_range(&self) -> (usize, usize) {
@@ -76,6 +97,22 @@ impl PyGroup {
     #[getter]
     fn name(&self) -> String {
         self.group.name().to_string()
+    }
+
+    /// The backend this group's launches run on: `"interp"`, `"jit"`, `"auto"`, or `None`
+    /// for the `SYMSCHED_BACKEND` knob's choice. Every rank of the group should set the same.
+    #[getter]
+    fn get_backend(&self) -> Option<&'static str> {
+        self.backend
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(BackendKind::name)
+    }
+
+    #[setter]
+    fn set_backend(&self, name: Option<&str>) -> PyResult<()> {
+        *self.backend.lock().unwrap_or_else(|e| e.into_inner()) = parse_backend(name)?;
+        Ok(())
     }
 
     /// Global ranks in group order.
@@ -259,7 +296,8 @@ impl PyGroup {
     /// buffers in signature order: heap addresses are used in place, others staged. Returns None:
     /// step events are recorded by the executor itself (`symsched_runtime::exec::trace`) and
     /// merged into `SYMSCHED_TRACE` by `_native.flush_trace`, so `trace` is unused.
-    #[pyo3(signature = (schedule, params, buffers, dtype, op, wire, sizes, send_counts=None, recv_counts=None, trace=false))]
+    /// `backend` runs this launch on `"interp"`, `"jit"` or `"auto"` instead of the group's.
+    #[pyo3(signature = (schedule, params, buffers, dtype, op, wire, sizes, send_counts=None, recv_counts=None, trace=false, backend=None))]
     #[allow(clippy::too_many_arguments)]
     fn launch(
         &self,
@@ -274,8 +312,10 @@ impl PyGroup {
         send_counts: Option<Vec<u64>>,
         recv_counts: Option<Vec<u64>>,
         trace: bool,
+        backend: Option<&str>,
     ) -> PyResult<Option<Vec<Py<PyAny>>>> {
         let _ = trace;
+        let backend = self.backend_for(backend)?;
         let size =
             u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
         let plan = plans::plan(schedule, size, &params).map_err(errors::value)?;
@@ -308,15 +348,17 @@ impl PyGroup {
             // SAFETY: (ptr, n) describe live contiguous tensors the caller keeps alive for the
             // duration of the launch; no other Rust reference aliases them.
             let mut binds = unsafe { prepared::bind((base, len), &buffers) };
-            exec.launch(
-                &lp,
-                LaunchArgs {
-                    types,
-                    op: rop,
-                    sizes: &ls,
-                    buffers: &mut binds,
-                },
-            )
+            launches_on(backend, || {
+                exec.launch(
+                    &lp,
+                    LaunchArgs {
+                        types,
+                        op: rop,
+                        sizes: &ls,
+                        buffers: &mut binds,
+                    },
+                )
+            })
             .map_err(errors::exec)
         })?;
         Ok(None)
@@ -327,7 +369,9 @@ impl PyGroup {
     /// Plans whose extents use alltoallv counts run with `Prepared.run_counts`. Every launch is
     /// agreed by every rank (sizes, dtypes, op, binding pattern), so `check_always` no longer
     /// changes anything; it is accepted so existing callers keep working.
-    #[pyo3(signature = (schedule, params, dtype, op, wire, sizes, check_always=false))]
+    /// `backend` (`"interp"`, `"jit"`, `"auto"`) fixes the backend of its runs, else the
+    /// group's at this call.
+    #[pyo3(signature = (schedule, params, dtype, op, wire, sizes, check_always=false, backend=None))]
     #[allow(clippy::too_many_arguments)] // mirrors the Python call: one argument per launch property
     fn prepare(
         &self,
@@ -339,7 +383,9 @@ impl PyGroup {
         wire: Option<&str>,
         sizes: BTreeMap<String, u64>,
         check_always: bool,
+        backend: Option<&str>,
     ) -> PyResult<PyPrepared> {
+let backend = self.backend_for(backend)?;
         let _ = check_always;
         let size =
             u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
@@ -371,6 +417,7 @@ impl PyGroup {
             rank: self.group.rank(),
             members: self.group.members().to_vec(),
             needs_counts,
+            backend,
         })
     }
 

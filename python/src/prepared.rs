@@ -34,6 +34,8 @@ pub struct PyPrepared {
     pub(crate) members: Vec<usize>,
     /// Whether the plan's extents take alltoallv counts (run with `run_counts`, not `run`).
     pub(crate) needs_counts: bool,
+    /// The backend its runs use (`None`: the executor's).
+    pub(crate) backend: Option<symsched_runtime::config::BackendKind>,
 }
 
 /// Exchange this rank's send-count row, check that the counts the peers send here equal
@@ -189,8 +191,8 @@ impl PyPrepared {
     /// of the launch, and no Rust reference aliases them.
     unsafe fn launch(&self, buffers: &[(usize, usize)], sizes: &LaunchSizes) -> PyResult<()> {
         let mut binds = bind(self.heap, buffers);
-        self.exec
-            .launch(
+        symsched_runtime::exec::backend::launches_on(self.backend, || {
+            self.exec.launch(
                 &self.plan,
                 LaunchArgs {
                     types: self.types,
@@ -199,7 +201,8 @@ impl PyPrepared {
                     buffers: &mut binds,
                 },
             )
-            .map_err(errors::exec)
+        })
+        .map_err(errors::exec)
     }
 }
 

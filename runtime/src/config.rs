@@ -33,6 +33,7 @@
 //! | `SYMSCHED_NT_MIN_BYTES` | bytes (`abc`, `-1`) | 1 048 576 | smallest move those stores are used for ([`ExecOptions::nt_min_bytes`]) |
 //! | `SYMSCHED_A2A_LARGE_PULL` | `0`, `1` (`2`) | `1` | `0`: alltoall chunks above the eager capacity of a symmetric send tensor take the header round + plan instead of being pulled in one round ([`ExecOptions::a2a_large_pull`]) |
 //! | `SYMSCHED_TRACE` | a path | unset | Chrome/Perfetto trace file of every executed step ([`ExecOptions::trace`]) |
+//! | `SYMSCHED_BACKEND` | `interp`, `jit`, `auto`, any case (`llvm`) | `interp` | what runs a launch's steps: the interpreter, kernels compiled through LLVM (cached in memory and in `$XDG_CACHE_HOME/symsched/jit`, else `$HOME/.cache/symsched/jit`), or per launch the one measured faster ([`ExecOptions::backend`], `docs/llvm.md`) |
 //!
 //! An empty value means "unset" everywhere (so `VAR= cmd` restores the default).
 //! `XDG_RUNTIME_DIR`, `TMPDIR`, `HOME` and `TORCHELASTIC_RUN_ID` belong to other programs: used
@@ -649,6 +650,47 @@ pub const ENV_NT_MIN_BYTES: &str = "SYMSCHED_NT_MIN_BYTES";
 pub const ENV_A2A_LARGE_PULL: &str = "SYMSCHED_A2A_LARGE_PULL";
 /// Step trace file: `SYMSCHED_TRACE`.
 pub const ENV_TRACE: &str = "SYMSCHED_TRACE";
+/// Backend running the steps: `SYMSCHED_BACKEND`.
+pub const ENV_BACKEND: &str = "SYMSCHED_BACKEND";
+
+/// What runs the resolved steps of a launch ([`ExecOptions::backend`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BackendKind {
+    /// The interpreter (the reference).
+    #[default]
+    Interp,
+    /// Kernels compiled through LLVM per launch signature (`docs/llvm.md`).
+    Jit,
+    /// Per launch, the backend the benchmarks measured faster for its schedule and size
+    /// (`docs/llvm.md`, "Backend choice").
+    Auto,
+}
+
+impl BackendKind {
+    /// `interp`, `jit` or `auto`, any case.
+    ///
+    /// ```
+    /// use symsched_runtime::config::BackendKind;
+    /// assert_eq!(BackendKind::parse("JIT"), Some(BackendKind::Jit));
+    /// assert_eq!(BackendKind::parse("llvm"), None);
+    /// ```
+    pub fn parse(s: &str) -> Option<BackendKind> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "interp" => Some(BackendKind::Interp),
+            "jit" => Some(BackendKind::Jit),
+            "auto" => Some(BackendKind::Auto),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Interp => "interp",
+            BackendKind::Jit => "jit",
+            BackendKind::Auto => "auto",
+        }
+    }
+}
 
 /// Default of [`ExecOptions::nt_min_bytes`]: below it the destination likely stays in cache
 /// and the ordinary copy wins.
@@ -686,6 +728,11 @@ pub struct ExecOptions {
     pub a2a_large_pull: bool,
     /// Record every executed step into this Chrome/Perfetto trace file (`SYMSCHED_TRACE`).
     pub trace: Option<PathBuf>,
+    /// What runs the steps (`SYMSCHED_BACKEND`).
+    pub backend: BackendKind,
+    /// Disk cache of compiled kernels (`None`: memory only); from the environment
+    /// `$XDG_CACHE_HOME/symsched/jit`, else `$HOME/.cache/symsched/jit`.
+    pub jit_cache_dir: Option<PathBuf>,
 }
 
 impl Default for ExecOptions {
@@ -697,6 +744,8 @@ impl Default for ExecOptions {
             nt_min_bytes: DEFAULT_NT_MIN_BYTES,
             a2a_large_pull: true,
             trace: None,
+            backend: BackendKind::Interp,
+            jit_cache_dir: None,
         }
     }
 }
@@ -730,6 +779,21 @@ impl ExecOptions {
                 Ok(_) => None,
                 Err(raw) => Some(PathBuf::from(raw)),
             },
+            backend: match value(get, ENV_BACKEND)? {
+                None => d.backend,
+                Some(v) => BackendKind::parse(&v).ok_or_else(|| RuntimeError::Env {
+                    var: ENV_BACKEND,
+                    reason: format!("`{v}` is not a backend (use interp, jit or auto)"),
+                })?,
+            },
+            jit_cache_dir: foreign(get, "XDG_CACHE_HOME")
+                .filter(|d| Path::new(d).is_absolute())
+                .map(|d| PathBuf::from(d).join("symsched/jit"))
+                .or_else(|| {
+                    foreign(get, "HOME")
+                        .filter(|d| Path::new(d).is_absolute())
+                        .map(|d| PathBuf::from(d).join(".cache/symsched/jit"))
+                }),
         })
     }
 }
@@ -815,6 +879,7 @@ mod tests {
             (ENV_A2A_LARGE_PULL, "2", "not a switch"),
             (ENV_NT_MIN_BYTES, "abc", "not a whole number of bytes"),
             (ENV_NT_MIN_BYTES, "-1", "not a whole number of bytes"),
+            (ENV_BACKEND, "llvm", "not a backend"),
         ];
         for (var, v, want) in cases {
             let e = err(&[(var, v)]);
@@ -839,6 +904,17 @@ mod tests {
         assert_eq!(
             ExecOptions::from_lookup(&with(&[(ENV_TRACE, "  ")])).unwrap(),
             ExecOptions::default()
+        );
+        let jit = ExecOptions::from_lookup(&with(&[
+            (ENV_BACKEND, " JIT "),
+            ("XDG_CACHE_HOME", "relative"),
+            ("HOME", "/home/u"),
+        ]))
+        .unwrap();
+        assert_eq!(jit.backend, BackendKind::Jit);
+        assert_eq!(
+            jit.jit_cache_dir.as_deref(),
+            Some(Path::new("/home/u/.cache/symsched/jit"))
         );
     }
 

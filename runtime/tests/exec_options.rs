@@ -7,12 +7,13 @@ use symsched_runtime::config::{ExecOptions, DEFAULT_NT_MIN_BYTES};
 use symsched_runtime::exec::{ExecError, Executor, Fabric, LocalWorld};
 use symsched_runtime::{RuntimeConfig, RuntimeError};
 
-const KNOBS: [&str; 5] = [
+const KNOBS: [&str; 6] = [
     "SYMSCHED_FUSE",
     "SYMSCHED_NT_COPY",
     "SYMSCHED_NT_MIN_BYTES",
     "SYMSCHED_A2A_LARGE_PULL",
     "SYMSCHED_TRACE",
+    "SYMSCHED_BACKEND",
 ];
 
 fn clear() {
@@ -24,8 +25,13 @@ fn clear() {
 #[test]
 fn knobs_are_read_once_validated_and_passed_in() {
     clear();
+    // The disk cache of compiled kernels is derived from HOME / XDG_CACHE_HOME (the session's).
+    let from_env = ExecOptions::from_env().expect("defaults");
     assert_eq!(
-        ExecOptions::from_env().expect("defaults"),
+        ExecOptions {
+            jit_cache_dir: None,
+            ..from_env
+        },
         ExecOptions::default()
     );
     let d = ExecOptions::default();
@@ -46,6 +52,9 @@ fn knobs_are_read_once_validated_and_passed_in() {
             nt_min_bytes: 131072,
             a2a_large_pull: true,
             trace: None,
+            // Derived from HOME / XDG_CACHE_HOME, which belong to the session.
+            jit_cache_dir: o.jit_cache_dir.clone(),
+            ..ExecOptions::default()
         }
     );
     // ... and reach the executor through the world it runs on.
@@ -71,6 +80,7 @@ fn knobs_are_read_once_validated_and_passed_in() {
         ("SYMSCHED_NT_MIN_BYTES", "abc"),
         ("SYMSCHED_NT_MIN_BYTES", "-1"),
         ("SYMSCHED_A2A_LARGE_PULL", "2"),
+        ("SYMSCHED_BACKEND", "llvm"),
     ] {
         std::env::set_var(var, bad);
         match ExecOptions::from_env() {

@@ -9,7 +9,8 @@
 //! ```
 //! `buffers` are the role buffers in signature order, as symmetric-heap offsets (the same on
 //! every rank, from `symsched_malloc`); `counts` is the full alltoallv matrix
-//! `counts[sender][receiver]`.
+//! `counts[sender][receiver]`; `backend` (`interp`, `jit` or `auto`) runs this launch on that
+//! backend instead of the one `SYMSCHED_BACKEND` chose (every rank should pass the same).
 
 use super::{Binding, DType, ElemTypes, ExecError, Executor, GroupFabric, LaunchArgs, ReduceOp};
 use crate::capi_hook::PlanLaunchError;
@@ -32,6 +33,8 @@ struct LaunchRequest {
     #[serde(default)]
     counts: Option<Vec<Vec<u64>>>,
     buffers: Vec<HeapBuffer>,
+    #[serde(default)]
+    backend: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -89,7 +92,13 @@ fn launch_plan(
             },
         )
     };
-    run().map_err(|e| match e {
+    let backend = match req.backend.as_deref() {
+        None => None,
+        Some(b) => Some(crate::config::BackendKind::parse(b).ok_or_else(|| {
+            PlanLaunchError::Invalid(format!("unknown backend `{b}` (interp, jit or auto)"))
+        })?),
+    };
+    super::backend::launches_on(backend, run).map_err(|e| match e {
         ExecError::Disagreement(d) => PlanLaunchError::Disagreement(d.to_string()),
         ExecError::Core(c) => PlanLaunchError::Core(*c),
         e => PlanLaunchError::Invalid(e.to_string()),

@@ -39,8 +39,7 @@
 //! resolved steps for a repeated matrix.
 
 use super::agreement::Signature;
-use super::backend::interp::{InterpState, Interpreter};
-use super::backend::{Backend, LaunchSignals, StepContext};
+use super::backend::{Backend, Chosen, ChosenState, LaunchSignals, StepContext};
 use super::binding::{self, Binding};
 use super::dtype::{DType, ElemTypes};
 use super::eager::{AlltoallvOutcome, EagerChannel};
@@ -362,7 +361,7 @@ impl<F: Fabric> Executor<F> {
         self.send_entry_signals(lp, signals)?;
         let memory = st.staging.memory(&self.fabric, &lp.plan, types);
         // 5. run the steps; 6. finish
-        self.run_steps(lp, res, &memory, signals, types, op, &mut st.backend)?;
+        self.run_steps(lp, res, sizes, &memory, signals, types, op, &mut st.backend)?;
         finish_avg(lp, res, &memory, types, op)?;
         // 7. stage out; 8. exit signals
         st.staging.stage_out(&self.fabric, &lp.plan, buffers)?;
@@ -392,11 +391,12 @@ impl<F: Fabric> Executor<F> {
         &self,
         lp: &LoadedPlan,
         res: &Resolved,
+        sizes: &LaunchSizes,
         memory: &LaunchMemory<'_, F>,
         signals: LaunchSignals<'_>,
         types: ElemTypes,
         op: ReduceOp,
-        state: &mut InterpState,
+        state: &mut ChosenState,
     ) -> Result<(), ExecError> {
         let tr = trace::Launch::begin(
             &lp.plan,
@@ -409,6 +409,7 @@ impl<F: Fabric> Executor<F> {
             plan: &lp.plan,
             key: &lp.key,
             resolved: res,
+            sizes,
             memory,
             signals,
             types,
@@ -418,7 +419,7 @@ impl<F: Fabric> Executor<F> {
             host: self.host.as_ref(),
             exchanges: &self.internal,
         };
-        Interpreter.run(&ctx, state)?;
+        Chosen.run(&ctx, state)?;
         if let Some(tr) = tr {
             tr.end();
         }

@@ -7,7 +7,7 @@
 //! never reset.
 
 use super::agreement::AgreementArea;
-use super::backend::{interp::Interpreter, Backend};
+use super::backend::{Backend, Chosen};
 use super::dtype::ElemTypes;
 use super::error::ExecError;
 use super::fabric::Fabric;
@@ -47,7 +47,7 @@ pub(crate) struct PlanState {
     /// The steps resolved for the last launch's sizes.
     pub(crate) resolved: Option<Resolved>,
     pub(crate) staging: Staging,
-    pub(crate) backend: <Interpreter as Backend>::PlanState,
+    pub(crate) backend: <Chosen as Backend>::PlanState,
 }
 
 impl LoadedPlan {

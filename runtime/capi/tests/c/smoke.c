@@ -63,9 +63,20 @@ int main(void) {
   char args[256];
   snprintf(args, sizeof args,
            "{\"dtype\": \"f32\", \"op\": \"sum\", \"sizes\": {\"n\": 4}, \"buffers\": [{\"offset\": %zu, \"bytes\": 16}]}", x);
-  for (int iter = 0; iter < 2; iter++) {
+  /* The same launch on the JIT backend (per call), after two on the default one. */
+  char jit_args[300];
+  snprintf(jit_args, sizeof jit_args,
+           "{\"dtype\": \"f32\", \"op\": \"sum\", \"sizes\": {\"n\": 4}, \"backend\": \"jit\", \"buffers\": [{\"offset\": %zu, \"bytes\": 16}]}", x);
+  char bad_args[300];
+  snprintf(bad_args, sizeof bad_args,
+           "{\"dtype\": \"f32\", \"sizes\": {\"n\": 4}, \"backend\": \"llvm\", \"buffers\": [{\"offset\": %zu, \"bytes\": 16}]}", x);
+  if (symsched_launch_plan(g, plan, bad_args) != SYMSCHED_STATUS_INVALID_ARGUMENT || !strstr(symsched_last_error(), "llvm")) {
+    printf("FAIL bad backend\n");
+    return 1;
+  }
+  for (int iter = 0; iter < 3; iter++) {
     for (int i = 0; i < 4; i++) xs[i] = (float)(rank + 1 + i + 10 * iter);
-    CHECK(symsched_launch_plan(g, plan, args));
+    CHECK(symsched_launch_plan(g, plan, iter == 2 ? jit_args : args));
     for (int i = 0; i < 4; i++) {
       float want = 0;
       for (int r = 0; r < n; r++) want += (float)(r + 1 + i + 10 * iter);

@@ -8,11 +8,14 @@
 //! ([`LaunchSignals`], which also carries the bounded waits every backend must use) and the
 //! host collective library; it may keep state per loaded plan ([`Backend::PlanState`]).
 //!
-//! One file per implementation: [`interp`] (the interpreter, the reference).
+//! One file per implementation: [`interp`] (the interpreter, the reference) and [`jit`]
+//! (kernels compiled through LLVM). [`Chosen`] runs each launch on the one
+//! [`ExecOptions::backend`] names.
 //!
 //! **Errors** are the executor's ([`ExecError`]); a backend stops at the first one.
 
 pub mod interp;
+pub mod jit;
 
 use super::dtype::ElemTypes;
 use super::error::ExecError;
@@ -22,9 +25,9 @@ use super::reduce::ReduceOp;
 use super::resolved::Resolved;
 use super::staging::LaunchMemory;
 use super::trace;
-use crate::config::ExecOptions;
+use crate::config::{BackendKind, ExecOptions};
 use std::sync::Mutex;
-use symsched_plan::{Cmp, Plan, SignalUpdate, WaitTarget};
+use symsched_plan::{Cmp, LaunchSizes, Plan, SignalUpdate, WaitTarget};
 
 /// Runs the resolved steps of one launch (see the module docs).
 pub trait Backend {
@@ -87,6 +90,8 @@ pub struct StepContext<'a, F: Fabric> {
     /// The loaded plan's key (names its host collectives).
     pub key: &'a str,
     pub resolved: &'a Resolved,
+    /// The launch sizes the steps were resolved for.
+    pub sizes: &'a LaunchSizes,
     pub memory: &'a LaunchMemory<'a, F>,
     pub signals: LaunchSignals<'a>,
     pub types: ElemTypes,
@@ -107,6 +112,80 @@ impl<F: Fabric> StepContext<'_, F> {
             ex.run(self.fabric, req)
         } else {
             self.host.run(req)
+        }
+    }
+}
+
+/// The backend [`ExecOptions::backend`] names, per launch: the interpreter, the JIT, or for
+/// `auto` the one [`auto_prefers_jit`] picks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Chosen;
+
+/// What [`Chosen`] keeps per loaded plan: each backend's own state.
+#[derive(Default)]
+pub struct ChosenState {
+    pub interp: <interp::Interpreter as Backend>::PlanState,
+    pub jit: <jit::Jit as Backend>::PlanState,
+}
+
+std::thread_local! {
+    static OVERRIDE: std::cell::Cell<Option<BackendKind>> = const { std::cell::Cell::new(None) };
+}
+
+/// Run `f` with every launch it makes on this thread on `kind` instead of the executor's
+/// [`ExecOptions::backend`] (`None`: the executor's): the per-call choice of the C ABI and the
+/// Python layer. A launch runs its steps on the calling thread, so the choice reaches exactly
+/// the launches inside `f`; nested calls restore the outer choice.
+///
+/// ```
+/// use symsched_runtime::config::BackendKind;
+/// use symsched_runtime::exec::backend::{launches_on, overridden};
+/// assert_eq!(launches_on(Some(BackendKind::Jit), overridden), Some(BackendKind::Jit));
+/// assert_eq!(overridden(), None);
+/// ```
+pub fn launches_on<R>(kind: Option<BackendKind>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<BackendKind>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OVERRIDE.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(OVERRIDE.with(|o| o.replace(kind.or(o.get()))));
+    f()
+}
+
+/// The backend [`launches_on`] chose for this thread, if any.
+pub fn overridden() -> Option<BackendKind> {
+    OVERRIDE.with(|o| o.get())
+}
+
+/// `auto`: whether the JIT runs this launch. Today never: the one benchmark run so far
+/// (`benches/jit_backend.rs`, 2 ranks on a shared 2-core machine at load average 17–33) could
+/// not tell the backends apart below 64 MiB, where thread scheduling dominated every launch,
+/// and at 64 MiB favoured the JIT for 9 of 15 schedules only (`docs/llvm.md`, "Backend
+/// choice"); a rule per schedule and size needs a quiet machine to measure.
+pub fn auto_prefers_jit<F: Fabric>(_ctx: &StepContext<'_, F>) -> bool {
+    false
+}
+
+impl Backend for Chosen {
+    type PlanState = ChosenState;
+
+    #[inline]
+    fn run<F: Fabric>(
+        &self,
+        ctx: &StepContext<'_, F>,
+        state: &mut ChosenState,
+    ) -> Result<(), ExecError> {
+        let jit = match overridden().unwrap_or(ctx.opts.backend) {
+            BackendKind::Interp => false,
+            BackendKind::Jit => true,
+            BackendKind::Auto => auto_prefers_jit(ctx),
+        };
+        if jit {
+            jit::Jit.run(ctx, &mut state.jit)
+        } else {
+            interp::Interpreter.run(ctx, &mut state.interp)
         }
     }
 }

@@ -1,0 +1,418 @@
+//! The JIT backend against the interpreter, in one run (criterion), with the ratios and the
+//! load average printed at the end (issue 12's performance goals):
+//!
+//! - `compile`: thread CPU time to compile one kernel (lower, optimise, generate code, no
+//!   cache) per (plan, rank) at P = 8 and P = 64 (goals ≤ 50 ms and ≤ 500 ms, release);
+//! - `launch/<schedule>/<bytes>/<backend>`: every standard schedule at 2 ranks (threads of this
+//!   process over the in-process fabric, role buffers in the heap), f32 sum, the message sizes
+//!   of [`SIZES`] (goal: JIT ÷ interpreter ≤ 1.0); the schedules without a reduce step are the
+//!   ones the interpreter runs unfused (its fusion starts at a reduce; goal there ≥ 1.3×);
+//! - `wire`: `allreduce_two_shot_wire` with bf16 on the wire against `allreduce_two_shot` in
+//!   f32, the same f32 bytes, at 1 and 16 MiB (goal: wire ≥ 0.6× the f32 bytes per second);
+//! - the 8-byte rows are the host overhead per launch (goal: JIT ≥ 1.2× lower).
+//!
+//! `cargo bench -p symsched-runtime --bench jit_backend` (add `-- launch/allreduce` to filter;
+//! `SYMSCHED_BENCH_MAX_BYTES=4194304` caps the sizes). On a shared machine compare the
+//! ratios of one run only.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::collections::BTreeMap;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
+use symsched_jit::compile::{compile_object, CompileOptions as JitOptions, HostTarget};
+use symsched_jit::{KernelScope, KernelSpec, LowerOptions};
+use symsched_plan::{BufferRole, Op, Plan};
+use symsched_runtime::config::{BackendKind, ExecOptions};
+use symsched_runtime::exec::harness::sizes_for;
+use symsched_runtime::exec::reference::fill;
+use symsched_runtime::exec::{
+    Binding, DType, ElemTypes, Executor, Fabric, LaunchArgs, LocalWorld, ReduceOp,
+};
+
+/// Message sizes (bytes of the largest role, nccl-tests style).
+const SIZES: [u64; 5] = [8, 4096, 256 << 10, 4 << 20, 64 << 20];
+
+/// Mean seconds per launch of every benchmark, by name (filled inside the measurements).
+static SEEN: Mutex<BTreeMap<String, (f64, u64)>> = Mutex::new(BTreeMap::new());
+
+fn record(name: &str, total: Duration, iters: u64) {
+    let mut s = SEEN.lock().unwrap();
+    let e = s.entry(name.to_string()).or_insert((0.0, 0));
+    e.0 += total.as_secs_f64();
+    e.1 += iters;
+}
+
+fn mean(name: &str) -> Option<f64> {
+    SEEN.lock()
+        .unwrap()
+        .get(name)
+        .map(|(t, n)| t / (*n).max(1) as f64)
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer for clock_gettime.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn plan(name: &str, p: u32) -> Option<Plan> {
+    compile(
+        &standard_library(),
+        name,
+        p,
+        &example_params(name),
+        &CompileOptions::default(),
+    )
+    .ok()
+    .map(|c| c.plan)
+}
+
+fn names() -> Vec<String> {
+    let mut v: Vec<String> = standard_library()
+        .schedules()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    v.sort();
+    v
+}
+
+fn has_reduce(plan: &Plan) -> bool {
+    plan.ranks
+        .iter()
+        .flat_map(|r| &r.steps)
+        .any(|s| matches!(s.op, Op::Reduce { .. }))
+}
+
+/// Two (or P) rank threads that launch one plan on command, back to back.
+struct Ranks {
+    go: Vec<Sender<u64>>,
+    done: Receiver<Duration>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Ranks {
+    fn start(plan: &Plan, types: ElemTypes, bytes: u64, backend: BackendKind) -> Ranks {
+        let plan = Arc::new(plan.clone());
+        let es = types.data.size() as u64;
+        let count = (bytes / es).max(1);
+        let sizes = sizes_for(&plan, count, &[]);
+        let roles = plan
+            .buffers
+            .iter()
+            .take_while(|b| b.role != BufferRole::Scratch)
+            .count();
+        let lens = |r: u32| -> Vec<u64> {
+            plan.buffers[..roles]
+                .iter()
+                .map(|b| b.total_len(r, &sizes).expect("sizes"))
+                .collect()
+        };
+        let cap: Vec<u64> = (0..roles)
+            .map(|i| (0..plan.group_size).map(|r| lens(r)[i]).max().unwrap_or(0))
+            .collect();
+        let heap = cap.iter().sum::<u64>() * es * 3 + (8 << 20);
+        let world = LocalWorld::new(plan.group_size, heap).expect("world");
+        let group = world.world_group().expect("group");
+        let (dtx, done) = channel();
+        let mut go = Vec::new();
+        let mut threads = Vec::new();
+        for r in 0..plan.group_size {
+            let (tx, rx) = channel::<u64>();
+            go.push(tx);
+            let (plan, group, dtx, sizes, cap, mine) = (
+                plan.clone(),
+                group.clone(),
+                dtx.clone(),
+                sizes.clone(),
+                cap.clone(),
+                lens(r),
+            );
+            threads.push(std::thread::spawn(move || {
+                let opts = ExecOptions {
+                    backend,
+                    ..ExecOptions::default()
+                };
+                let exec = Executor::with_options(group.fabric(r).expect("fabric"), opts);
+                let fab = exec.fabric();
+                let lp = exec.load(&plan).expect("load");
+                let offs: Vec<u64> = cap
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| fab.scratch(&format!("b/{i}"), (c * es).max(1)).unwrap())
+                    .collect();
+                for (i, n) in mine.iter().enumerate() {
+                    let v = fill(types.data, r, 0, i, *n as usize);
+                    if !v.is_empty() {
+                        let p = fab.heap_ptr(r, offs[i], v.len() as u64).unwrap();
+                        // SAFETY: checked heap range, before any launch.
+                        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len()) };
+                    }
+                }
+                while let Ok(iters) = rx.recv() {
+                    exec.barrier().expect("barrier");
+                    let t0 = Instant::now();
+                    for _ in 0..iters {
+                        let mut binds: Vec<Binding> = offs
+                            .iter()
+                            .zip(&mine)
+                            .map(|(o, n)| Binding::Heap {
+                                offset: *o,
+                                bytes: n * es,
+                            })
+                            .collect();
+                        exec.launch(
+                            &lp,
+                            LaunchArgs {
+                                types,
+                                op: ReduceOp::Sum,
+                                sizes: &sizes,
+                                buffers: &mut binds,
+                            },
+                        )
+                        .expect("launch");
+                    }
+                    let dt = t0.elapsed();
+                    exec.barrier().expect("barrier");
+                    dtx.send(dt).unwrap();
+                }
+            }));
+        }
+        let r = Ranks { go, done, threads };
+        // Compile (JIT) and warm every cache outside the measurement.
+        r.run(2);
+        r
+    }
+
+    /// Seconds of `iters` launches, the slowest rank.
+    fn run(&self, iters: u64) -> Duration {
+        for g in &self.go {
+            g.send(iters).unwrap();
+        }
+        (0..self.go.len())
+            .map(|_| self.done.recv().unwrap())
+            .max()
+            .unwrap()
+    }
+
+    fn stop(self) {
+        drop(self.go);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+    }
+}
+
+fn bench_launch(
+    c: &mut Criterion,
+    group: &str,
+    label: &str,
+    plan: &Plan,
+    types: ElemTypes,
+    bytes: u64,
+) {
+    let mut g = c.benchmark_group(group);
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_millis(if bytes >= 16 << 20 {
+            3000
+        } else {
+            800
+        }));
+    for backend in [BackendKind::Interp, BackendKind::Jit] {
+        let name = format!("{group}/{label}/{}", backend.name());
+        let ranks = Ranks::start(plan, types, bytes, backend);
+        g.bench_function(format!("{label}/{}", backend.name()), |b| {
+            b.iter_custom(|iters| {
+                let t = ranks.run(iters);
+                record(&name, t, iters);
+                t
+            })
+        });
+        ranks.stop();
+    }
+    g.finish();
+}
+
+fn all(c: &mut Criterion) {
+    let load0 = load();
+    eprintln!("load average at start: {load0}");
+    let max_bytes: u64 = std::env::var("SYMSCHED_BENCH_MAX_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u64::MAX);
+    let f32t = ElemTypes::new(DType::F32, None).unwrap();
+
+    // Compile time per (plan, rank).
+    let opts = JitOptions {
+        lower: LowerOptions {
+            scope: KernelScope::Steps,
+            ..LowerOptions::default()
+        },
+        ..JitOptions::default()
+    };
+    let target = HostTarget::of(&opts).expect("host target");
+    let mut compile_cases = Vec::new();
+    for p in [8u32, 64] {
+        for name in [
+            "allreduce_two_shot",
+            "allreduce_ring",
+            "allgather_push",
+            "alltoall_push",
+        ] {
+            if let Some(pl) = plan(name, p) {
+                compile_cases.push((format!("{name}/P={p}"), pl));
+            }
+        }
+    }
+    {
+        let mut g = c.benchmark_group("compile");
+        g.sample_size(10);
+        for (label, pl) in &compile_cases {
+            let spec = KernelSpec {
+                plan: pl,
+                rank: 1,
+                types: symsched_jit::ElemTypes::new(symsched_jit::DType::F32, None).unwrap(),
+                op: symsched_jit::ReduceOp::Sum,
+            };
+            let name = format!("compile/{label}");
+            g.bench_function(label.as_str(), |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let t0 = thread_cpu();
+                        std::hint::black_box(
+                            compile_object(&spec, &opts, &target, "bench").expect("compiles"),
+                        );
+                        total += thread_cpu() - t0;
+                    }
+                    record(&name, total, iters);
+                    total
+                })
+            });
+        }
+        g.finish();
+    }
+
+    // Every standard schedule at 2 ranks.
+    let mut launch_cases = Vec::new();
+    for name in names() {
+        let Some(pl) = plan(&name, 2) else { continue };
+        // A matmul collective's time is its matmul (n × 16 × 16 at `n` elements): seconds per
+        // launch above 256 KiB, and nothing about the backends' data movement.
+        let cap = if name.contains("matmul") {
+            256 << 10
+        } else {
+            max_bytes
+        };
+        for &bytes in SIZES.iter().filter(|b| **b <= max_bytes.min(cap)) {
+            let label = format!("{name}/{bytes}");
+            if c.clone_filter_matches(&format!("launch/{label}")) {
+                bench_launch(c, "launch", &label, &pl, f32t, bytes);
+            }
+            launch_cases.push((name.clone(), bytes, has_reduce(&pl)));
+        }
+    }
+
+    // Low-precision wire against f32.
+    let wire_t = ElemTypes::new(DType::F32, Some(DType::Bf16)).unwrap();
+    let (two, wire) = (
+        plan("allreduce_two_shot", 2),
+        plan("allreduce_two_shot_wire", 2),
+    );
+    let mut wire_sizes = Vec::new();
+    if let (Some(two), Some(wire)) = (&two, &wire) {
+        for mib in [1u64, 16] {
+            let bytes = mib << 20;
+            if bytes > max_bytes {
+                continue;
+            }
+            if c.clone_filter_matches(&format!("wire/f32/{bytes}")) {
+                bench_launch(c, "wire", &format!("f32/{bytes}"), two, f32t, bytes);
+                bench_launch(c, "wire", &format!("bf16/{bytes}"), wire, wire_t, bytes);
+            }
+            wire_sizes.push(bytes);
+        }
+    }
+
+    // The summary.
+    let load1 = load();
+    println!("\n# JIT backend summary (load average at start {load0}, at end {load1})");
+    println!("# compile, thread CPU ms per (plan, rank):");
+    for (label, _) in &compile_cases {
+        if let Some(t) = mean(&format!("compile/{label}")) {
+            println!("  {label:<32} {:>8.1} ms", t * 1e3);
+        }
+    }
+    println!("# launch, 2 ranks, f32 sum: µs per launch, interp / jit, ratio jit÷interp");
+    let mut worst: Option<(f64, String)> = None;
+    for (name, bytes, reduce) in &launch_cases {
+        let label = format!("{name}/{bytes}");
+        let (Some(i), Some(j)) = (
+            mean(&format!("launch/{label}/interp")),
+            mean(&format!("launch/{label}/jit")),
+        ) else {
+            continue;
+        };
+        let r = j / i;
+        if worst.as_ref().is_none_or(|(w, _)| r > *w) {
+            worst = Some((r, label.clone()));
+        }
+        println!(
+            "  {label:<40} {:>10.1} {:>10.1} {r:>6.2}{}",
+            i * 1e6,
+            j * 1e6,
+            if *reduce { "" } else { "  (interp unfused)" }
+        );
+    }
+    if let Some((r, l)) = worst {
+        println!("# worst jit÷interp: {r:.2} at {l}");
+    }
+    println!("# wire: bf16-wire two-shot vs f32 two-shot, f32 bytes/s ratio (= t_f32 / t_wire)");
+    for bytes in wire_sizes {
+        for backend in ["interp", "jit"] {
+            if let (Some(f), Some(w)) = (
+                mean(&format!("wire/f32/{bytes}/{backend}")),
+                mean(&format!("wire/bf16/{bytes}/{backend}")),
+            ) {
+                println!(
+                    "  {bytes:>10} B {backend:<6} f32 {:>9.1} µs  bf16 wire {:>9.1} µs  ratio {:.2}",
+                    f * 1e6,
+                    w * 1e6,
+                    f / w
+                );
+            }
+        }
+    }
+}
+
+/// `Criterion::filter_matches` is private; this asks the same question of the command line.
+trait FilterMatches {
+    fn clone_filter_matches(&self, id: &str) -> bool;
+}
+
+impl FilterMatches for Criterion {
+    fn clone_filter_matches(&self, id: &str) -> bool {
+        let args: Vec<String> = std::env::args()
+            .skip(1)
+            .filter(|a| !a.starts_with('-'))
+            .collect();
+        args.is_empty() || args.iter().any(|f| id.contains(f.as_str()))
+    }
+}
+
+criterion_group!(benches, all);
+criterion_main!(benches);

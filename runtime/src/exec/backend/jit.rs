@@ -1,0 +1,577 @@
+//! The JIT: runs one rank's steps as a native kernel that the LLVM back end (`symsched-jit`)
+//! generated for the launch signature (plan, rank, dtypes, reduce op), compiled for the host
+//! CPU and cached in memory and on disk.
+//!
+//! The kernel is lowered in the *steps* scope ([`KernelScope::Steps`]): the executor's phases
+//! around the steps (check, resolve, stage in, entry signals, `avg`, stage out, exit signals)
+//! are the same as for the interpreter, so the two backends differ only in how the steps run.
+//! The kernel computes its extents from the size arguments itself and fuses passes over the
+//! data where the dataflow allows (`jit/src/lower/fusion.rs`); everything that needs the
+//! runtime goes through the intrinsics below, which are implemented over the same [`Fabric`]
+//! calls the interpreter makes: bounds-checked addresses ([`LaunchMemory::ptr`]), signals and
+//! bounded waits ([`LaunchSignals`], so the deadline, dead-peer detection, abort check and the
+//! timeout message naming step, slot and signallers are the fabric's, as for the interpreter),
+//! the matmul engine, the host collective library, non-temporal copies and the step trace.
+//!
+//! **Errors.** An intrinsic that fails keeps its [`ExecError`] in the call's context and
+//! returns failure; the kernel stops and the launch returns that error. A kernel status of its
+//! own (a region too small, a size overflow) becomes the interpreter's error for the same case.
+//! A kernel that cannot be compiled is an [`ExecError::Runtime`] naming the schedule.
+//!
+//! **Caches.** Per loaded plan, the kernels of the launch signatures seen so far (a launch with
+//! a known signature does no hashing); per process, one [`KernelCache`] per compile
+//! configuration, which keys kernels by the SHA-256 of everything their code depends on and
+//! keeps the objects under [`ExecOptions::jit_cache_dir`](crate::config::ExecOptions) when set.
+
+use super::{LaunchSignals, StepContext};
+use crate::exec::dtype::{DType, ElemTypes};
+use crate::exec::error::ExecError;
+use crate::exec::fabric::{Fabric, WaitContext};
+use crate::exec::hostcoll::HostCollRequest;
+use crate::exec::matmul;
+use crate::exec::reduce::ReduceOp;
+use crate::exec::resolved::RReg;
+use crate::exec::stream_copy;
+use crate::exec::trace;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use symsched_jit::abi::{self, Intrinsics, KernelArgs, Status};
+use symsched_jit::cache::{Kernel, KernelCache, Source};
+use symsched_jit::compile::CompileOptions;
+use symsched_jit::lower::fusion::FusionOptions;
+use symsched_jit::{KernelScope, KernelSpec, LowerOptions};
+use symsched_plan::{Cmp, Op, Plan, SignalMode, Step};
+
+#[doc(hidden)]
+pub use symsched_jit::lower::Fault;
+
+/// The JIT backend.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Jit;
+
+/// One launch signature's kernel, as a loaded plan remembers it.
+struct Entry {
+    sig: Signature,
+    kernel: Arc<Kernel>,
+}
+
+/// What selects a kernel for a loaded plan (the plan and rank are fixed by the plan state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Signature {
+    types: ElemTypes,
+    op: ReduceOp,
+    fuse: bool,
+    trace: bool,
+    fault: Option<Fault>,
+}
+
+/// What the JIT keeps per loaded plan.
+#[derive(Default)]
+pub struct JitState {
+    kernels: Vec<Entry>,
+    /// Plan step id → position in this rank's step list (for the matmul, host collective and
+    /// trace intrinsics, which name steps by id).
+    step_at: HashMap<u32, usize>,
+    sizes: Vec<u64>,
+    counts: Vec<u64>,
+    /// Accumulator rows of the built-in matmul.
+    mm: Vec<f64>,
+}
+
+/// Kernels compiled in this process and the time spent on them, and kernels found on disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompileStats {
+    pub compiled: u64,
+    pub from_disk: u64,
+    pub compile_time: Duration,
+}
+
+static COMPILED: AtomicU64 = AtomicU64::new(0);
+static FROM_DISK: AtomicU64 = AtomicU64::new(0);
+static COMPILE_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// What the JIT has compiled or loaded in this process so far (`symsched run` prints it).
+pub fn compile_stats() -> CompileStats {
+    CompileStats {
+        compiled: COMPILED.load(Ordering::Relaxed),
+        from_disk: FROM_DISK.load(Ordering::Relaxed),
+        compile_time: Duration::from_nanos(COMPILE_NANOS.load(Ordering::Relaxed)),
+    }
+}
+
+static FAULT: Mutex<Option<Fault>> = Mutex::new(None);
+
+/// Test hook: lower every kernel compiled from now on with a deliberately broken lowering (a
+/// dropped wait, a reversed fold order), or correctly again with `None`. For the tests that
+/// must see the comparison with the interpreter fail; it applies to the whole process.
+#[doc(hidden)]
+pub fn set_test_fault(fault: Option<Fault>) {
+    *FAULT.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+}
+
+fn current_fault() -> Option<Fault> {
+    *FAULT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The process's kernel cache for one compile configuration.
+fn cache(dir: &Option<PathBuf>, opts: CompileOptions) -> Result<Arc<KernelCache>, ExecError> {
+    type Caches = Mutex<HashMap<(Option<PathBuf>, CompileOptions), Arc<KernelCache>>>;
+    static CACHES: OnceLock<Caches> = OnceLock::new();
+    let mut all = CACHES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let key = (dir.clone(), opts);
+    if let Some(c) = all.get(&key) {
+        return Ok(c.clone());
+    }
+    let c = Arc::new(
+        KernelCache::new(key.0.clone(), key.1.clone())
+            .map_err(|e| ExecError::Runtime(format!("jit: {e}")))?,
+    );
+    all.insert(key, c.clone());
+    Ok(c)
+}
+
+fn jit_dtype(d: DType) -> Result<symsched_jit::DType, ExecError> {
+    symsched_jit::DType::parse(d.name()).map_err(|e| ExecError::Runtime(format!("jit: {e}")))
+}
+
+fn jit_op(op: ReduceOp) -> Result<symsched_jit::ReduceOp, ExecError> {
+    symsched_jit::ReduceOp::parse(op.name()).map_err(|e| ExecError::Runtime(format!("jit: {e}")))
+}
+
+impl JitState {
+    /// The kernel for `sig` on this plan: remembered, else from the process cache (memory,
+    /// disk, or compiled now).
+    fn kernel(
+        &mut self,
+        plan: &Plan,
+        rank: u32,
+        sig: Signature,
+        dir: &Option<PathBuf>,
+    ) -> Result<&Arc<Kernel>, ExecError> {
+        if let Some(i) = self.kernels.iter().position(|e| e.sig == sig) {
+            return Ok(&self.kernels[i].kernel);
+        }
+        let types = symsched_jit::ElemTypes {
+            data: jit_dtype(sig.types.data)?,
+            wire: jit_dtype(sig.types.wire)?,
+            acc: jit_dtype(sig.types.acc)?,
+        };
+        let opts = CompileOptions {
+            lower: LowerOptions {
+                fusion: FusionOptions {
+                    fuse: sig.fuse,
+                    ..FusionOptions::default()
+                },
+                scope: KernelScope::Steps,
+                trace: sig.trace,
+                fault: sig.fault,
+                ..LowerOptions::default()
+            },
+            ..CompileOptions::default()
+        };
+        let spec = KernelSpec {
+            plan,
+            rank,
+            types,
+            op: jit_op(sig.op)?,
+        };
+        let (kernel, source) = cache(dir, opts)?.get(&spec).map_err(|e| {
+            ExecError::Runtime(format!(
+                "jit: cannot compile schedule `{}` for rank {rank}: {e}",
+                plan.schedule
+            ))
+        })?;
+        match source {
+            Source::Compiled => {
+                COMPILED.fetch_add(1, Ordering::Relaxed);
+                COMPILE_NANOS.fetch_add(kernel.compile_time.as_nanos() as u64, Ordering::Relaxed);
+            }
+            Source::Disk => {
+                FROM_DISK.fetch_add(1, Ordering::Relaxed);
+            }
+            Source::Memory => {}
+        }
+        if self.step_at.is_empty() {
+            if let Some(prog) = plan.ranks.get(rank as usize) {
+                self.step_at = prog
+                    .steps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (s.id, i))
+                    .collect();
+            }
+        }
+        self.kernels.push(Entry { sig, kernel });
+        Ok(&self.kernels[self.kernels.len() - 1].kernel)
+    }
+}
+
+/// What every intrinsic of one kernel call gets (through the ABI's opaque context pointer).
+struct CallCtx<'c, 'a, F: Fabric> {
+    ctx: &'c StepContext<'a, F>,
+    steps: &'c [Step],
+    step_at: &'c HashMap<u32, usize>,
+    mm: &'c mut Vec<f64>,
+    /// The first error an intrinsic hit.
+    error: Option<ExecError>,
+    /// End of the last traced action.
+    traced_until: Instant,
+}
+
+impl<F: Fabric> CallCtx<'_, '_, F> {
+    fn fail(&mut self, e: ExecError) -> i32 {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+        1
+    }
+
+    fn step(&self, id: u32) -> Result<&Step, ExecError> {
+        self.step_at
+            .get(&id)
+            .and_then(|&i| self.steps.get(i))
+            .ok_or_else(|| ExecError::Runtime(format!("jit: the kernel named unknown step {id}")))
+    }
+
+    fn region_dtype(&self, r: &symsched_plan::Region) -> Result<DType, ExecError> {
+        let plan = self.ctx.plan;
+        let b = plan.buffers.get(r.buffer as usize).ok_or_else(|| {
+            ExecError::Runtime(format!("jit: step names unknown buffer {}", r.buffer))
+        })?;
+        Ok(self.ctx.types.of(b.elem))
+    }
+}
+
+/// # Safety (of every intrinsic)
+/// `c` is the `CallCtx` that [`Jit::run`] passed as the kernel's context, alive and not
+/// otherwise borrowed for the whole kernel call; the kernel calls intrinsics one at a time
+/// from the calling thread.
+unsafe fn call<'x, F: Fabric>(c: *mut c_void) -> &'x mut CallCtx<'x, 'x, F> {
+    // SAFETY: see above.
+    unsafe { &mut *(c as *mut CallCtx<'x, 'x, F>) }
+}
+
+unsafe extern "C" fn region<F: Fabric>(
+    c: *mut c_void,
+    rank: u32,
+    buf: u32,
+    off: u64,
+    len: u64,
+) -> *mut u8 {
+    // SAFETY: the kernel's context (see `call`).
+    let c = unsafe { call::<F>(c) };
+    let plan = c.ctx.plan;
+    let Some(b) = plan.buffers.get(buf as usize) else {
+        c.fail(ExecError::Runtime(format!(
+            "jit: the kernel asked for unknown buffer {buf}"
+        )));
+        return std::ptr::null_mut();
+    };
+    let sz = c.ctx.types.of(b.elem).size() as u64;
+    let r = RReg {
+        buf,
+        elem: off / sz,
+    };
+    match c.ctx.memory.ptr(rank, &r, len / sz) {
+        Ok((p, _)) => p,
+        Err(e) => {
+            c.fail(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+unsafe extern "C" fn signal<F: Fabric>(
+    c: *mut c_void,
+    peer: u32,
+    slot: u32,
+    mode: u32,
+    value: u64,
+    _step: u32,
+) -> i32 {
+    // SAFETY: the kernel's context (see `call`).
+    let c = unsafe { call::<F>(c) };
+    let mode = match mode {
+        abi::SIGNAL_ADD => SignalMode::Add,
+        abi::SIGNAL_SET => SignalMode::Set,
+        m => return c.fail(ExecError::Runtime(format!("jit: unknown signal mode {m}"))),
+    };
+    let s: LaunchSignals<'_> = c.ctx.signals;
+    match c.ctx.fabric.signal(peer, s.base + slot, mode, value) {
+        Ok(()) => 0,
+        Err(e) => c.fail(e),
+    }
+}
+
+fn cmp_of(code: u32) -> Option<Cmp> {
+    [Cmp::Eq, Cmp::Ne, Cmp::Gt, Cmp::Ge, Cmp::Lt, Cmp::Le]
+        .into_iter()
+        .find(|c| c.code() == code)
+}
+
+unsafe extern "C" fn wait<F: Fabric>(
+    c: *mut c_void,
+    slot: u32,
+    cmp: u32,
+    target: u64,
+    step: u32,
+) -> i32 {
+    // SAFETY: the kernel's context (see `call`).
+    let c = unsafe { call::<F>(c) };
+    let plan = c.ctx.plan;
+    let (Some(cmp), Some(sig), Some(who)) = (
+        cmp_of(cmp),
+        plan.signals.get(slot as usize),
+        c.ctx.signals.signallers.get(slot as usize),
+    ) else {
+        return c.fail(ExecError::Runtime(format!(
+            "jit: the kernel waited on slot {slot} with comparison {cmp}"
+        )));
+    };
+    let wc = WaitContext {
+        schedule: &plan.schedule,
+        step,
+        slot_name: &sig.name,
+        signallers: who,
+    };
+    match c
+        .ctx
+        .fabric
+        .wait(c.ctx.signals.base + slot, cmp, target, &wc)
+    {
+        Ok(_) => 0,
+        Err(e) => c.fail(e),
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // the ABI's signature
+unsafe extern "C" fn matmul_step<F: Fabric>(
+    c: *mut c_void,
+    step: u32,
+    cp: *mut u8,
+    ap: *const u8,
+    bp: *const u8,
+    m: u64,
+    k: u64,
+    n: u64,
+) -> i32 {
+    // SAFETY: the kernel's context (see `call`).
+    let c = unsafe { call::<F>(c) };
+    let dtypes = c.step(step).and_then(|s| match &s.op {
+        Op::Matmul { c: rc, a, b } => {
+            Ok((c.region_dtype(rc)?, c.region_dtype(a)?, c.region_dtype(b)?))
+        }
+        _ => Err(ExecError::Runtime(format!(
+            "jit: step {step} is not a matmul"
+        ))),
+    });
+    let (cd, ad, bd) = match dtypes {
+        Ok(d) => d,
+        Err(e) => return c.fail(e),
+    };
+    let mm = matmul::MatmulStep {
+        c: (cp, cd),
+        a: (ap, ad),
+        b: (bp, bd),
+        m: m as usize,
+        k: k as usize,
+        n: n as usize,
+    };
+    // SAFETY: the kernel obtained the three ranges from `region` for these element counts.
+    match unsafe { matmul::run(&mm, c.mm) } {
+        Ok(()) => 0,
+        Err(e) => c.fail(e),
+    }
+}
+
+unsafe extern "C" fn host_coll<F: Fabric>(
+    c: *mut c_void,
+    step: u32,
+    ordinal: u32,
+    data: *mut u8,
+    elems: u64,
+) -> i32 {
+    // SAFETY: the kernel's context (see `call`).
+    let c = unsafe { call::<F>(c) };
+    let found = c.step(step).and_then(|s| match &s.op {
+        Op::HostColl {
+            op,
+            region,
+            members,
+        } => Ok((*op, c.region_dtype(region)?, members)),
+        _ => Err(ExecError::Runtime(format!(
+            "jit: step {step} is not a host collective"
+        ))),
+    });
+    let (op, dtype, members) = match found {
+        Ok(f) => f,
+        Err(e) => return c.fail(e),
+    };
+    // SAFETY: a local heap range the kernel obtained from `region` for `elems` elements; no
+    // peer touches it during a host collective (the verifier forbids shmem traffic on it).
+    let data = unsafe { std::slice::from_raw_parts_mut(data, elems as usize * dtype.size()) };
+    let req = HostCollRequest {
+        op,
+        data,
+        dtype,
+        wire: c.ctx.types.wire,
+        acc: c.ctx.types.acc,
+        reduce: c.ctx.op,
+        members,
+        key: c.ctx.key,
+        ordinal,
+    };
+    match c.ctx.host_collective(req) {
+        Ok(()) => 0,
+        Err(e) => c.fail(e),
+    }
+}
+
+/// Never called: a steps-scope kernel leaves stage-out to the executor.
+unsafe extern "C" fn stage_out<F: Fabric>(c: *mut c_void) -> i32 {
+    // SAFETY: the kernel's context (see `call`).
+    let c = unsafe { call::<F>(c) };
+    c.fail(ExecError::Runtime(
+        "jit: a steps kernel called stage_out".into(),
+    ))
+}
+
+unsafe extern "C" fn copy_nt(_c: *mut c_void, dst: *mut u8, src: *const u8, bytes: u64) {
+    // SAFETY: disjoint ranges the kernel obtained from `region` for `bytes` bytes.
+    unsafe { stream_copy::copy(dst, src, bytes as usize) }
+}
+
+unsafe extern "C" fn trace_step<F: Fabric>(c: *mut c_void, step: u32, flags: u32) {
+    // SAFETY: the kernel's context (see `call`).
+    let c = unsafe { call::<F>(c) };
+    let Some(tr) = c.ctx.trace else { return };
+    let Some(&i) = c.step_at.get(&step) else {
+        return;
+    };
+    let (Some(ps), Some(rs)) = (c.steps.get(i), c.ctx.resolved.steps.get(i)) else {
+        return;
+    };
+    let size = trace::written_buffer(&ps.op).map_or(0, |b| {
+        c.ctx.types.of(c.ctx.plan.buffers[b as usize].elem).size() as u64
+    });
+    let bytes = if flags & abi::TRACE_SIGNAL != 0 {
+        0
+    } else {
+        rs.elems() * size
+    };
+    tr.step(ps, bytes, c.traced_until);
+    if flags & abi::TRACE_LAST != 0 {
+        c.traced_until = Instant::now();
+    }
+}
+
+impl super::Backend for Jit {
+    type PlanState = JitState;
+
+    fn run<F: Fabric>(
+        &self,
+        ctx: &StepContext<'_, F>,
+        state: &mut JitState,
+    ) -> Result<(), ExecError> {
+        let plan = ctx.plan;
+        let me = ctx.fabric.rank();
+        let sig = Signature {
+            types: ctx.types,
+            op: ctx.op,
+            fuse: ctx.opts.fuse,
+            trace: ctx.trace.is_some(),
+            fault: current_fault(),
+        };
+        let kernel = state
+            .kernel(plan, me, sig, &ctx.opts.jit_cache_dir)?
+            .clone();
+        state.sizes.clear();
+        for v in &plan.size_vars {
+            let x = ctx.sizes.vars.get(&v.name).copied().ok_or_else(|| {
+                ExecError::from(symsched_plan::PlanError::UnboundSize(v.name.clone()))
+            })?;
+            state.sizes.push(x);
+        }
+        state.counts.clear();
+        if let Some(m) = &ctx.sizes.counts {
+            state.counts.extend(m.iter().flatten());
+        }
+        let intrinsics = Intrinsics {
+            region: region::<F>,
+            signal: signal::<F>,
+            wait: wait::<F>,
+            matmul: matmul_step::<F>,
+            host_coll: host_coll::<F>,
+            stage_out: stage_out::<F>,
+            copy_nt,
+            trace: trace_step::<F>,
+        };
+        let JitState {
+            step_at,
+            sizes,
+            counts,
+            mm,
+            ..
+        } = state;
+        let mut call = CallCtx {
+            ctx,
+            steps: plan
+                .ranks
+                .get(me as usize)
+                .map_or(&[][..], |r| r.steps.as_slice()),
+            step_at,
+            mm,
+            error: None,
+            traced_until: Instant::now(),
+        };
+        let mut args = KernelArgs {
+            ctx: &mut call as *mut CallCtx<'_, '_, F> as *mut c_void,
+            intrinsics: &intrinsics,
+            sizes: sizes.as_ptr(),
+            counts: if ctx.sizes.counts.is_some() {
+                counts.as_ptr()
+            } else {
+                std::ptr::null()
+            },
+            epoch: ctx.signals.epoch,
+            nt_min_bytes: if ctx.opts.nt_copy {
+                ctx.opts.nt_min_bytes as u64
+            } else {
+                abi::NT_NEVER
+            },
+            status: Default::default(),
+        };
+        // SAFETY: the table's functions honour the ABI for this call: `call` outlives it and
+        // the intrinsics reach it only through `args.ctx`; `sizes` holds one value per size
+        // variable, `counts` is P × P values when the plan takes counts (the executor checked
+        // the matrix when it resolved the steps) or null.
+        let status = unsafe { kernel.launch(&mut args) };
+        let error = call.error.take();
+        match Status::decode(&status) {
+            Status::Ok => Ok(()),
+            Status::Intrinsic { step } => Err(error.unwrap_or_else(|| {
+                ExecError::Runtime(format!(
+                    "jit: an intrinsic failed in step {step} without an error"
+                ))
+            })),
+            Status::RegionTooSmall { step, need, have } => {
+                Err(symsched_plan::PlanError::Inconsistent(format!(
+                    "step {step} moves {need} elements into a region of {have}"
+                ))
+                .into())
+            }
+            Status::SizeOverflow { .. } => Err(symsched_plan::PlanError::SizeOverflow.into()),
+            Status::MissingCounts => Err(ExecError::MissingCounts(plan.schedule.clone())),
+            Status::Unknown { code, step } => Err(ExecError::Runtime(format!(
+                "jit: kernel status {code} (step {step}) is unknown to this build"
+            ))),
+        }
+    }
+}

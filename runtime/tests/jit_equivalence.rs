@@ -1,0 +1,181 @@
+//! The JIT backend equals the interpreter byte for byte (`tests/common/equivalence.rs`).
+//!
+//! Default CI runs a covering subset: every standard schedule at every P ∈ {1, 2, 3, 4, 8}
+//! with f32 sum at a size with remainders, every dtype × wire × op on the schedules that use a
+//! wire type at P = 3, staged bindings, and a second size. The full matrix (every schedule ×
+//! P × dtype × wire × op) is ignored by default; a property test draws random cases from it
+//! (schedule, P, dtype, wire, op, size, staged) in every run:
+//!
+//! ```text
+//! cargo test --release -p symsched-runtime --test jit_equivalence -- --ignored
+//! ```
+
+mod jit_common;
+
+use jit_common::{compare, instance, names, reduces, type_matrix, uses_wire, Case};
+use symsched_runtime::exec::{DType, ElemTypes, ReduceOp};
+
+const PS: [u32; 5] = [1, 2, 3, 4, 8];
+
+fn f32_sum(plan: &symsched_plan::Plan, count: u64) -> Case<'_> {
+    Case {
+        plan,
+        types: ElemTypes::new(DType::F32, None).unwrap(),
+        op: ReduceOp::Sum,
+        count,
+        staged: false,
+        late: Vec::new(),
+    }
+}
+
+fn check_all(cases: &[Case]) {
+    let fails: Vec<String> = cases.iter().filter_map(|c| compare(c).err()).collect();
+    assert!(
+        fails.is_empty(),
+        "{} of {} cases differ:\n{}",
+        fails.len(),
+        cases.len(),
+        fails.join("\n")
+    );
+}
+
+#[test]
+fn every_schedule_at_every_p_f32_sum() {
+    let mut plans = Vec::new();
+    for name in names() {
+        let mut any = false;
+        for p in PS {
+            if let Some(plan) = instance(&name, p) {
+                plans.push(plan);
+                any = true;
+            }
+        }
+        assert!(any, "{name} has no instance at any of {PS:?}");
+    }
+    let cases: Vec<Case> = plans.iter().map(|p| f32_sum(p, 1001)).collect();
+    check_all(&cases);
+}
+
+#[test]
+fn every_dtype_wire_and_op_at_p3() {
+    let plans: Vec<_> = names()
+        .iter()
+        .filter_map(|n| instance(n, 3))
+        .filter(|p| uses_wire(p) && reduces(p))
+        .take(3)
+        .collect();
+    assert!(!plans.is_empty());
+    let mut cases = Vec::new();
+    for plan in &plans {
+        for types in type_matrix() {
+            for op in ReduceOp::ALL {
+                cases.push(Case {
+                    types,
+                    op,
+                    ..f32_sum(plan, 517)
+                });
+            }
+        }
+    }
+    check_all(&cases);
+}
+
+#[test]
+fn staged_bindings_and_other_sizes() {
+    let names = [
+        "allreduce_ring",
+        "allreduce_two_shot",
+        "allgather_push",
+        "alltoall_push",
+    ];
+    let plans: Vec<_> = names.iter().filter_map(|n| instance(n, 4)).collect();
+    assert!(!plans.is_empty());
+    let mut cases = Vec::new();
+    for plan in &plans {
+        for count in [0, 3, 40_003] {
+            for staged in [false, true] {
+                cases.push(Case {
+                    staged,
+                    ..f32_sum(plan, count)
+                });
+            }
+        }
+    }
+    check_all(&cases);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+    #[test]
+    fn random_cases_of_the_full_matrix(
+        pick in 0usize..10_000,
+        pi in 0usize..PS.len(),
+        ti in 0usize..64,
+        oi in 0usize..4,
+        count in 0u64..5000,
+        staged in proptest::bool::ANY,
+    ) {
+        let all = names();
+        let plan = (0..all.len())
+            .find_map(|k| instance(&all[(pick + k) % all.len()], PS[pi]))
+            .expect("some schedule has an instance");
+        let types = type_matrix();
+        let c = Case {
+            types: types[ti % types.len()],
+            op: ReduceOp::ALL[oi],
+            staged,
+            ..f32_sum(&plan, count)
+        };
+        if let Err(e) = compare(&c) {
+            proptest::prop_assert!(false, "{}", e);
+        }
+    }
+}
+
+#[test]
+#[ignore = "full matrix: minutes in release (see the module docs)"]
+fn full_matrix() {
+    let mut fails = Vec::new();
+    let mut total = 0;
+    for name in names() {
+        for p in PS {
+            let Some(plan) = instance(&name, p) else {
+                continue;
+            };
+            let types: Vec<ElemTypes> = if uses_wire(&plan) {
+                type_matrix()
+            } else {
+                type_matrix()
+                    .into_iter()
+                    .filter(|t| t.wire == t.data)
+                    .collect()
+            };
+            let ops: &[ReduceOp] = if reduces(&plan) {
+                &ReduceOp::ALL
+            } else {
+                &[ReduceOp::Sum]
+            };
+            for &t in &types {
+                for &op in ops {
+                    let c = Case {
+                        types: t,
+                        op,
+                        ..f32_sum(&plan, 1001)
+                    };
+                    total += 1;
+                    if let Err(e) = compare(&c) {
+                        fails.push(e);
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        fails.is_empty(),
+        "{} of {total} cases differ:\n{}",
+        fails.len(),
+        fails.join("\n")
+    );
+    eprintln!("full matrix: {total} cases equal");
+}

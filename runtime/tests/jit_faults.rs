@@ -1,0 +1,58 @@
+//! The JIT-vs-interpreter comparison catches broken lowerings: a dropped wait and a reversed
+//! fold order (test hooks of the LLVM back end) each make the backends differ, while the
+//! correct lowering under the same conditions equals the interpreter. One test, because the
+//! fault hook applies to the whole process.
+
+mod jit_common;
+
+use jit_common::{compare, instance, Case};
+use std::time::Duration;
+use symsched_plan::Op;
+use symsched_runtime::exec::backend::jit::{compile_stats, set_test_fault, Fault};
+use symsched_runtime::exec::{DType, ElemTypes, ReduceOp};
+
+#[test]
+fn broken_lowerings_are_caught_and_the_correct_one_is_not() {
+    // One-shot allreduce at P = 4: rank 0 reduces the landing slots after waiting for every
+    // peer's put. Peers start each launch 200 ms late, so without the wait rank 0 folds slots
+    // that hold no data yet.
+    let plan = instance("allreduce_one_shot", 4).expect("P = 4 instance");
+    let wait = plan.ranks[0]
+        .steps
+        .iter()
+        .rev()
+        .find(|s| matches!(s.op, Op::Wait { .. }))
+        .expect("rank 0 waits for the puts")
+        .id;
+    let late = Case {
+        plan: &plan,
+        types: ElemTypes::new(DType::F32, None).unwrap(),
+        op: ReduceOp::Sum,
+        count: 1000,
+        staged: false,
+        late: (1..4).map(|r| (r, Duration::from_millis(200))).collect(),
+    };
+    let before = compile_stats().compiled;
+    compare(&late).expect("the correct lowering equals the interpreter");
+    assert!(
+        compile_stats().compiled > before,
+        "the JIT compiled kernels"
+    );
+
+    set_test_fault(Some(Fault::DropWait(wait)));
+    let err = compare(&late).expect_err("a dropped wait must be caught");
+    assert!(err.contains("rank 0"), "{err}");
+
+    // The same one-shot allreduce on time, inexact f32 sums of four operands: the fold order
+    // shows in the last bits (two operands would not: a + b is b + a).
+    let fold = Case {
+        late: Vec::new(),
+        count: 999,
+        ..late.clone()
+    };
+    set_test_fault(Some(Fault::ReverseFold));
+    let err = compare(&fold).expect_err("a reversed fold order must be caught");
+    assert!(err.contains("interp vs jit"), "{err}");
+    set_test_fault(None);
+    compare(&fold).expect("the correct lowering equals the interpreter again");
+}
