@@ -385,7 +385,7 @@ impl PyGroup {
         check_always: bool,
         backend: Option<&str>,
     ) -> PyResult<PyPrepared> {
-let backend = self.backend_for(backend)?;
+        let backend = self.backend_for(backend)?;
         let _ = check_always;
         let size =
             u32::try_from(self.group.size()).map_err(|_| errors::value("group too large"))?;
