@@ -216,8 +216,8 @@ MATMUL_BLAS = Knob(
 CHECK_BINDINGS = Knob(
     "SYMSCHED_CHECK_BINDINGS", "first", choice("first", "always"), "first, always",
     "when a launch is prepared",
-    "binding-rule check: exchange a prepared launch's binding pattern the first time it is seen "
-    "(`first`) or on every launch (`always`: one more small exchange per call)")
+    "no effect: every launch's binding pattern is agreed by every rank (docs/plan-schema.md, "
+    "\"Launch agreement\"); still validated, so job scripts that set it keep working")
 
 TRACE = Knob(
     "SYMSCHED_TRACE", None, writable_file, "a file path in a writable directory",
