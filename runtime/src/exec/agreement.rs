@@ -177,9 +177,10 @@ impl AgreementArea {
         bound.clear();
         // The members that share this rank's heaps: a group spanning nodes agrees within each
         // node (its launches stage every buffer; the nodes meet in host collectives).
-        let here: Vec<u32> = (0..p).filter(|q| fabric.reachable(*q)).collect();
-        let peers: Vec<u32> = here.iter().copied().filter(|q| *q != me).collect();
-        if peers.is_empty() {
+        // (Iterated, not collected: no allocation on the launch path.)
+        let here = || (0..p).filter(|&q| fabric.reachable(q));
+        let peers = || here().filter(move |&q| q != me);
+        if peers().next().is_none() {
             if let Ok(s) = mine {
                 bound.extend((0..roles).map(|i| s.buffers.get(i).map_or(EMPTY, pattern_word)));
             }
@@ -189,7 +190,7 @@ impl AgreementArea {
         // SAFETY: `rec` is a checked range of record_bytes in this rank's own segment; only
         // this rank writes it, and peers read it only after the release below.
         unsafe { write_record(rec, roles, seq, mine) };
-        for &q in &peers {
+        for q in peers() {
             fabric.signal(q, self.slot_base + me, SignalMode::Set, seq)?;
         }
         if mine.is_err() {
@@ -199,7 +200,7 @@ impl AgreementArea {
         }
         let mut ok = true;
         let digest_mine = unsafe { rec.add(1).read_volatile() };
-        for &q in &peers {
+        for q in peers() {
             let signallers = [q];
             let ctx = WaitContext {
                 schedule: &plan.schedule,
@@ -225,7 +226,7 @@ impl AgreementArea {
             // Same digest everywhere; the binding words must also agree, an empty role
             // agreeing with anything (uneven extents leave roles empty on some ranks).
             for i in 0..roles {
-                let mut words = here.iter().filter_map(|&q| {
+                let mut words = here().filter_map(|q| {
                     let r = self.record_ptr(fabric, q, seq).ok()?;
                     // SAFETY: checked record range, published (see above).
                     let w = unsafe { r.add(HEADER + i).read_volatile() };
@@ -247,9 +248,8 @@ impl AgreementArea {
         if ok {
             return Ok(());
         }
-        let per_rank = here
-            .iter()
-            .map(|&q| {
+        let per_rank = here()
+            .map(|q| {
                 self.record_ptr(fabric, q, seq)
                     // SAFETY: checked record range, published (see above).
                     .map(|r| unsafe { describe(r, q, roles, plan) })
