@@ -331,11 +331,22 @@ class FrameworkAdapter(abc.ABC):
         whose ``sgemm_``/``dgemm_`` the executor may call directly (None: every step through the
         callback; ``SYMSCHED_MATMUL_BLAS=0`` asks for None)."""
 
-    def host_engine(self) -> Any:
+    _host_engine: Any = None
+
+    @classmethod
+    def host_engine(cls) -> Any:
         """The framework's collective library for groups that span nodes: a
         :class:`symsched.core.nodes.HostEngine` (the inter-node step of the hierarchical
-        schedules). A framework without one cannot serve such groups."""
-        raise UnavailableError(f"symsched for {self.name} has no host-collective engine: groups across nodes "
+        schedules), made once per process by :meth:`make_host_engine`."""
+        if cls._host_engine is None:
+            cls._host_engine = cls.make_host_engine()
+        return cls._host_engine
+
+    @classmethod
+    def make_host_engine(cls) -> Any:
+        """A new host engine (see :meth:`host_engine`). A framework without one cannot serve
+        groups across nodes."""
+        raise UnavailableError(f"symsched for {cls.name} has no host-collective engine: groups across nodes "
                                f"are not available")
 
 

@@ -346,15 +346,11 @@ class MindSporeAdapter(_adapter.FrameworkAdapter):
     def watch_collectives(note: Callable[[Any, str], None]) -> Callable[[], None]:
         return mccl.watch(note)
 
-    _host_engine: Any = None
+    @staticmethod
+    def make_host_engine() -> Any:
+        from .hostcoll import MindSporeHostEngine
 
-    @classmethod
-    def host_engine(cls) -> Any:
-        if cls._host_engine is None:
-            from .hostcoll import MindSporeHostEngine
-
-            cls._host_engine = MindSporeHostEngine()
-        return cls._host_engine
+        return MindSporeHostEngine()
 
     @staticmethod
     def matmul_engine() -> Tuple[Callable[..., None], Optional[str]]:

@@ -304,13 +304,9 @@ class TorchAdapter(_adapter.FrameworkAdapter):
     def matmul_engine() -> Tuple[Callable[..., None], Optional[str]]:
         return _mc2.TorchMatmul(), _mc2._torch_blas()
 
-    _host_engine: Any = None
+    @staticmethod
+    def make_host_engine() -> Any:
+        from .hostcoll import TorchHostEngine
 
-    @classmethod
-    def host_engine(cls) -> Any:
-        if cls._host_engine is None:
-            from .hostcoll import TorchHostEngine
-
-            cls._host_engine = TorchHostEngine()
-        return cls._host_engine
+        return TorchHostEngine()
 
