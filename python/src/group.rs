@@ -78,6 +78,38 @@ impl PyGroup {
     }
 }
 
+/// A group's abort as Python sees it: `(global rank, group-local rank, message, permanent,
+/// CLOCK_MONOTONIC ns of the abort)`.
+pub(crate) type AbortRow = (usize, usize, String, bool, u64);
+
+/// The abort `group` reports, or None (shared by every Python handle on a runtime group).
+pub(crate) fn abort_row(group: &Group) -> Option<AbortRow> {
+    group.aborted().map(|a| {
+        (
+            a.rank,
+            a.local_rank,
+            a.message,
+            a.permanent,
+            a.at_monotonic_ns,
+        )
+    })
+}
+
+/// The collective reset of an aborted `group`, without the GIL, bounded by `timeout_ms`
+/// (default: the signal timeout); returns the new generation.
+pub(crate) fn reset_after_abort(
+    py: Python<'_>,
+    group: &Arc<Group>,
+    timeout_ms: Option<u64>,
+) -> PyResult<u64> {
+    let g = group.clone();
+    let timeout = timeout_ms
+        .map(Duration::from_millis)
+        .unwrap_or_else(|| group.signal_timeout());
+    py.detach(move || g.reset_after_abort_timeout(timeout).map_err(Box::new))
+        .map_err(errors::rt_boxed)
+}
+
 #[pymethods]
 impl PyGroup {
     /// This rank's index in the group.
@@ -247,28 +279,15 @@ impl PyGroup {
 
     /// The abort the group reports, as `(global rank, group-local rank, message, permanent,
     /// CLOCK_MONOTONIC ns of the abort)`, or None when no member aborted it.
-    fn aborted(&self) -> Option<(usize, usize, String, bool, u64)> {
-        self.group.aborted().map(|a| {
-            (
-                a.rank,
-                a.local_rank,
-                a.message,
-                a.permanent,
-                a.at_monotonic_ns,
-            )
-        })
+    fn aborted(&self) -> Option<AbortRow> {
+        abort_row(&self.group)
     }
 
     /// Make an aborted group usable again: collective over the members, bounded by
     /// `timeout_ms` (default: the signal timeout). Returns the new generation.
     #[pyo3(signature = (timeout_ms=None))]
     fn reset_after_abort(&self, py: Python<'_>, timeout_ms: Option<u64>) -> PyResult<u64> {
-        let g = self.group.clone();
-        let timeout = timeout_ms
-            .map(Duration::from_millis)
-            .unwrap_or_else(|| self.group.signal_timeout());
-        py.detach(move || g.reset_after_abort_timeout(timeout).map_err(Box::new))
-            .map_err(errors::rt_boxed)
+        reset_after_abort(py, &self.group, timeout_ms)
     }
 
     /// A new handle on the same runtime group with a fresh executor (no loaded plan, every

@@ -261,28 +261,15 @@ impl PyCrossNodeGroup {
     }
 
     /// The abort this node's members report, as `PyGroup.aborted` does, or None.
-    fn aborted(&self) -> Option<(usize, usize, String, bool, u64)> {
-        self.group.aborted().map(|a| {
-            (
-                a.rank,
-                a.local_rank,
-                a.message,
-                a.permanent,
-                a.at_monotonic_ns,
-            )
-        })
+    fn aborted(&self) -> Option<crate::group::AbortRow> {
+        crate::group::abort_row(&self.group)
     }
 
     /// Make the aborted group usable again: collective over this node's members, bounded by
     /// `timeout_ms` (default: the signal timeout). Returns the new generation.
     #[pyo3(signature = (timeout_ms=None))]
     fn reset_after_abort(&self, py: Python<'_>, timeout_ms: Option<u64>) -> PyResult<u64> {
-        let g = self.group.clone();
-        let timeout = timeout_ms
-            .map(std::time::Duration::from_millis)
-            .unwrap_or_else(|| self.group.signal_timeout());
-        py.detach(move || g.reset_after_abort_timeout(timeout).map_err(Box::new))
-            .map_err(errors::rt_boxed)
+        crate::group::reset_after_abort(py, &self.group, timeout_ms)
     }
 
     /// A new handle on the same group with a fresh executor (see `PyGroup.renewed`).
