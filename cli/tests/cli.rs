@@ -467,3 +467,59 @@ fn run_interrupted_by_sigterm_says_so() {
     assert!(!err.contains("failed"), "{err}");
     assert_eq!(out.status.code(), Some(143), "{err}");
 }
+
+/// Recursive doubling, written with the integer vocabulary (`^`, `<<`, `>>`, `log2`) and a
+/// `require`: verified and run at every power of two, refused with E0318 elsewhere.
+fn recursive_doubling() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schedules/allreduce_recursive_doubling.sched")
+}
+
+#[test]
+fn recursive_doubling_verifies_runs_and_states_its_requirement() {
+    let rd = recursive_doubling();
+    let out = symsched(&["check", s(&rd), "--ranks", "1,2,4,8,16"]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // A tree fold: one W0404, printed once with the instantiations that repeat it.
+    assert_eq!(err.matches("warning[W0404]").count(), 1, "{err}");
+    assert!(
+        err.contains("the same W0404 here in 2 more instantiation(s): P = 8; P = 16"),
+        "{err}"
+    );
+    let out = symsched(&["check", s(&rd), "--ranks", "6"]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("error[E0318]: `allreduce_recursive_doubling` requires `is_pow2(P)`, which does not hold for P = 6"),
+        "{err}"
+    );
+    // f32 bit for bit against the reference, which folds in the order the verifier proved.
+    run_checked(&[
+        "run",
+        s(&rd),
+        "--ranks",
+        "4",
+        "--count",
+        "4097",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--check",
+    ]);
+    let out = symsched(&["run", s(&rd), "--ranks", "3", "--count", "16"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("E0318"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn check_refuses_a_param_no_schedule_declares() {
+    let ring = rotating_ring();
+    let out = symsched(&["check", s(&ring), "--ranks", "4", "--param", "BOGUS=3"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--param BOGUS: no schedule in the given files has a parameter `BOGUS`"),
+        "{err}"
+    );
+}

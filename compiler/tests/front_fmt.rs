@@ -23,6 +23,11 @@ fn simple_stmt() -> impl Strategy<Value = String> {
         Just("barrier;".to_string()),
         Just("wait s >= max(-rank, 0) * 2 / (1 + 1) % 3;".to_string()),
         Just("{ let q = min(rank, P - 1); }".replace("{ ", "if true { ")),
+        Just("if true { let h = -2 ** log2(P) ** 2 + (rank ^ 1) * (1 << 3 >> 1); }".to_string()),
+        Just(
+            "if true { let c = if is_pow2(P) { P >> 1 } else if P > 2 { 1 } else { 0 }; }"
+                .to_string()
+        ),
     ]
 }
 
@@ -51,7 +56,7 @@ const HEADER: &str = "schedule a implements allreduce(x: [1]) dual identity assu
 fn body() -> impl Strategy<Value = String> {
     proptest::collection::vec(stmt(2), 0..6).prop_map(|body| {
         format!(
-            " scratch land: [P] of x as wire; signals s; group g = block(2); {} }}",
+            " scratch land: [P] of x as wire; signals s; group g = block(2); require P >= 1; {} }}",
             body.join(" ")
         )
     })

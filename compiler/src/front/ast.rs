@@ -242,6 +242,11 @@ pub enum StmtKind {
         kind: GroupKind,
         arg: Expr,
     },
+    /// `require COND;`: a condition on P and the params (a declaration, checked once per
+    /// instantiation).
+    Require {
+        cond: Expr,
+    },
     Let {
         name: Ident,
         value: Expr,
@@ -315,6 +320,13 @@ pub enum BinOp {
     Mul,
     Div,
     Mod,
+    /// `**`: integer power, exponent >= 0.
+    Pow,
+    /// `^`: bitwise exclusive or.
+    Xor,
+    /// `<<`, `>>`: shifts by 0..=62 bits (`>>` rounds toward minus infinity).
+    Shl,
+    Shr,
     And,
     Or,
     Cmp(CmpOp),
@@ -328,6 +340,10 @@ impl BinOp {
             BinOp::Mul => "*",
             BinOp::Div => "/",
             BinOp::Mod => "%",
+            BinOp::Pow => "**",
+            BinOp::Xor => "^",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
             BinOp::And => "&&",
             BinOp::Or => "||",
             BinOp::Cmp(c) => c.text(),
@@ -340,8 +356,11 @@ impl BinOp {
             BinOp::Or => 1,
             BinOp::And => 2,
             BinOp::Cmp(_) => 3,
-            BinOp::Add | BinOp::Sub => 4,
-            BinOp::Mul | BinOp::Div | BinOp::Mod => 5,
+            BinOp::Xor => 4,
+            BinOp::Shl | BinOp::Shr => 5,
+            BinOp::Add | BinOp::Sub => 6,
+            BinOp::Mul | BinOp::Div | BinOp::Mod => 7,
+            BinOp::Pow => 8,
         }
     }
 }
@@ -376,6 +395,12 @@ pub enum ExprKind {
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Min(Box<Expr>, Box<Expr>),
     Max(Box<Expr>, Box<Expr>),
+    /// `log2(e)`: the floor of the base-2 logarithm of a positive integer.
+    Log2(Box<Expr>),
+    /// `is_pow2(e)`: whether e is a positive power of two.
+    IsPow2(Box<Expr>),
+    /// `if c1 { a } else if c2 { b } else { z }`: the arms in order, then the `else` value.
+    Cond(Vec<(Expr, Expr)>, Box<Expr>),
     GroupAttr(Ident, GroupAttr),
     GroupMember(Ident, Box<Expr>),
     Paren(Box<Expr>),

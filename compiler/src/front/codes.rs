@@ -82,3 +82,5 @@ pub const E_TOO_LARGE: &str = "E0315";
 pub const E_SIGNAL_SLOTS: &str = "E0316";
 /// A buffer's size in bytes could overflow 64 bits for role buffers the runtime accepts.
 pub const E_SIZE_OVERFLOW: &str = "E0317";
+/// A `require` condition does not hold for this group size and param binding.
+pub const E_REQUIRE: &str = "E0318";

@@ -430,6 +430,7 @@ fn simple(st: &Stmt) -> String {
             },
             expr(arg)
         ),
+        StmtKind::Require { cond } => format!("require {};", expr(cond)),
         StmtKind::Let { name, value } => format!("let {} = {};", name.name, expr(value)),
         StmtKind::Put {
             src,
@@ -534,6 +535,19 @@ pub fn expr(e: &Expr) -> String {
         ExprKind::Binary(op, a, b) => format!("{} {} {}", expr(a), op.text(), expr(b)),
         ExprKind::Min(a, b) => format!("min({}, {})", expr(a), expr(b)),
         ExprKind::Max(a, b) => format!("max({}, {})", expr(a), expr(b)),
+        ExprKind::Log2(x) => format!("log2({})", expr(x)),
+        ExprKind::IsPow2(x) => format!("is_pow2({})", expr(x)),
+        ExprKind::Cond(arms, otherwise) => {
+            let mut out = String::new();
+            for (i, (c, v)) in arms.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(" else ");
+                }
+                out.push_str(&format!("if {} {{ {} }}", expr(c), expr(v)));
+            }
+            out.push_str(&format!(" else {{ {} }}", expr(otherwise)));
+            out
+        }
         ExprKind::GroupAttr(g, GroupAttr::Rank) => format!("{}.rank", g.name),
         ExprKind::GroupAttr(g, GroupAttr::Size) => format!("{}.size", g.name),
         ExprKind::GroupMember(g, x) => format!("{}.member({})", g.name, expr(x)),

@@ -124,11 +124,19 @@ fn rule_text(r: Rule) -> Option<&'static str> {
         | Rule::or_expr
         | Rule::and_expr
         | Rule::cmp_expr
+        | Rule::xor_expr
+        | Rule::shift_expr
         | Rule::add_expr
         | Rule::mul_expr
         | Rule::unary
+        | Rule::pow_expr
         | Rule::primary
         | Rule::minmax
+        | Rule::call1
+        | Rule::cond_expr
+        | Rule::cond_elif
+        | Rule::kw_log2
+        | Rule::kw_is_pow2
         | Rule::group_attr
         | Rule::kw_rank
         | Rule::kw_P
@@ -147,6 +155,10 @@ fn rule_text(r: Rule) -> Option<&'static str> {
         | Rule::op_mul
         | Rule::op_div
         | Rule::op_mod
+        | Rule::op_pow
+        | Rule::op_xor
+        | Rule::op_shl
+        | Rule::op_shr
         | Rule::size_plus
         | Rule::size_times => "an operator",
         Rule::cmp_op => "a comparison (`==`, `>=`, …)",
@@ -201,6 +213,8 @@ fn rule_text(r: Rule) -> Option<&'static str> {
         | Rule::kw_signal
         | Rule::kw_signals
         | Rule::kw_group
+        | Rule::kw_require
+        | Rule::require_decl
         | Rule::kw_let
         | Rule::kw_for
         | Rule::kw_if
@@ -402,6 +416,7 @@ fn is_noise(r: Rule) -> bool {
             | Rule::kw_barrier
             | Rule::kw_use
             | Rule::kw_within
+            | Rule::kw_require
             | Rule::EOI
     )
 }
@@ -724,6 +739,11 @@ impl Builder {
                 };
                 let arg = self.next_expr(&mut it, span);
                 StmtKind::Group { name, kind, arg }
+            }
+            Rule::require_decl => {
+                let mut it = sig(p).into_iter();
+                let cond = self.next_expr(&mut it, span);
+                StmtKind::Require { cond }
             }
             Rule::let_stmt => {
                 let mut it = sig(p).into_iter();
@@ -1079,7 +1099,14 @@ impl Builder {
                 Some(q) => self.expr_inner(q),
                 None => zero(span),
             },
-            Rule::or_expr | Rule::and_expr | Rule::add_expr | Rule::mul_expr | Rule::cmp_expr => {
+            Rule::or_expr
+            | Rule::and_expr
+            | Rule::add_expr
+            | Rule::mul_expr
+            | Rule::cmp_expr
+            | Rule::xor_expr
+            | Rule::shift_expr
+            | Rule::pow_expr => {
                 let mut it = sig(p).into_iter();
                 let Some(first) = it.next() else {
                     return zero(span);
@@ -1097,6 +1124,10 @@ impl Builder {
                         Rule::op_mul => BinOp::Mul,
                         Rule::op_div => BinOp::Div,
                         Rule::op_mod => BinOp::Mod,
+                        Rule::op_pow => BinOp::Pow,
+                        Rule::op_xor => BinOp::Xor,
+                        Rule::op_shl => BinOp::Shl,
+                        Rule::op_shr => BinOp::Shr,
                         _ => BinOp::Cmp(cmp_of(op.as_str())),
                     };
                     let rhs = self.expr_inner(rhs);
@@ -1188,6 +1219,59 @@ impl Builder {
                     } else {
                         ExprKind::Max(Box::new(a), Box::new(b))
                     },
+                    span,
+                }
+            }
+            Rule::call1 => {
+                let mut it = sig(p).into_iter();
+                let is_log2 = it
+                    .next()
+                    .map(|k| k.as_rule() == Rule::kw_log2)
+                    .unwrap_or(true);
+                let x = Box::new(
+                    it.next()
+                        .map(|e| self.expr_inner(e))
+                        .unwrap_or_else(|| zero(span)),
+                );
+                Expr {
+                    kind: if is_log2 {
+                        ExprKind::Log2(x)
+                    } else {
+                        ExprKind::IsPow2(x)
+                    },
+                    span,
+                }
+            }
+            Rule::cond_expr => {
+                // cond, value, (else if cond, value)*, else value
+                let mut arms = Vec::new();
+                let mut rest = None;
+                let mut it = sig(p).into_iter();
+                while let Some(q) = it.next() {
+                    if q.as_rule() == Rule::cond_elif {
+                        let mut e = sig(q).into_iter();
+                        let c = e.next().map(|x| self.expr_inner(x));
+                        let v = e.next().map(|x| self.expr_inner(x));
+                        arms.push((
+                            c.unwrap_or_else(|| zero(span)),
+                            v.unwrap_or_else(|| zero(span)),
+                        ));
+                    } else if arms.is_empty() && rest.is_none() {
+                        let c = self.expr_inner(q);
+                        let v = it
+                            .next()
+                            .map(|v| self.expr_inner(v))
+                            .unwrap_or_else(|| zero(span));
+                        arms.push((c, v));
+                    } else {
+                        rest = Some(self.expr_inner(q));
+                    }
+                    if !self.count_op() {
+                        break;
+                    }
+                }
+                Expr {
+                    kind: ExprKind::Cond(arms, Box::new(rest.unwrap_or_else(|| zero(span)))),
                     span,
                 }
             }

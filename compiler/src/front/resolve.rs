@@ -401,6 +401,7 @@ impl<'a> Resolver<'a> {
                     self.expr_ty(arg, Ty::Int, all);
                     self.declare(name, Global::Group);
                 }
+                StmtKind::Require { cond } => self.expr_ty(cond, Ty::Bool, all),
                 _ => {}
             }
         }
@@ -652,7 +653,10 @@ impl<'a> Resolver<'a> {
         let _ = top;
         match &s.kind {
             // Declarations were checked by `declarations`.
-            StmtKind::Scratch { .. } | StmtKind::Signals { .. } | StmtKind::Group { .. } => {}
+            StmtKind::Scratch { .. }
+            | StmtKind::Signals { .. }
+            | StmtKind::Group { .. }
+            | StmtKind::Require { .. } => {}
             StmtKind::Let { name, value } => {
                 self.expr_ty(value, Ty::Int, Ctx::Rank);
                 self.bind_local(name);
@@ -905,6 +909,23 @@ impl<'a> Resolver<'a> {
                 self.expr_ty(a, Ty::Int, ctx);
                 self.expr_ty(b, Ty::Int, ctx);
                 Some(Ty::Int)
+            }
+            ExprKind::Log2(x) => {
+                self.expr_ty(x, Ty::Int, ctx);
+                Some(Ty::Int)
+            }
+            ExprKind::IsPow2(x) => {
+                self.expr_ty(x, Ty::Int, ctx);
+                Some(Ty::Bool)
+            }
+            ExprKind::Cond(arms, otherwise) => {
+                // Every arm has the type of the `else` value.
+                let ty = self.ty(otherwise, ctx)?;
+                for (c, v) in arms {
+                    self.expr_ty(c, Ty::Bool, ctx);
+                    self.expr_ty(v, ty, ctx);
+                }
+                Some(ty)
             }
             ExprKind::GroupAttr(g, _) => {
                 if let Ctx::Static { .. } = ctx {

@@ -85,6 +85,38 @@ fn arith(op: BinOp, a: i64, b: i64, span: Span) -> Result<i64, Diagnostic> {
                 a.checked_rem_euclid(b)
             }
         }
+        BinOp::Pow => {
+            let Ok(exp) = u32::try_from(b) else {
+                return Err(err(
+                    codes::E_OVERFLOW,
+                    if b < 0 {
+                        "negative exponent"
+                    } else {
+                        "integer overflow"
+                    },
+                    span,
+                    format!("{a} ** {b} is not an integer that fits 64 bits"),
+                ));
+            };
+            a.checked_pow(exp)
+        }
+        BinOp::Xor => Some(a ^ b),
+        BinOp::Shl | BinOp::Shr => {
+            if !(0..=62).contains(&b) {
+                return Err(err(
+                    codes::E_OVERFLOW,
+                    "shift amount out of range",
+                    span,
+                    format!("shift by {b}; must be in 0..=62"),
+                ));
+            }
+            if op == BinOp::Shr {
+                Some(a >> b)
+            } else {
+                // A left shift that drops bits overflows.
+                a.checked_mul(1i64 << b)
+            }
+        }
         _ => None,
     };
     r.ok_or_else(|| {
@@ -179,6 +211,30 @@ fn eval(e: &Expr, env: &dyn Env) -> Result<Val, Diagnostic> {
         }
         ExprKind::Min(a, b) => Val::Int(eval_int(a, env)?.min(eval_int(b, env)?)),
         ExprKind::Max(a, b) => Val::Int(eval_int(a, env)?.max(eval_int(b, env)?)),
+        ExprKind::Log2(x) => {
+            let v = eval_int(x, env)?;
+            if v <= 0 {
+                return Err(err(
+                    codes::E_OVERFLOW,
+                    "log2 of a value that is not positive",
+                    e.span,
+                    format!("the argument is {v}"),
+                ));
+            }
+            Val::Int(v.ilog2() as i64)
+        }
+        ExprKind::IsPow2(x) => {
+            let v = eval_int(x, env)?;
+            Val::Bool(v > 0 && (v & (v - 1)) == 0)
+        }
+        ExprKind::Cond(arms, otherwise) => {
+            for (c, v) in arms {
+                if eval_bool(c, env)? {
+                    return eval(v, env);
+                }
+            }
+            eval(otherwise, env)?
+        }
         ExprKind::GroupAttr(g, attr) => {
             let members = env.group(&g.name).ok_or_else(|| {
                 err(
@@ -314,6 +370,31 @@ fn check_group_size(sched: &Schedule, p: u32) -> Result<(), Diags> {
     Ok(())
 }
 
+/// E0318 unless every `require` of the schedule holds at this group size and binding.
+fn check_requirements(sched: &Schedule, env: &StaticEnv<'_>) -> Result<(), Diagnostic> {
+    for item in &sched.items {
+        let StmtKind::Require { cond } = &item.kind else {
+            continue;
+        };
+        if !eval_bool(cond, env)? {
+            let mut values = vec![format!("P = {}", env.p)];
+            values.extend(env.params.iter().map(|(n, v)| format!("{n} = {v}")));
+            return Err(err(
+                codes::E_REQUIRE,
+                format!(
+                    "`{}` requires `{}`, which does not hold for {}",
+                    sched.name.name,
+                    crate::front::fmt::expr(cond),
+                    values.join(", ")
+                ),
+                cond.span,
+                "not met",
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn unknown_fixed(sched: &Schedule, fixed: &BTreeMap<String, i64>) -> Result<(), Diags> {
     let unknown: Vec<Diagnostic> = fixed
         .keys()
@@ -373,10 +454,26 @@ pub fn param_space(
         }
         partial = next;
     }
-    Ok(partial
-        .into_iter()
-        .map(|b| b.into_iter().collect())
-        .collect())
+    // Bindings outside the schedule's `require`s are not part of its space; when none is left,
+    // the first one's failure says why.
+    let mut first_refusal = None;
+    let mut space = Vec::with_capacity(partial.len());
+    for b in partial {
+        let env = StaticEnv {
+            p: p as i64,
+            params: &b,
+        };
+        match check_requirements(sched, &env) {
+            Ok(()) => space.push(b.into_iter().collect()),
+            Err(d) => {
+                first_refusal.get_or_insert(d);
+            }
+        }
+    }
+    match first_refusal {
+        Some(d) if space.is_empty() => Err(vec![d]),
+        _ => Ok(space),
+    }
 }
 
 fn out_of_range(param: &Param, v: i64, values: &[i64], p: u32) -> Diagnostic {
@@ -636,6 +733,7 @@ pub fn instantiate(
         params: &bound,
     };
     let one = |d: Diagnostic| vec![d];
+    check_requirements(sched, &senv).map_err(one)?;
 
     let hierarchy = match &sched.over_nodes {
         None => None,
@@ -1026,6 +1124,8 @@ impl<'a> Builder<'a> {
         let mut signals = HashMap::new();
         let mut groups = HashMap::new();
         let senv = StaticEnv { p, params: &params };
+        // A schedule inlined by `use` meets its own requirements with the callee's binding.
+        check_requirements(sched, &senv)?;
         for item in &sched.items {
             match &item.kind {
                 StmtKind::Scratch { name, .. } => {
@@ -1244,7 +1344,10 @@ impl<'a> Builder<'a> {
             return Err(st.too_large(Measure::Steps, out.len() as u64, st.step_limit, s.span));
         }
         match &s.kind {
-            StmtKind::Scratch { .. } | StmtKind::Signals { .. } | StmtKind::Group { .. } => {}
+            StmtKind::Scratch { .. }
+            | StmtKind::Signals { .. }
+            | StmtKind::Group { .. }
+            | StmtKind::Require { .. } => {}
             StmtKind::Let { name, value } => {
                 let v = eval_int(value, f)?;
                 f.locals.push((name.name.as_str(), v));
@@ -1745,6 +1848,107 @@ mod tests {
             e[0]
         );
         assert!(e[0].message.ends_with("(rank 3)"));
+    }
+
+    /// The value of `let v = EXPR;` at P = 8, rank 3, read back from a wait target.
+    fn value_of(expr: &str) -> Result<i64, Vec<Diagnostic>> {
+        let l = lib(&format!(
+            "schedule v implements allreduce(x: [1]) {{\n signal s;\n let v = {expr};\n wait s >= v;\n}}\n"
+        ));
+        let prog = instantiate(&l, "v", 8, &BTreeMap::new())?;
+        let step = prog.ranks[3].last().expect("the wait");
+        match &step.op {
+            Op::Wait { target, .. } => Ok(target.offset as i64),
+            other => panic!("unexpected step {other:?}"),
+        }
+    }
+
+    #[test]
+    fn integer_vocabulary_evaluates_with_documented_precedence() {
+        assert_eq!(
+            value_of("2 ** 3 ** 2").unwrap(),
+            512,
+            "`**` groups to the right"
+        );
+        assert_eq!(
+            value_of("-2 ** 2 + 8").unwrap(),
+            4,
+            "`-` applies after `**`"
+        );
+        assert_eq!(
+            value_of("1 << 2 + 1").unwrap(),
+            8,
+            "shifts bind looser than `+`"
+        );
+        assert_eq!(value_of("64 >> log2(P)").unwrap(), 8);
+        assert_eq!(value_of("rank ^ 1").unwrap(), 2);
+        assert_eq!(value_of("(6 ^ 3) * 2").unwrap(), 10);
+        assert_eq!(value_of("log2(P - 1)").unwrap(), 2, "log2 rounds down");
+        assert_eq!(
+            value_of("if rank == 0 { 5 } else if is_pow2(rank + 1) { 7 } else { 9 }").unwrap(),
+            7
+        );
+        assert_eq!(value_of("if is_pow2(P + 1) { 1 } else { 2 }").unwrap(), 2);
+        assert_eq!(
+            value_of("(-9 >> 1) + 10").unwrap(),
+            5,
+            "`>>` rounds toward minus infinity"
+        );
+    }
+
+    #[test]
+    fn integer_vocabulary_refuses_what_has_no_value() {
+        for (expr, what) in [
+            ("2 ** (0 - 1)", "negative exponent"),
+            ("3 ** 40", "integer overflow"),
+            ("1 << 63", "shift amount out of range"),
+            ("3 << 62", "integer overflow"),
+            ("log2(P - 8)", "log2 of a value that is not positive"),
+        ] {
+            let e = value_of(expr).unwrap_err();
+            assert_eq!(e[0].code, codes::E_OVERFLOW, "{expr}");
+            assert!(e[0].message.starts_with(what), "{expr}: {}", e[0].message);
+        }
+    }
+
+    #[test]
+    fn requirements_restrict_the_param_space_and_refuse_instantiations() {
+        let l = lib("schedule r(K in 1..5) implements allreduce(x: [1]) {\n require is_pow2(P);\n require P % K == 0;\n}\n");
+        let (s, _) = l.find("r").unwrap();
+        let ks = |p: u32| -> Vec<i64> {
+            param_space(s, p, &BTreeMap::new())
+                .unwrap()
+                .iter()
+                .map(|b| b["K"])
+                .collect()
+        };
+        assert_eq!(ks(4), vec![1, 2, 4]);
+        assert_eq!(ks(2), vec![1, 2]);
+        let e = param_space(s, 6, &BTreeMap::new()).unwrap_err();
+        assert_eq!(e[0].code, codes::E_REQUIRE);
+        assert!(e[0].message.contains("`is_pow2(P)`"), "{}", e[0].message);
+        assert!(e[0].message.contains("P = 6"), "{}", e[0].message);
+        let k3: BTreeMap<String, i64> = [("K".into(), 3)].into_iter().collect();
+        let e = instantiate(&l, "r", 4, &k3).unwrap_err();
+        assert_eq!(e[0].code, codes::E_REQUIRE);
+        assert!(e[0].message.contains("`P % K == 0`"), "{}", e[0].message);
+        assert!(e[0].message.contains("K = 3"), "{}", e[0].message);
+        let k2: BTreeMap<String, i64> = [("K".into(), 2)].into_iter().collect();
+        assert!(instantiate(&l, "r", 4, &k2).is_ok());
+    }
+
+    #[test]
+    fn a_used_schedule_meets_its_own_requirements() {
+        let text = "schedule inner implements allreduce(x: [1]) {\n require P >= 2;\n}\n\
+schedule outer implements allreduce(x: [1]) {\n group g = block(1);\n use inner(x = x) within g;\n}\n";
+        let l = lib(text);
+        let e = instantiate(&l, "outer", 4, &BTreeMap::new()).unwrap_err();
+        assert_eq!(e[0].code, codes::E_REQUIRE);
+        assert!(
+            e[0].message.contains("`inner` requires `P >= 2`"),
+            "{}",
+            e[0].message
+        );
     }
 
     #[test]
