@@ -16,51 +16,79 @@ use symsched_compiler::diag::Diagnostic;
 use symsched_compiler::library::Library;
 use symsched_compiler::verify;
 
-/// Instantiations of one schedule whose diagnostics are printed in full, per kind (refusals,
-/// warnings).
-const SHOWN: usize = 3;
+/// Distinct diagnostics of one schedule printed in full, per kind (refusals, warnings).
+const SHOWN: usize = 8;
+/// Instantiations listed by name after a diagnostic they repeat.
+const LISTED: usize = 8;
 
-/// Instantiations not printed in full, per kind: how many, their codes and the first few
-/// bindings.
-#[derive(Default)]
-struct Unshown {
-    count: usize,
-    codes: BTreeSet<&'static str>,
-    first: Vec<String>,
+/// One diagnostic as the first instantiation reported it, and the other instantiations that
+/// reported the same code at the same place.
+struct Group {
+    header: String,
+    diag: Diagnostic,
+    repeats: Vec<String>,
 }
 
-impl Unshown {
-    /// Print `diags` for `binding` in full while fewer than [`SHOWN`] were, else count them.
-    fn report(&mut self, shown: &mut usize, lib: &Library, header: String, diags: &[Diagnostic]) {
-        if *shown < SHOWN {
-            *shown += 1;
-            eprintln!("{header}");
-            common::print_diagnostics(lib, diags);
-            return;
-        }
-        self.count += 1;
-        self.codes.extend(diags.iter().map(|d| d.code));
-        if self.first.len() < 4 {
-            self.first.push(header);
+/// The diagnostics of one schedule over all its instantiations, grouped by (code, primary
+/// span), so a diagnostic that every instantiation repeats is printed once with the list of
+/// instantiations instead of once per instantiation.
+#[derive(Default)]
+struct Grouped {
+    groups: Vec<Group>,
+}
+
+impl Grouped {
+    /// `header` is `schedule: binding`; repeats list the binding alone.
+    fn add(&mut self, header: &str, diags: &[Diagnostic]) {
+        let binding = header.split_once(": ").map_or(header, |(_, b)| b);
+        for d in diags {
+            let key = (d.code, d.labels.first().map(|l| l.0));
+            match self
+                .groups
+                .iter_mut()
+                .find(|g| (g.diag.code, g.diag.labels.first().map(|l| l.0)) == key)
+            {
+                Some(g) => g.repeats.push(binding.to_string()),
+                None => self.groups.push(Group {
+                    header: header.to_string(),
+                    diag: d.clone(),
+                    repeats: Vec::new(),
+                }),
+            }
         }
     }
 
-    /// The summary line, if anything was left unshown.
-    fn summary(&self, what: &str) -> Option<String> {
-        (self.count > 0).then(|| {
-            let codes: Vec<&str> = self.codes.iter().copied().collect();
-            let more = if self.count > self.first.len() {
-                ", …"
-            } else {
-                ""
-            };
-            format!(
-                "… {} more instantiation(s) {what} not shown ({}): {}{more}",
-                self.count,
-                codes.join(", "),
-                self.first.join("; ")
-            )
-        })
+    /// Print the first [`SHOWN`] groups in full, then one line for the rest.
+    fn print(&self, lib: &Library, what: &str) {
+        for g in self.groups.iter().take(SHOWN) {
+            eprintln!("{}", g.header);
+            let mut d = g.diag.clone();
+            if !g.repeats.is_empty() {
+                let mut listed: Vec<&str> =
+                    g.repeats.iter().take(LISTED).map(String::as_str).collect();
+                if g.repeats.len() > LISTED {
+                    listed.push("…");
+                }
+                d.notes.push(format!(
+                    "the same {} here in {} more instantiation(s): {}",
+                    d.code,
+                    g.repeats.len(),
+                    listed.join("; ")
+                ));
+            }
+            common::print_diagnostics(lib, std::slice::from_ref(&d));
+        }
+        let rest = &self.groups[self.groups.len().min(SHOWN)..];
+        if !rest.is_empty() {
+            let codes: BTreeSet<&str> = rest.iter().map(|g| g.diag.code).collect();
+            let n: usize = rest.iter().map(|g| 1 + g.repeats.len()).sum();
+            eprintln!(
+                "… {} more distinct diagnostic(s) {what} not shown ({}), in {n} report(s); first at {}",
+                rest.len(),
+                codes.into_iter().collect::<Vec<_>>().join(", "),
+                rest[0].header
+            );
+        }
     }
 }
 
@@ -99,11 +127,30 @@ pub fn run(args: Args) -> Result<ExitCode> {
         eprintln!("error: the given files define no schedule");
         return Ok(ExitCode::FAILURE);
     }
+    // A `--param` no checked schedule declares is a typo, not a no-op (compile and run refuse
+    // it too).
+    if let Some(name) = fixed
+        .keys()
+        .find(|k| !schedules.iter().any(|s| s.params.iter().any(|p| &p.name == *k)))
+    {
+        let declared: std::collections::BTreeSet<&str> = schedules
+            .iter()
+            .flat_map(|s| s.params.iter().map(|p| p.name.as_str()))
+            .collect();
+        eprintln!(
+            "error: --param {name}: no schedule in the given files has a parameter `{name}` (declared: {})",
+            if declared.is_empty() {
+                "none".to_string()
+            } else {
+                declared.into_iter().collect::<Vec<_>>().join(", ")
+            }
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     let mut all_ok = true;
     for sched in &schedules {
         let (mut verified, mut refused, mut warnings) = (0usize, 0usize, 0usize);
-        let (mut shown_refused, mut shown_warned) = (0usize, 0usize);
-        let (mut unshown_refused, mut unshown_warned) = (Unshown::default(), Unshown::default());
+        let (mut refusals, mut warned) = (Grouped::default(), Grouped::default());
         // Only the parameters this schedule declares are fixed for it.
         let mine: std::collections::BTreeMap<String, i64> = fixed
             .iter()
@@ -115,7 +162,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 Ok(s) => s,
                 Err(d) => {
                     let header = format!("{}: {}", sched.name, describe_binding(p, &mine));
-                    unshown_refused.report(&mut shown_refused, lib, header, &d);
+                    refusals.add(&header, &d);
                     refused += 1;
                     continue;
                 }
@@ -128,31 +175,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
                             warnings += report.warnings.len();
                             let header =
                                 format!("{}: {}", sched.name, describe_binding(p, &binding));
-                            unshown_warned.report(
-                                &mut shown_warned,
-                                lib,
-                                header,
-                                &report.warnings,
-                            );
+                            warned.add(&header, &report.warnings);
                         }
                     }
                     Err(d) => {
                         refused += 1;
                         let header = format!("{}: {}", sched.name, describe_binding(p, &binding));
-                        unshown_refused.report(&mut shown_refused, lib, header, &d);
+                        refusals.add(&header, &d);
                     }
                 }
             }
         }
-        for line in [
-            unshown_refused.summary("refused"),
-            unshown_warned.summary("with warnings"),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            eprintln!("{line}");
-        }
+        refusals.print(lib, "refused");
+        warned.print(lib, "with warnings");
         let ranks: Vec<String> = args.ranks.iter().map(u32::to_string).collect();
         let warn = if warnings > 0 {
             format!(", {warnings} warning(s)")
