@@ -21,9 +21,13 @@ const SHOWN: usize = 8;
 /// Instantiations listed by name after a diagnostic they repeat.
 const LISTED: usize = 8;
 
+/// A diagnostic's code, primary span and ordinal among those at that place in its instantiation.
+type Key = (&'static str, Option<symsched_compiler::diag::Span>, usize);
+
 /// One diagnostic as the first instantiation reported it, and the other instantiations that
 /// reported the same code at the same place.
 struct Group {
+    key: Key,
     header: String,
     diag: Diagnostic,
     repeats: Vec<String>,
@@ -41,15 +45,26 @@ impl Grouped {
     /// `header` is `schedule: binding`; repeats list the binding alone.
     fn add(&mut self, header: &str, diags: &[Diagnostic]) {
         let binding = header.split_once(": ").map_or(header, |(_, b)| b);
+        // The n-th diagnostic with a (code, span) of one instantiation repeats the n-th of
+        // another; several at one place within one instantiation (one per rank) stay distinct.
+        let mut seen: Vec<(Key, usize)> = Vec::new();
         for d in diags {
-            let key = (d.code, d.labels.first().map(|l| l.0));
-            match self
-                .groups
-                .iter_mut()
-                .find(|g| (g.diag.code, g.diag.labels.first().map(|l| l.0)) == key)
-            {
+            let place = (d.code, d.labels.first().map(|l| l.0));
+            let ordinal = match seen.iter_mut().find(|(k, _)| (k.0, k.1) == place) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n
+                }
+                None => {
+                    seen.push(((place.0, place.1, 0), 0));
+                    0
+                }
+            };
+            let key = (place.0, place.1, ordinal);
+            match self.groups.iter_mut().find(|g| g.key == key) {
                 Some(g) => g.repeats.push(binding.to_string()),
                 None => self.groups.push(Group {
+                    key,
                     header: header.to_string(),
                     diag: d.clone(),
                     repeats: Vec::new(),

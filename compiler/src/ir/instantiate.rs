@@ -921,6 +921,22 @@ pub fn instantiate(
     Ok(prog)
 }
 
+const ITERATION: &str = "in the iteration where ";
+
+/// Name the loop variables' values in an error raised inside a loop body, outermost first
+/// (`in the iteration where a = 1, b = 3`).
+fn in_iteration(mut d: Diagnostic, var: &str, value: i64) -> Diagnostic {
+    if d.code == codes::E_TOO_LARGE {
+        // It names the loop nest and its trip counts already.
+        return d;
+    }
+    match d.notes.iter_mut().find(|n| n.starts_with(ITERATION)) {
+        Some(n) => *n = n.replacen(ITERATION, &format!("{ITERATION}{var} = {value}, "), 1),
+        None => d.notes.insert(0, format!("{ITERATION}{var} = {value}")),
+    }
+    d
+}
+
 /// Name the rank (and group size and params) in an instantiation error.
 fn on_rank(mut d: Diagnostic, r: Rank, p: u32, params: &[(String, i64)]) -> Diagnostic {
     if d.notes.iter().any(|n| n.starts_with("on rank")) {
@@ -1372,7 +1388,8 @@ impl<'a> Builder<'a> {
                 let mut i = a;
                 while i < b {
                     f.locals.push((var.name.as_str(), i));
-                    self.exec_stmts(f, &body.stmts, out, st)?;
+                    self.exec_stmts(f, &body.stmts, out, st)
+                        .map_err(|d| in_iteration(d, &var.name, i))?;
                     f.locals.pop();
                     i += 1;
                     if let Some(l) = st.loops.last_mut() {

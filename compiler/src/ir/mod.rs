@@ -122,8 +122,19 @@ impl Program {
             .unwrap_or("?")
     }
 
-    /// One line per step in `.sched`-like syntax; used by the text dump and by diagnostics.
+    /// One line per step in `.sched`-like syntax, waits with their epoch-relative target
+    /// (`epoch*S + T`); the text dump's form.
     pub fn op_text(&self, op: &Op) -> String {
+        self.op_text_with(op, true)
+    }
+
+    /// [`Self::op_text`] as a diagnostic shows it: a wait's target is the count within one
+    /// launch, as the source wrote it (`wait s >= 2`), not the runtime's epoch-relative form.
+    pub fn source_op_text(&self, op: &Op) -> String {
+        self.op_text_with(op, false)
+    }
+
+    fn op_text_with(&self, op: &Op, epochs: bool) -> String {
         let upd = |u: &symsched_plan::SignalUpdate| {
             let sym = match u.mode {
                 SignalMode::Add => "+=",
@@ -169,7 +180,7 @@ impl Program {
                     symsched_plan::Cmp::Lt => "<",
                     symsched_plan::Cmp::Le => "<=",
                 };
-                if target.stride == 0 {
+                if target.stride == 0 || !epochs {
                     format!("wait {} {c} {}", self.slot_name(*slot), target.offset)
                 } else {
                     format!(

@@ -176,7 +176,7 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
                             format!(
                                 "would be sent by rank {q}, blocked at step {} `{}`",
                                 blocked.index,
-                                prog.op_text(&prog.step(blocked).op)
+                                prog.source_op_text(&prog.step(blocked).op)
                             )
                         };
                         d = d.with_label(span_of(prog, *u), why);

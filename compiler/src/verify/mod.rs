@@ -207,7 +207,7 @@ pub(crate) fn step_text(prog: &Program, at: StepRef) -> String {
         "rank {} step {} `{}`",
         at.rank,
         at.index,
-        prog.op_text(&prog.step(at).op)
+        prog.source_op_text(&prog.step(at).op)
     )
 }
 

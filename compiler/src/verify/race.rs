@@ -5,7 +5,8 @@
 //!   contents: typically a missing wait);
 //! - E0411: two unordered writes;
 //! - E0412: any other unordered read/write pair (e.g. a put that may overwrite a chunk before the
-//!   owner has read it: a missing "slot free" handshake);
+//!   owner has read it: a missing "slot free" handshake) — including a put unordered with a read
+//!   when its sender wrote the location before: a later overwrite, not a read before arrival;
 //! - E0413: a remote access to a role buffer (or to scratch its owner rewrites) that may still be
 //!   in flight when the owner returns.
 //!
@@ -91,7 +92,16 @@ pub(super) fn check(
                 if !reported.insert((a, b)) {
                     continue;
                 }
-                let mut d = race(prog, loc, (a, wa), (b, wb));
+                // A put whose sender issued another write of this location before it is a
+                // later overwrite: against a read, the slip is the missing "slot free"
+                // handshake (E0412), not a read before the data arrives (E0410).
+                let write = if wa { ea } else { eb };
+                let overwrite = (wa != wb)
+                    && acc.iter().any(|&(e0, w0)| {
+                        w0 && e0 != write
+                            && hb.precedes(Event::Step(e0.step()), Event::Step(write.step()))
+                    });
+                let mut d = race(prog, loc, (a, wa), (b, wb), overwrite);
                 if let Some(p) = issued_not_arrived(hb, (ea, eb)) {
                     let fused = matches!(
                         &prog.step(p).op,
@@ -196,7 +206,13 @@ fn in_flight_at_return(
     }
 }
 
-fn race(prog: &Program, loc: Loc, a: (StepRef, bool), b: (StepRef, bool)) -> Diagnostic {
+fn race(
+    prog: &Program,
+    loc: Loc,
+    a: (StepRef, bool),
+    b: (StepRef, bool),
+    overwrite: bool,
+) -> Diagnostic {
     let (r, buf, c) = loc;
     let place = format!(
         "`{}[{c}]` on rank {r}",
@@ -217,7 +233,16 @@ fn race(prog: &Program, loc: Loc, a: (StepRef, bool), b: (StepRef, bool)) -> Dia
         )
     } else {
         let (read, write) = if a.1 { (b.0, a.0) } else { (a.0, b.0) };
-        if is_put(write) {
+        if is_put(write) && overwrite {
+            (
+                "E0412",
+                write,
+                read,
+                "a put may overwrite a value still being read in",
+                "may overwrite the data before it is read",
+                "the read",
+            )
+        } else if is_put(write) {
             (
                 "E0410",
                 read,
