@@ -322,10 +322,17 @@ fn run_refuses_bad_arguments_before_launching() {
     }
 }
 
+/// A schedule of `tests/schedules/` (algorithms outside the standard library).
+fn test_schedule(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/schedules")
+        .join(file)
+}
+
 /// The classic rotating ring: chunk c is folded along the ring starting at rank c, the same
 /// order on every rank (so it verifies), not rank order (so it warns W0404).
 fn rotating_ring() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schedules/allreduce_ring_rotating.sched")
+    test_schedule("allreduce_ring_rotating.sched")
 }
 
 #[test]
@@ -471,7 +478,7 @@ fn run_interrupted_by_sigterm_says_so() {
 /// Recursive doubling, written with the integer vocabulary (`^`, `<<`, `>>`, `log2`) and a
 /// `require`: verified and run at every power of two, refused with E0318 elsewhere.
 fn recursive_doubling() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schedules/allreduce_recursive_doubling.sched")
+    test_schedule("allreduce_recursive_doubling.sched")
 }
 
 #[test]
