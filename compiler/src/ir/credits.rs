@@ -26,11 +26,8 @@
 //! (`docs/plan-schema.md`, "Entry rule").
 
 use super::graph::{self, add_threshold};
-use super::{Program, Step, StepRef};
+use super::{Program, Step, StepRef, CREDIT_SLOT_PREFIX};
 use symsched_plan::{BufferRole, Cmp, Op, Rank, SignalMode, SignalSlot, SignalUpdate, WaitTarget};
-
-/// Prefix of the internal credit slots; tools that reason about user-written waits skip them.
-pub const CREDIT_SLOT_PREFIX: &str = "__credit";
 
 /// The peer a step accesses remotely, if any (put/get target, signal target other than self).
 pub fn remote_peer(op: &Op, me: Rank) -> Option<Rank> {

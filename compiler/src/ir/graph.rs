@@ -9,8 +9,7 @@
 //! ("Happens-before"); [`HappensBefore`] answers ordering queries with vector clocks in
 //! O(events · P) time and memory.
 
-use super::credits::CREDIT_SLOT_PREFIX;
-use super::{Program, StepRef};
+use super::{Program, StepRef, CREDIT_SLOT_PREFIX};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{BTreeMap, HashMap};
 use symsched_plan::{BufferId, Cmp, Op, Owner, Rank, RegionAccess, SignalMode, SlotId};

@@ -17,6 +17,10 @@ use symsched_plan::{
     SizeVar,
 };
 
+/// Prefix of the internal credit slots ([`credits`] names them, [`graph`] tells them apart);
+/// tools that reason about user-written waits skip them.
+pub const CREDIT_SLOT_PREFIX: &str = "__credit";
+
 pub mod credits;
 pub mod graph;
 pub mod instantiate;
