@@ -1238,12 +1238,28 @@ pub fn compare_with_runtime_seeded(
     n: u64,
     seed: u64,
 ) -> Result<(), Mismatch> {
+    compare_with_runtime_from(kernel, plan, o, n, seed, |_, roles| roles)
+}
+
+/// [`compare_with_runtime_seeded`] from role contents that `edit` makes of the default inputs
+/// (`edit(element type of each role buffer, inputs)`), e.g. to plant NaNs or overflowing values.
+pub fn compare_with_runtime_from(
+    kernel: &SimKernel,
+    plan: &Plan,
+    o: &LowerOptions,
+    n: u64,
+    seed: u64,
+    edit: impl FnOnce(&[DType], Vec<Vec<Vec<u8>>>) -> Vec<Vec<Vec<u8>>>,
+) -> Result<(), Mismatch> {
     let setup = Mismatch::Setup;
     let sizes = sizes_for(plan, n);
     let layout =
         HeapLayout::new(plan, o.dtype, o.wire, &sizes).map_err(|e| setup(e.to_string()))?;
     let roles = n_roles(plan);
-    let roles_in = role_inputs(plan, &layout, &sizes, n + 11);
+    let roles_in = edit(
+        &layout.elem[..roles],
+        role_inputs(plan, &layout, &sizes, n + 11),
+    );
     let want = runtime_outputs(plan, o, &sizes, &roles_in).map_err(setup)?;
     let init: Vec<RankState> = (0..plan.group_size as usize)
         .map(|r| RankState {
