@@ -234,17 +234,16 @@ fn check_project(l: &Lowered) -> Vec<String> {
         }
     }
     for c in &cmds {
-        if c.name.starts_with("target_") || c.name == "set_target_properties" {
-            if c.args.first() != Some(&l.name) {
-                bad.push(format!(
-                    "line {}: {} names target {:?}",
-                    c.line,
-                    c.name,
-                    c.args.first()
-                ));
-            }
+        let targets = c.name.starts_with("target_") || c.name == "set_target_properties";
+        if targets && c.args.first() != Some(&l.name) {
+            bad.push(format!(
+                "line {}: {} names target {:?}",
+                c.line,
+                c.name,
+                c.args.first()
+            ));
         }
-        if c.name == "install" && !c.args.iter().any(|a| *a == l.name) {
+        if c.name == "install" && !c.args.contains(&l.name) {
             bad.push(format!("line {}: install() of another target", c.line));
         }
     }
@@ -252,7 +251,7 @@ fn check_project(l: &Lowered) -> Vec<String> {
         bad.push("no --npu-arch for the ASC sources".into());
     }
     let header = format!("{}.h", l.name);
-    if !by("set_target_properties").any(|c| c.args.iter().any(|a| *a == header))
+    if !by("set_target_properties").any(|c| c.args.contains(&header))
         || !files.contains_key(&header)
     {
         bad.push(format!(
