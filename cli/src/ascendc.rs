@@ -1,5 +1,6 @@
 //! `symsched compile FILE --ranks P --emit ascendc -o DIR`: write the Ascend C kernel, its step
-//! table, the host launch stub and the C header for one compiled plan (see docs/ascendc.md).
+//! table, the host launch stub, the C header and the CANN `CMakeLists.txt` for one compiled plan
+//! (see docs/ascendc.md).
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -51,7 +52,7 @@ pub fn emit(plan: &Plan, args: &AscendcArgs, dir: Option<&Path>) -> Result<Vec<P
     let lowered = lower(plan, &opts)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut written = Vec::new();
-    for (name, text) in lowered.files() {
+    for (name, text) in lowered.project_files() {
         let path = dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
         written.push(path);

@@ -17,6 +17,8 @@ use symsched_plan::{ElemClass, Plan};
 const SIZES: [u64; 2] = [1000, 37];
 const UB: u32 = 4096;
 const GROUP_SIZES: [u32; 5] = [1, 2, 3, 4, 8];
+/// Vector-core counts the split is checked at besides 1.
+const BLOCK_DIMS: [u32; 2] = [2, 8];
 /// The wire formats the *_wire schedules are run with.
 const WIRES: [DType; 4] = [DType::F16, DType::Bf16, DType::E4m3, DType::E5m2];
 
@@ -97,8 +99,8 @@ fn run_collect(combos: &[(Plan, LowerOptions)]) -> (usize, Vec<String>) {
     let mut failures = vec![];
     for ((plan, o), k) in combos.iter().copied().zip(kernels) {
         let tag = format!(
-            "{} P={} {}/{}/{}",
-            plan.schedule, plan.group_size, o.dtype, o.wire, o.op
+            "{} P={} {}/{}/{} blockDim {}",
+            plan.schedule, plan.group_size, o.dtype, o.wire, o.op, o.block_dim
         );
         match k {
             Err(e) => failures.push(format!("{tag}: build: {e}")),
@@ -119,6 +121,15 @@ fn run_collect(combos: &[(Plan, LowerOptions)]) -> (usize, Vec<String>) {
         (t0.elapsed() - built).as_secs_f64()
     );
     (combos.len(), failures)
+}
+
+fn with_block_dim(c: Vec<(Plan, LowerOptions)>, block_dim: u32) -> Vec<(Plan, LowerOptions)> {
+    c.into_iter()
+        .map(|(p, mut o)| {
+            o.block_dim = block_dim;
+            (p, o)
+        })
+        .collect()
 }
 
 fn combos_for(
@@ -207,6 +218,57 @@ fn dtypes_and_ops_at_p3_and_p8() {
         &[ReduceOp::Sum],
         &[],
     ));
+    run(&c);
+}
+
+/// The vector-core split (blockDim 2 and 8): every standard schedule with f32/sum at P = 4,
+/// and at P = 3 the integer, f64 and fp8-wire paths on the schedules that reduce. Each step's
+/// data is split over the cores in 64-element blocks, so at n = 37 most cores get nothing and
+/// at n = 1000 the shares are ragged.
+#[test]
+fn every_standard_schedule_at_block_dims_2_and_8() {
+    let mut c = vec![];
+    for b in BLOCK_DIMS {
+        c.extend(with_block_dim(
+            combos_for(&[4], None, &[DType::F32], &[ReduceOp::Sum], &[]),
+            b,
+        ));
+        c.extend(with_block_dim(
+            combos_for(
+                &[3],
+                Some(&["allreduce_two_shot_wire", "reduce_scatter_push_wire"]),
+                &[DType::Bf16],
+                &[ReduceOp::Avg],
+                &[DType::E4m3],
+            ),
+            b,
+        ));
+        c.extend(with_block_dim(
+            combos_for(
+                &[3],
+                Some(&["allreduce_ring", "allreduce_one_shot"]),
+                &[DType::I32, DType::F64],
+                &[ReduceOp::Sum, ReduceOp::Max],
+                &[],
+            ),
+            b,
+        ));
+    }
+    assert!(run(&c) >= 2 * 21);
+}
+
+/// Every dtype × op × wire of every schedule at P = 4 and blockDim 2 and 8 (several hundred
+/// kernels): `cargo test -p symsched-kernels --test vs_runtime -- --ignored`.
+#[test]
+#[ignore = "several hundred kernel builds; run with --ignored"]
+fn full_matrix_at_block_dims_2_and_8() {
+    let mut c = vec![];
+    for b in BLOCK_DIMS {
+        c.extend(with_block_dim(
+            combos_for(&[4], None, &DType::DATA, &ReduceOp::ALL, &WIRES),
+            b,
+        ));
+    }
     run(&c);
 }
 

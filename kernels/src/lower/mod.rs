@@ -9,6 +9,7 @@
 
 pub mod expr;
 pub mod extras;
+pub mod project;
 pub mod table;
 
 pub use extras::workspace_bytes;
@@ -90,6 +91,8 @@ pub struct Lowered {
     pub header: String,
     /// `<name>_sim.cpp`: the simulation entry point (`symsched_sim_launch`), not for CANN.
     pub sim_entry: String,
+    /// `CMakeLists.txt`: the CANN build of the stub and kernel (see [`project`]).
+    pub cmake: String,
     /// The encoded table, for tests and tools.
     pub table_data: table::Table,
     /// Number of buffers (kernel GM_ADDR buffer arguments, in plan order).
@@ -105,6 +108,14 @@ impl Lowered {
             (format!("{}_launch.cpp", self.name), self.launch.as_str()),
             (format!("{}.h", self.name), self.header.as_str()),
         ]
+    }
+
+    /// [`Lowered::files`] plus the build files CANN expects beside them: what
+    /// `symsched compile --emit ascendc -o DIR` writes.
+    pub fn project_files(&self) -> Vec<(String, &str)> {
+        let mut v = self.files();
+        v.push((project::CMAKE_FILE.to_string(), self.cmake.as_str()));
+        v
     }
 }
 
@@ -358,7 +369,9 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         x: &x,
     }
     .render()?;
+    let cmake = project::cmake_lists(&name, &x)?;
     Ok(Lowered {
+        cmake,
         name,
         kernel,
         table: table_src,

@@ -1206,11 +1206,61 @@ pub fn compare_with_runtime(
     o: &LowerOptions,
     n: u64,
 ) -> Result<(), String> {
+    compare_with_runtime_seeded(kernel, plan, o, n, 0).map_err(|e| e.to_string())
+}
+
+/// Why a simulated launch disagreed with the runtime's interpreter.
+#[derive(Debug)]
+pub enum Mismatch {
+    /// The simulation stopped the launch (its `SYMSCHED_SIM_E_*` status is in the error).
+    Sim(KernelError),
+    /// The launch finished with a role buffer that differs.
+    Wrong(String),
+    /// Setting the comparison up failed (layout, the runtime's side).
+    Setup(String),
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mismatch::Sim(e) => write!(f, "{e}"),
+            Mismatch::Wrong(s) | Mismatch::Setup(s) => f.write_str(s),
+        }
+    }
+}
+
+/// [`compare_with_runtime`] with the engine interleaving of `seed`, keeping the simulation's
+/// error typed.
+pub fn compare_with_runtime_seeded(
+    kernel: &SimKernel,
+    plan: &Plan,
+    o: &LowerOptions,
+    n: u64,
+    seed: u64,
+) -> Result<(), Mismatch> {
+    compare_with_runtime_from(kernel, plan, o, n, seed, |_, roles| roles)
+}
+
+/// [`compare_with_runtime_seeded`] from role contents that `edit` makes of the default inputs
+/// (`edit(element type of each role buffer, inputs)`), e.g. to plant NaNs or overflowing values.
+pub fn compare_with_runtime_from(
+    kernel: &SimKernel,
+    plan: &Plan,
+    o: &LowerOptions,
+    n: u64,
+    seed: u64,
+    edit: impl FnOnce(&[DType], Vec<Vec<Vec<u8>>>) -> Vec<Vec<Vec<u8>>>,
+) -> Result<(), Mismatch> {
+    let setup = Mismatch::Setup;
     let sizes = sizes_for(plan, n);
-    let layout = HeapLayout::new(plan, o.dtype, o.wire, &sizes).map_err(|e| e.to_string())?;
+    let layout =
+        HeapLayout::new(plan, o.dtype, o.wire, &sizes).map_err(|e| setup(e.to_string()))?;
     let roles = n_roles(plan);
-    let roles_in = role_inputs(plan, &layout, &sizes, n + 11);
-    let want = runtime_outputs(plan, o, &sizes, &roles_in)?;
+    let roles_in = edit(
+        &layout.elem[..roles],
+        role_inputs(plan, &layout, &sizes, n + 11),
+    );
+    let want = runtime_outputs(plan, o, &sizes, &roles_in).map_err(setup)?;
     let init: Vec<RankState> = (0..plan.group_size as usize)
         .map(|r| RankState {
             buffers: roles_in[r].clone(),
@@ -1221,9 +1271,9 @@ pub fn compare_with_runtime(
         epochs: 0..1,
         timeout: std::time::Duration::from_secs(60),
         send_exit_signals: true,
-        seed: 0,
+        seed,
     };
-    let got = inproc::run(kernel, plan, &layout, &sizes, &init, &cfg).map_err(|e| e.to_string())?;
+    let got = inproc::run(kernel, plan, &layout, &sizes, &init, &cfg).map_err(Mismatch::Sim)?;
     for r in 0..plan.group_size as usize {
         for b in 0..roles {
             let w = &want[r][b];
@@ -1233,13 +1283,13 @@ pub fn compare_with_runtime(
                 let i = (0..w.len() / t.size() as usize)
                     .find(|&i| read(t, g, i).to_bits() != read(t, w, i).to_bits())
                     .unwrap_or(0);
-                return Err(format!(
+                return Err(Mismatch::Wrong(format!(
                     "{} n={n}: rank {r} `{}` element {i}: sim {} vs runtime interpreter {}",
                     kernel.name(),
                     plan.buffers[b].name,
                     read(t, g, i),
                     read(t, w, i)
-                ));
+                )));
             }
         }
     }
