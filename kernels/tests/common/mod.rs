@@ -1206,10 +1206,22 @@ pub fn compare_with_runtime(
     o: &LowerOptions,
     n: u64,
 ) -> Result<(), String> {
-    let sizes = sizes_for(plan, n);
+    compare_with_runtime_at(kernel, plan, o, &sizes_for(plan, n), n + 11)
+        .map_err(|e| format!("n={n}: {e}"))
+}
+
+/// [`compare_with_runtime`] at explicit launch sizes, inputs from `seed`.
+pub fn compare_with_runtime_at(
+    kernel: &SimKernel,
+    plan: &Plan,
+    o: &LowerOptions,
+    sizes: &LaunchSizes,
+    seed: u64,
+) -> Result<(), String> {
+    let sizes = sizes.clone();
     let layout = HeapLayout::new(plan, o.dtype, o.wire, &sizes).map_err(|e| e.to_string())?;
     let roles = n_roles(plan);
-    let roles_in = role_inputs(plan, &layout, &sizes, n + 11);
+    let roles_in = role_inputs(plan, &layout, &sizes, seed);
     let want = runtime_outputs(plan, o, &sizes, &roles_in)?;
     let init: Vec<RankState> = (0..plan.group_size as usize)
         .map(|r| RankState {
@@ -1234,7 +1246,7 @@ pub fn compare_with_runtime(
                     .find(|&i| read(t, g, i).to_bits() != read(t, w, i).to_bits())
                     .unwrap_or(0);
                 return Err(format!(
-                    "{} n={n}: rank {r} `{}` element {i}: sim {} vs runtime interpreter {}",
+                    "{}: rank {r} `{}` element {i}: sim {} vs runtime interpreter {}",
                     kernel.name(),
                     plan.buffers[b].name,
                     read(t, g, i),
