@@ -136,13 +136,15 @@ fn every_deleted_cross_core_flag_is_caught() {
 }
 
 #[test]
-fn a_cross_core_flag_set_twice_and_waited_once_is_caught_at_kernel_end() {
-    // The AIC releases its AIV twice per matmul: the AIV waits once, so a count is left over
-    // when the kernel returns (the pages: CrossCoreSetFlag and CrossCoreWaitFlag come in pairs).
+fn a_cross_core_flag_nobody_waits_for_is_caught_at_kernel_end() {
+    // The AIC also sets flag 5 of its AIV, which never waits on it: the count is left over when
+    // the kernel returns (the pages: CrossCoreSetFlag and CrossCoreWaitFlag come in pairs).
+    // (Setting kFlagDone twice instead is a race: the next matmul's wait takes the extra count.)
     let plan = plan("allgather_matmul", 2);
     let o = opts(DType::F32, DType::F32, ReduceOp::Sum, UB);
     let set = "AscendC::CrossCoreSetFlag<0x2, PIPE_FIX>(kFlagDone);";
-    let k = build_edited(&plan, &o, |x| &mut x.kernel, set, &format!("{set} {set}"));
+    let extra = format!("{set} AscendC::CrossCoreSetFlag<0x2, PIPE_FIX>(5);");
+    let k = build_edited(&plan, &o, |x| &mut x.kernel, set, &extra);
     let e = run_fresh(&k, &plan, &o, 37, Duration::from_secs(60)).unwrap_err();
     assert_eq!(e.sim_status(), Some("SYMSCHED_SIM_E_EVENT_MISUSE"), "{e}");
     assert!(e.to_string().contains("never waited for"), "{e}");
