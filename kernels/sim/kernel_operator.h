@@ -1137,6 +1137,21 @@ void CrossCoreSetFlag(uint16_t flagId, uint32_t line = __builtin_LINE(), const c
 }
 
 namespace detail {
+/// Under `r.mu`: every core of the rank has returned or is blocked on a wait that is not met.
+/// A core that is still running (or waiting on a peer's signal) may yet set a flag; a blocked
+/// core has drained its engines first, so no set of its is still queued.
+inline bool all_cores_stuck(symsim::RankShared &r) {
+    for (uint32_t i = 0; i < r.n_aiv + r.n_aic; ++i) {
+        if (r.returned[i]) {
+            continue;
+        }
+        if (r.blocked[i] == nullptr || (*r.blocked[i])()) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /// Block this core (every engine, on Atlas A2) until `ready()`; what `take()` returns becomes
 /// known finished. The core first runs everything it issued, so its own sets are out.
 template <typename Ready, typename Take>
@@ -1147,11 +1162,24 @@ void block_core(const char *what, Ready ready, Take take) {
     symsim::Clock got;
     {
         std::unique_lock<std::mutex> lk(r.mu);
+        const std::function<bool()> waiting = ready;
+        // Deregisters on every way out (a throw included): the frame holding `waiting` ends.
+        struct Blocked {
+            symsim::RankShared &r;
+            uint32_t i;
+            ~Blocked() { r.blocked[i] = nullptr; }
+        } blocked{r, c.index};
+        r.blocked[c.index] = &waiting;
         auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
         while (!ready()) {
             if (r.aborted.load()) {
                 throw symsim::Error{SYMSCHED_SIM_E_WAIT_FAILED,
                                     std::string(what) + " gave up: another core of this rank failed", true};
+            }
+            if (detail::all_cores_stuck(r)) {
+                symsim::fail(SYMSCHED_SIM_E_WAIT_FAILED,
+                             std::string(what) + ": the cores deadlock — every core of the rank has returned or "
+                                                 "waits on a cross-core flag or SyncAll that no core will set");
             }
             if (r.cv.wait_until(lk, deadline) == std::cv_status::timeout && !ready()) {
                 symsim::fail(SYMSCHED_SIM_E_WAIT_FAILED,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -190,6 +191,11 @@ struct RankShared {
     /// Undelivered plain puts of every core: (core, instruction).
     std::vector<std::pair<uint32_t, Who>> puts;
     CoreState *cores[kMaxCores] = {};
+    /// What each core blocked in CrossCoreWaitFlag / SyncAll waits for (null: not blocked
+    /// there), and which cores have returned: only the rank's own cores set its cross-core
+    /// flags, so when every core is blocked or gone and no wait is met, none ever will be.
+    const std::function<bool()> *blocked[kMaxCores] = {};
+    bool returned[kMaxCores] = {};
 };
 
 inline CoreState *&current_slot() {
@@ -500,6 +506,40 @@ inline void finish_core() {
     }
 }
 
+/// After a launch: every cross-core flag set was waited for. Documented: CrossCoreSetFlag must
+/// be used together with CrossCoreWaitFlag; a counter left non-zero (or a gather that only some
+/// of its cores joined) is a wait the kernel is missing, and the next launch would start with it.
+inline void check_cross_flags_paired(RankShared &r) {
+    uint32_t total = r.n_aiv + r.n_aic;
+    auto name = [&r](uint32_t i) {
+        return std::string(i < r.n_aiv ? "AIV " : "AIC ") + std::to_string(i < r.n_aiv ? i : i - r.n_aiv);
+    };
+    for (uint32_t i = 0; i < total; ++i) {
+        for (uint32_t f = 0; f < kCrossFlags; ++f) {
+            if (!r.cross[i][f].empty()) {
+                fail(SYMSCHED_SIM_E_EVENT_MISUSE, "kernel returns with cross-core flag " + std::to_string(f) + " of " +
+                                                      name(i) + " set " + std::to_string(r.cross[i][f].size()) +
+                                                      " time(s) and never waited for (CrossCoreSetFlag and "
+                                                      "CrossCoreWaitFlag must come in pairs)");
+            }
+            if (r.mode1[i][f].count != 0 || r.mode2[i][f].count != 0) {
+                fail(SYMSCHED_SIM_E_EVENT_MISUSE, "kernel returns with cross-core flag " + std::to_string(f) +
+                                                      " of AI Core " + std::to_string(i) +
+                                                      " set by only some of the vector cores it gathers");
+            }
+        }
+    }
+    for (uint32_t t = 0; t < 2; ++t) {
+        for (uint32_t f = 0; f < kCrossFlags; ++f) {
+            if (r.mode0[t][f].count != 0) {
+                fail(SYMSCHED_SIM_E_EVENT_MISUSE, "kernel returns with mode-0 cross-core flag " + std::to_string(f) +
+                                                      " set by only " + std::to_string(r.mode0[t][f].count) + " of the " +
+                                                      (t == 0 ? "vector" : "Cube") + " cores");
+            }
+        }
+    }
+}
+
 inline void abort_rank(RankShared &r, const symsched_device *d) {
     bool was = r.aborted.exchange(true);
     {
@@ -555,9 +595,16 @@ void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
     std::vector<Error> errors(total, Error{SYMSCHED_SIM_OK, "", false});
     auto body = [&](uint32_t i) {
         current_slot() = cores[i].get();
+        // Whatever way the core leaves, the others' deadlock check must see it gone.
+        auto gone = [&rank, i]() {
+            std::lock_guard<std::mutex> g(rank.mu);
+            rank.returned[i] = true;
+            rank.cv.notify_all();
+        };
         try {
             kernel();
             finish_core();
+            gone();
         } catch (const Error &e) {
             errors[i] = e;
             if (rank.aborted.load() && e.code == SYMSCHED_SIM_E_WAIT_FAILED) {
@@ -571,6 +618,9 @@ void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
             // Nothing may leave a core: the other cores use this frame until they are joined.
             errors[i] = Error{SYMSCHED_SIM_E_ABI, "internal error: unknown exception on a core", false};
             abort_rank(rank, d);
+        }
+        if (errors[i].code != SYMSCHED_SIM_OK) {
+            gone();
         }
         current_slot() = nullptr;
     };
@@ -604,6 +654,7 @@ void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
         std::string where = total > 1 ? " [core " + std::to_string(first - errors.data()) + "]" : "";
         throw Error{first->code, first->message + where, first->secondary};
     }
+    check_cross_flags_paired(rank);
 }
 
 /// Runs one simulated launch (every kernel segment and the host collectives between them):

@@ -1241,6 +1241,17 @@ pub fn compare_with_runtime_seeded(
     compare_with_runtime_from(kernel, plan, o, n, seed, |_, roles| roles)
 }
 
+/// [`compare_with_runtime`] at explicit launch sizes, role inputs from `input_seed`.
+pub fn compare_with_runtime_at(
+    kernel: &SimKernel,
+    plan: &Plan,
+    o: &LowerOptions,
+    sizes: &LaunchSizes,
+    input_seed: u64,
+) -> Result<(), String> {
+    compare_core(kernel, plan, o, sizes, input_seed, 0, |_, roles| roles).map_err(|e| e.to_string())
+}
+
 /// [`compare_with_runtime_seeded`] from role contents that `edit` makes of the default inputs
 /// (`edit(element type of each role buffer, inputs)`), e.g. to plant NaNs or overflowing values.
 pub fn compare_with_runtime_from(
@@ -1251,14 +1262,31 @@ pub fn compare_with_runtime_from(
     seed: u64,
     edit: impl FnOnce(&[DType], Vec<Vec<Vec<u8>>>) -> Vec<Vec<Vec<u8>>>,
 ) -> Result<(), Mismatch> {
+    compare_core(kernel, plan, o, &sizes_for(plan, n), n + 11, seed, edit).map_err(|e| match e {
+        Mismatch::Wrong(s) => Mismatch::Wrong(format!("n={n}: {s}")),
+        other => other,
+    })
+}
+
+/// The comparison behind the `compare_with_runtime*` helpers: inputs from `input_seed`, the
+/// engine interleaving of `seed`.
+fn compare_core(
+    kernel: &SimKernel,
+    plan: &Plan,
+    o: &LowerOptions,
+    sizes: &LaunchSizes,
+    input_seed: u64,
+    seed: u64,
+    edit: impl FnOnce(&[DType], Vec<Vec<Vec<u8>>>) -> Vec<Vec<Vec<u8>>>,
+) -> Result<(), Mismatch> {
     let setup = Mismatch::Setup;
-    let sizes = sizes_for(plan, n);
+    let sizes = sizes.clone();
     let layout =
         HeapLayout::new(plan, o.dtype, o.wire, &sizes).map_err(|e| setup(e.to_string()))?;
     let roles = n_roles(plan);
     let roles_in = edit(
         &layout.elem[..roles],
-        role_inputs(plan, &layout, &sizes, n + 11),
+        role_inputs(plan, &layout, &sizes, input_seed),
     );
     let want = runtime_outputs(plan, o, &sizes, &roles_in).map_err(setup)?;
     let init: Vec<RankState> = (0..plan.group_size as usize)
@@ -1284,7 +1312,7 @@ pub fn compare_with_runtime_from(
                     .find(|&i| read(t, g, i).to_bits() != read(t, w, i).to_bits())
                     .unwrap_or(0);
                 return Err(Mismatch::Wrong(format!(
-                    "{} n={n}: rank {r} `{}` element {i}: sim {} vs runtime interpreter {}",
+                    "{}: rank {r} `{}` element {i}: sim {} vs runtime interpreter {}",
                     kernel.name(),
                     plan.buffers[b].name,
                     read(t, g, i),
