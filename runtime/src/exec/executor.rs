@@ -46,7 +46,7 @@ use super::eager::{AlltoallvOutcome, EagerChannel};
 use super::error::ExecError;
 use super::fabric::Fabric;
 use super::hostcoll::{Exchanges, HeapHostColl, HostCollectives};
-use super::loaded::{LoadedPlan, Registered};
+use super::loaded::{LoadedPlan, PlanState, Registered};
 use super::reduce::{scale_avg, ReduceOp};
 use super::resolve::resolve_or_reuse;
 use super::resolved::{RReg, Resolved};
@@ -289,24 +289,8 @@ impl<F: Fabric> Executor<F> {
         let mut state = lp.lock_state();
         let st = &mut *state;
         let generation = self.fabric.generation();
-        if st.generation != generation {
-            // The group was reset after an abort: its counters restart from zero and its
-            // registries are empty, so the plan takes its slots and scratch again, now, in the
-            // order of the collective calls (see `super::loaded`).
-            st.epoch = 0;
-            st.agree_seq = 0;
-            st.generation = generation;
-            st.regs = None;
-            st.staging = Staging::new(&lp.key);
-            st.bound.clear();
-        }
-        if st.regs.is_none() {
-            st.regs = Some(Registered::take(
-                &self.fabric,
-                &lp.plan,
-                &lp.key,
-                lp.roles(),
-            )?);
+        if st.generation != generation || st.regs.is_none() {
+            self.register(lp, st, generation)?;
         }
         let Some(regs) = st.regs.as_ref() else {
             return Err(ExecError::Runtime("plan registrations missing".into()));
@@ -382,6 +366,37 @@ impl<F: Fabric> Executor<F> {
         st.staging.stage_out(&self.fabric, &lp.plan, buffers)?;
         self.send_exit_signals(lp, signals)?;
         st.epoch += 1;
+        Ok(())
+    }
+
+    /// A launch in a new reset generation (or the first after a load in one): the group was
+    /// reset after an abort, so its counters restart from zero and its registries are empty;
+    /// the plan takes its slots and scratch again, now, in the order of the collective calls
+    /// (see `super::loaded`). Out of line: the launch path only tests for it.
+    #[cold]
+    #[inline(never)]
+    fn register(
+        &self,
+        lp: &LoadedPlan,
+        st: &mut PlanState,
+        generation: u64,
+    ) -> Result<(), ExecError> {
+        if st.generation != generation {
+            st.epoch = 0;
+            st.agree_seq = 0;
+            st.generation = generation;
+            st.regs = None;
+            st.staging = Staging::new(&lp.key);
+            st.bound.clear();
+        }
+        if st.regs.is_none() {
+            st.regs = Some(Registered::take(
+                &self.fabric,
+                &lp.plan,
+                &lp.key,
+                lp.roles(),
+            )?);
+        }
         Ok(())
     }
 
