@@ -646,11 +646,19 @@ impl Group {
         self.slots_used.load(Ordering::Acquire)
     }
 
-    /// Forgets the barrier epoch and the cached per-key values (a group reset, see
-    /// [`crate::abort`]); the slot and scratch registries are kept.
+    /// Forgets the barrier epoch, the cached per-key values and the slot and scratch
+    /// registries (a group reset, see [`crate::abort`]). The registries go too because ranks
+    /// may have registered different keys before the failure (one failed before loading a
+    /// plan its peers loaded): kept, they would differ for good. Every holder of a slot range
+    /// or scratch offset registers again in the new generation — the executor at each plan's
+    /// first launch after the reset, in the order of the collective calls, which is the same
+    /// on every rank.
     pub(crate) fn reset_local_state(&self) {
         *lock(&self.barrier_epoch) = 0;
         lock(&self.cache).clear();
+        *lock(&self.slots) = Slots::default();
+        *lock(&self.scratch) = ScratchState::default();
+        self.slots_used.store(0, Ordering::Release);
     }
 }
 

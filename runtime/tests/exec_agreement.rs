@@ -9,7 +9,13 @@
 //! - `a_local_refusal_fails_the_peers`: a rank whose own arguments are refused returns its
 //!   error, and its peer fails at once with a disagreement quoting it (no timeout);
 //! - `abort_fails_peers_fast_and_reset_restores`: a rank that aborts the group fails its peer's
-//!   launch within a second naming it; after `reset_after_abort` launches work again.
+//!   launch within a second naming it; after `reset_after_abort` launches work again;
+//! - `registries_realign_after_reset`: a rank fails before loading a plan its peer loaded (so
+//!   their signal-slot and scratch registries differ); after the reset every plan, old and
+//!   new, runs with the right sums and the barrier's registry check passes;
+//! - `exchanges_restart_after_reset`: the executor's own exchanges (allgather, barrier) and the
+//!   eager alltoallv channel, interrupted by an abort, give the new call's bytes after the
+//!   reset, not the aborted call's.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -73,6 +79,8 @@ fn rank_entry() {
         "disagree" => disagree(&rt),
         "refusal" => refusal(&rt),
         "abort" => abort(&rt),
+        "realign" => realign(&rt),
+        "exchanges" => exchanges(&rt),
         r => panic!("unknown role {r}"),
     }
     rt.finalize().expect("finalize");
@@ -292,6 +300,130 @@ fn abort(rt: &symsched_runtime::Runtime) {
         assert!(buf.chunks(4).all(|c| c == 3.0f32.to_le_bytes()), "sum");
     }
     world.barrier().unwrap();
+}
+
+fn expect_aborted_by(r: Result<impl std::fmt::Debug, ExecError>, by: usize, what: &str) {
+    match r {
+        Err(ExecError::Core(e)) => match *e {
+            RuntimeError::GroupAborted(a) => assert_eq!(a.by_local, by, "{what}"),
+            e => panic!("{what}: expected an abort, got {e}"),
+        },
+        other => panic!("{what}: expected an abort, got {other:?}"),
+    }
+}
+
+fn realign(rt: &symsched_runtime::Runtime) {
+    let world = rt.world().unwrap();
+    let exec = Executor::new(GroupFabric::new(world.clone()));
+    let me = exec.fabric().rank();
+    let one = plan("allreduce_one_shot", 2);
+    let two = plan("allreduce_two_shot", 2);
+    let ring = plan("allreduce_ring", 2);
+    let (r, _) = allreduce(&exec, &one, DType::F32, ReduceOp::Sum, 4, None);
+    r.expect("first launch");
+    if me == 0 {
+        // Fails before it ever loads `two` (a bad argument seen only here).
+        std::thread::sleep(Duration::from_millis(200));
+        world.abort("ValueError: bad argument on rank 0");
+    } else {
+        // Loads `two` (its slots and scratch) and waits in its launch until the abort.
+        let (r, _) = allreduce(&exec, &two, DType::F32, ReduceOp::Sum, 4, None);
+        expect_aborted_by(r, 0, "the launch rank 0 never entered");
+    }
+    world.reset_after_abort().expect("reset");
+    // A plan new to both ranks: before the reset forgot the registries, rank 1 would put its
+    // slots after `two`'s and rank 0 where `two`'s are on rank 1.
+    exec.load(&ring).expect("loads");
+    world
+        .barrier()
+        .expect("the slot and scratch registries agree after the reset");
+    for (name, pl) in [("ring", &ring), ("two_shot", &two), ("one_shot", &one)] {
+        for round in 0..2 {
+            let (r, buf) = allreduce(&exec, pl, DType::F32, ReduceOp::Sum, 6, None);
+            r.unwrap_or_else(|e| panic!("{name} #{round} after the reset: {e}"));
+            assert!(
+                buf.chunks(4).all(|c| c == 3.0f32.to_le_bytes()),
+                "{name} #{round}: sum"
+            );
+        }
+    }
+    world.barrier().expect("registries still agree");
+}
+
+/// Rank r's alltoallv chunk for rank j in call `k`: `[1000 k + 10 r + j; j + 1]`.
+fn chunk(k: u32, r: u32, j: u32) -> Vec<i32> {
+    vec![(1000 * k + 10 * r + j) as i32; j as usize + 1]
+}
+
+/// One eager alltoallv of call `k` on 2 ranks; returns the received elements.
+fn eager_call(exec: &Executor<GroupFabric>, k: u32) -> Result<Vec<i32>, ExecError> {
+    let me = exec.fabric().rank();
+    let send: Vec<u8> = (0..2)
+        .flat_map(|j| chunk(k, me, j))
+        .flat_map(i32::to_le_bytes)
+        .collect();
+    let sc: Vec<u64> = (0..2).map(|j| j + 1).collect();
+    let rc = vec![u64::from(me) + 1; 2];
+    let mut recv = vec![0u8; 4 * 2 * (me as usize + 1)];
+    match exec.alltoallv_eager(DType::I32, &sc, &rc, &send, None, &mut recv)? {
+        symsched_runtime::exec::AlltoallvOutcome::Done => {}
+        other => panic!("small chunks go eagerly, got {other:?}"),
+    }
+    Ok(recv
+        .chunks(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+        .collect())
+}
+
+fn exchanges(rt: &symsched_runtime::Runtime) {
+    let world = rt.world().unwrap();
+    let exec = Executor::new(GroupFabric::new(world.clone()));
+    let me = exec.fabric().rank();
+    let expect_eager = |k: u32, got: Vec<i32>| {
+        let want: Vec<i32> = (0..2).flat_map(|r| chunk(k, r, me)).collect();
+        assert_eq!(got, want, "alltoallv call {k}");
+    };
+    for k in 0..3 {
+        expect_eager(k, eager_call(&exec, k).expect("eager alltoallv"));
+        let all = exec.allgather_u64("test", &[u64::from(me) + 10 * u64::from(k)]);
+        assert_eq!(
+            all.expect("allgather"),
+            vec![vec![10 * u64::from(k)], vec![1 + 10 * u64::from(k)]]
+        );
+    }
+    exec.barrier().expect("barrier");
+    if me == 0 {
+        std::thread::sleep(Duration::from_millis(200));
+        world.abort("RuntimeError: failed between two collectives on rank 0");
+    } else {
+        // Rank 1 enters both and leaves its bytes in rank 0's areas before the abort.
+        expect_aborted_by(eager_call(&exec, 3), 0, "eager alltoallv");
+        expect_aborted_by(exec.allgather_u64("test", &[99]), 0, "allgather");
+    }
+    world.reset_after_abort().expect("reset");
+    for k in 4..7 {
+        expect_eager(
+            k,
+            eager_call(&exec, k).expect("eager alltoallv after the reset"),
+        );
+        let all = exec.allgather_u64("test", &[u64::from(me) + 10 * u64::from(k)]);
+        assert_eq!(
+            all.expect("allgather after the reset"),
+            vec![vec![10 * u64::from(k)], vec![1 + 10 * u64::from(k)]]
+        );
+        exec.barrier().expect("barrier after the reset");
+    }
+    world.barrier().unwrap();
+}
+
+#[test]
+fn registries_realign_after_reset() {
+    run_ranks(2, "realign");
+}
+
+#[test]
+fn exchanges_restart_after_reset() {
+    run_ranks(2, "exchanges");
 }
 
 #[test]

@@ -132,7 +132,10 @@ fn abort() -> Result<(), RuntimeError> {
         assert_eq!((g, w.generation()), (generation, generation));
         w.check_usable()?;
         assert!(w.aborted().is_none());
-        // Counters start again from zero: a ring exchange with target 1 works.
+        // The reset forgot the slot registry: the same key is registered again (the same
+        // range on every member), and its counters start again from zero: a ring exchange
+        // with target 1 works.
+        let s = w.signal_slots("abort", 2)?;
         let next = (me + 1) % n;
         w.signal(next, s.slot(0), SignalMode::Add, 1)?;
         w.wait(s.slot(0), Cmp::Ge, 1, &ctx("after reset"))?;

@@ -533,6 +533,8 @@ pub unsafe extern "C" fn symsched_group_abort(
 /// Collective reset of an aborted group, bounded by the signal timeout; on success the group
 /// works again and `*generation` (if not NULL) receives its new reset generation. If a member
 /// does not take part in time the group is refused for good ([`SymschedStatus::Aborted`]).
+/// The reset forgets the group's slot registry: slot indices from [`symsched_signal_slots`]
+/// taken before it are void; register the keys again afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn symsched_group_reset_after_abort(
     g: *const SymschedGroup,

@@ -4,28 +4,38 @@
 //! roles are symmetric and at which heap offset, which are staged) — or every rank fails with
 //! the same [`Disagreement`] naming each rank's values, and nothing is written anywhere.
 //!
-//! **The record.** Each rank publishes, per launch, a small record in its own heap segment: a
-//! sequence number, a 64-bit digest of the launch signature, the binding pattern words (see
-//! [`super::binding`]), the dtype and op codes and its element count per role — or, when its
-//! own arguments were already refused locally, an *invalid* digest and its error text. The
-//! record is one symmetric scratch allocation of the loaded plan, two copies (by sequence
-//! parity: a peer is never more than one launch ahead, since its next launch waits for this
-//! rank's credits, which follow this rank's reading).
+//! **The signal word.** Each rank sets, per launch, one agreement slot on every peer to a
+//! single 64-bit word: the low 8 bits of the launch's sequence number (a *tag*) and a 56-bit
+//! digest of its launch signature — sizes, dtypes, op when the plan reduces, number of
+//! bindings and the binding pattern word of every role (see [`super::binding`]). A peer waits
+//! for that slot, and the one cache line it then holds carries everything the common case
+//! needs: the slot's word equals its own word exactly when the peer launched the same (with a
+//! digest collision probability of 2^-56 per disagreeing pair). Slots come in two copies by
+//! sequence parity: a peer is never more than one launch ahead (its next launch waits for
+//! this rank's credits, which follow this rank's reading), so the slot of this launch's parity
+//! holds either this launch's word or an older one, told apart by the tag.
+//!
+//! **The record.** Before that signal each rank also writes a record in its own heap segment:
+//! the sequence number, the digest, the binding pattern words, the dtype and op codes and its
+//! element count per role — or, when its own arguments were already refused locally, an
+//! *invalid* digest and its error text. Peers read a record only when a word differs (so in
+//! the common case the record's lines never leave the writer's cache and writing them costs
+//! a few cached stores): then every rank reads every record, decides exactly — an empty role
+//! agrees with any binding, which the digest cannot express — and on a real disagreement
+//! builds the same message. (If any two words differ, every rank sees at least one word that
+//! differs from its own, so every rank takes that path together.) The record is one symmetric
+//! scratch allocation of the loaded plan, two copies by sequence parity like the slots.
 //!
 //! A rank that refused its own arguments publishes its refusal and returns its own error at
 //! once; its peers fail with a [`Disagreement`] that quotes it, instead of waiting for it.
 //!
-//! **The synchronisation.** After writing its record, a rank sets its agreement slot on every
-//! peer to the sequence number (release), waits until every peer's agreement slot on it holds
-//! the same number (acquire) and reads their records (the fast path reads the first line of
-//! each: sequence, digest and pattern words). Nobody waits before publishing, so this cannot
-//! deadlock; and every rank reads every rank's record, so every rank reaches the same verdict
-//! and, on a disagreement, builds the same message. The check runs before the staging area is
-//! laid out or grown (a disagreeing size would otherwise make ranks ask for different scratch)
-//! and before the entry signals, so no peer writes into a rank's buffers on a disagreeing
-//! launch. It covers every launch, whether or not the plan's own schedule synchronises a pair
-//! before data moves. Cost: one record write, one signal and one satisfied-or-short wait per
-//! peer; nothing with one rank.
+//! **Ordering.** Nobody waits before publishing, so this cannot deadlock. The check runs
+//! before the staging area is laid out or grown (a disagreeing size would otherwise make ranks
+//! ask for different scratch) and before the entry signals, so no peer writes into a rank's
+//! buffers on a disagreeing launch. It covers every launch, whether or not the plan's own
+//! schedule synchronises a pair before data moves. Cost per launch: a digest of a few words,
+//! one record write into cached lines, one signal and one satisfied-or-short wait per peer,
+//! whose line is the only one read; nothing with one rank.
 //!
 //! The sequence number counts launches that reached the agreement on this (group, plan),
 //! successful or not, so a refused launch does not desynchronise the next one.
@@ -35,11 +45,14 @@ use super::dtype::{DType, ElemTypes};
 use super::error::ExecError;
 use super::fabric::{Fabric, WaitContext};
 use super::reduce::ReduceOp;
-use std::hash::{Hash, Hasher};
 use symsched_plan::{Cmp, LaunchSizes, Plan, SignalMode};
 
-/// Digest of a rank whose own arguments were refused before the agreement.
+/// Record digest of a rank whose own arguments were refused before the agreement.
 const INVALID: u64 = u64::MAX;
+/// The digest part of a signal word (the low 8 bits are the sequence tag).
+const DIGEST_MASK: u64 = !0xff;
+/// Signal word digest of a refused rank.
+const INVALID_WORD: u64 = DIGEST_MASK;
 /// Bytes of error text an invalid record carries.
 const TEXT_BYTES: usize = 256;
 /// Header words: sequence, digest, number of roles, data, wire and acc dtype codes, op code,
@@ -68,7 +81,8 @@ pub struct Disagreement {
 /// What a loaded plan keeps for its agreement: its slots and its record area.
 #[derive(Debug)]
 pub(crate) struct AgreementArea {
-    /// First of P signal slots: slot `base + q` on this rank is set only by rank q.
+    /// First of 2P signal slots: slots `base + 2q` and `base + 2q + 1` (by sequence parity) on
+    /// this rank are set only by rank q.
     slot_base: u32,
     /// Symmetric heap offset of the record area (two copies).
     record: u64,
@@ -128,7 +142,7 @@ impl AgreementArea {
         let record_bytes = ((words * 8) as u64).next_multiple_of(64);
         let (slot_base, record) = if p > 1 {
             (
-                fabric.signal_slots(&format!("plan/{key}/agree"), p)?,
+                fabric.signal_slots(&format!("plan/{key}/agree"), 2 * p)?,
                 fabric.scratch(&format!("plan/{key}/agree-record"), 2 * record_bytes)?,
             )
         } else {
@@ -187,11 +201,25 @@ impl AgreementArea {
             return Ok(());
         }
         let rec = self.record_ptr(fabric, me, seq)?;
+        let (core_mine, word) = match mine {
+            Ok(sig) => {
+                let core = digest(sig);
+                (core, word_digest(core, sig, roles))
+            }
+            Err(_) => (INVALID, INVALID_WORD),
+        };
+        let word_mine = word | (seq & 0xff);
         // SAFETY: `rec` is a checked range of record_bytes in this rank's own segment; only
         // this rank writes it, and peers read it only after the release below.
-        unsafe { write_record(rec, roles, seq, mine) };
+        unsafe { write_record(rec, roles, seq, core_mine, mine) };
+        let parity = (seq % 2) as u32;
         for q in peers() {
-            fabric.signal(q, self.slot_base + me, SignalMode::Set, seq)?;
+            fabric.signal(
+                q,
+                self.slot_base + 2 * me + parity,
+                SignalMode::Set,
+                word_mine,
+            )?;
         }
         if mine.is_err() {
             // Refused locally: the peers learn it from the record; this rank reports its own
@@ -199,7 +227,6 @@ impl AgreementArea {
             return Ok(());
         }
         let mut ok = true;
-        let digest_mine = unsafe { rec.add(1).read_volatile() };
         for q in peers() {
             let signallers = [q];
             let ctx = WaitContext {
@@ -208,10 +235,36 @@ impl AgreementArea {
                 slot_name: &self.slot_names[q as usize],
                 signallers: &signallers,
             };
-            fabric.wait(self.slot_base + q, Cmp::Ge, seq, &ctx)?;
+            let slot = self.slot_base + 2 * q + parity;
+            // The slot holds this launch's word or an older one (two launches older, or more
+            // after local refusals here): read it, and wait for a change until the tag is
+            // this launch's. A tag ahead (a peer that refused its arguments launches on
+            // without waiting) goes to the records, which tell.
+            let mut word = fabric.wait(slot, Cmp::Ge, 0, &ctx)?;
+            loop {
+                match (word & 0xff).wrapping_sub(seq & 0xff) & 0xff {
+                    0 => break,
+                    1..=127 => {
+                        word = !word_mine;
+                        break;
+                    }
+                    _ => word = fabric.wait(slot, Cmp::Ne, word, &ctx)?,
+                }
+            }
+            ok &= word == word_mine;
+        }
+        if let (true, Ok(s)) = (ok, mine) {
+            // The same word everywhere: the same signature and binding pattern everywhere.
+            bound.extend((0..roles).map(|i| s.buffers.get(i).map_or(EMPTY, pattern_word)));
+            return Ok(());
+        }
+        // Some word differs: every rank is here (see the module docs). Decide from the
+        // records, published before the words (acquired by the waits above): the same
+        // signature digest (sizes, dtypes, op) everywhere, and binding patterns that agree.
+        ok = true;
+        for q in peers() {
             let peer = self.record_ptr(fabric, q, seq)?;
-            // SAFETY: a checked range of the peer's record, published before its signal
-            // (acquired by the wait above).
+            // SAFETY: a checked range of the peer's record, published before its signal.
             let (pseq, pdigest) = unsafe { (peer.read_volatile(), peer.add(1).read_volatile()) };
             if pseq != seq {
                 return Err(ExecError::Runtime(format!(
@@ -219,7 +272,7 @@ impl AgreementArea {
                     plan.schedule
                 )));
             }
-            ok &= pdigest == digest_mine && pdigest != INVALID;
+            ok &= pdigest == core_mine && pdigest != INVALID;
         }
         let mut detail = String::new();
         if ok {
@@ -269,27 +322,84 @@ impl AgreementArea {
     }
 }
 
-/// The digest of a signature: sizes (every role's extent on every rank follows from them),
-/// dtypes, op (when the plan reduces). `DefaultHasher::new()` has fixed keys, so every process
-/// of one build computes the same value.
+/// Multiplier of the digest's rounds (2^64 / golden ratio, odd).
+const K: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// One round: `(h ^ w) * K` is a bijection of `h` for a fixed `w` and of `w` for a fixed
+/// `h` (K is odd), so two word sequences of one length that differ in a single word always
+/// end in different states. That is the case that matters here — ranks that disagree on one
+/// count, one dtype or one binding — and the inputs are a handful of words chosen by the
+/// program, not an adversary, so nothing stronger (SipHash) is needed; the rotation feeds
+/// the high bits, which the multiplication mixes, back into the low ones. Measured with
+/// `cargo bench -p symsched-runtime --bench launch_overhead` (docs/performance.md).
+#[inline]
+fn round(h: u64, w: u64) -> u64 {
+    (h ^ w).wrapping_mul(K).rotate_left(29)
+}
+
+/// Final avalanche (the 64-bit finaliser of MurmurHash3, a bijection), so the 56 bits a
+/// signal word keeps depend on every input bit.
+#[inline]
+fn finish(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// The signature digest a record carries: sizes (every role's extent on every rank follows
+/// from them), dtypes, op (when the plan reduces), number of bindings. Every process of every
+/// build computes the same value for the same signature; never [`INVALID`].
 fn digest(s: &Signature<'_>) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    s.sizes.vars.hash(&mut h);
-    s.sizes.counts.hash(&mut h);
-    dtype_code(s.types.data).hash(&mut h);
-    dtype_code(s.types.wire).hash(&mut h);
-    dtype_code(s.types.acc).hash(&mut h);
-    if s.reduces {
-        op_code(s.op).hash(&mut h);
+    let mut h = K;
+    h = round(h, s.sizes.vars.len() as u64);
+    for (k, v) in &s.sizes.vars {
+        h = round(h, k.len() as u64);
+        for chunk in k.as_bytes().chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            h = round(h, u64::from_le_bytes(b));
+        }
+        h = round(h, *v);
     }
-    s.buffers.len().hash(&mut h);
-    match h.finish() {
+    match &s.sizes.counts {
+        None => h = round(h, u64::MAX),
+        Some(rows) => {
+            h = round(h, rows.len() as u64);
+            for row in rows {
+                h = round(h, row.len() as u64);
+                for c in row {
+                    h = round(h, *c);
+                }
+            }
+        }
+    }
+    h = round(h, dtype_code(s.types.data));
+    h = round(h, dtype_code(s.types.wire));
+    h = round(h, dtype_code(s.types.acc));
+    h = round(h, if s.reduces { op_code(s.op) } else { NO_OP });
+    h = round(h, s.buffers.len() as u64);
+    match finish(h) {
         INVALID => INVALID - 1,
         d => d,
     }
 }
 
-/// Write this rank's record for launch `seq` at `rec`.
+/// The digest part of the signal word: the signature digest and the binding pattern word of
+/// every role, in the high 56 bits; never [`INVALID_WORD`].
+fn word_digest(core: u64, s: &Signature<'_>, roles: usize) -> u64 {
+    let mut h = round(K, core);
+    for i in 0..roles {
+        h = round(h, s.buffers.get(i).map_or(EMPTY, pattern_word));
+    }
+    match finish(h) & DIGEST_MASK {
+        INVALID_WORD => INVALID_WORD - 0x100,
+        d => d,
+    }
+}
+
+/// Write this rank's record for launch `seq` at `rec`, with its signature `digest`.
 ///
 /// # Safety
 /// `rec` points to a writable record of `HEADER + 2 * roles + TEXT_BYTES / 8` words.
@@ -297,12 +407,13 @@ unsafe fn write_record(
     rec: *mut u64,
     roles: usize,
     seq: u64,
+    digest: u64,
     mine: Result<&Signature<'_>, &ExecError>,
 ) {
     let put = |i: usize, v: u64| unsafe { rec.add(i).write_volatile(v) };
+    put(1, digest);
     match mine {
         Ok(s) => {
-            put(1, digest(s));
             put(2, roles as u64);
             put(3, dtype_code(s.types.data));
             put(4, dtype_code(s.types.wire));
@@ -318,7 +429,6 @@ unsafe fn write_record(
             }
         }
         Err(e) => {
-            put(1, INVALID);
             put(2, roles as u64);
             let text = e.to_string();
             let bytes = &text.as_bytes()[..text.len().min(TEXT_BYTES)];

@@ -46,11 +46,11 @@ use super::eager::{AlltoallvOutcome, EagerChannel};
 use super::error::ExecError;
 use super::fabric::Fabric;
 use super::hostcoll::{Exchanges, HeapHostColl, HostCollectives};
-use super::loaded::LoadedPlan;
+use super::loaded::{LoadedPlan, PlanState, Registered};
 use super::reduce::{scale_avg, ReduceOp};
 use super::resolve::resolve_or_reuse;
 use super::resolved::{RReg, Resolved};
-use super::staging::LaunchMemory;
+use super::staging::{LaunchMemory, Staging};
 use super::trace;
 use crate::config::ExecOptions;
 use std::collections::HashMap;
@@ -289,12 +289,13 @@ impl<F: Fabric> Executor<F> {
         let mut state = lp.lock_state();
         let st = &mut *state;
         let generation = self.fabric.generation();
-        if st.generation != generation {
-            // The group was reset after an abort: its counters restart from zero.
-            st.epoch = 0;
-            st.agree_seq = 0;
-            st.generation = generation;
+        if st.generation != generation || st.regs.is_none() {
+            self.register(lp, st, generation)?;
         }
+        let Some(regs) = st.regs.as_ref() else {
+            return Err(ExecError::Runtime("plan registrations missing".into()));
+        };
+        let (slot_base, agreement) = (regs.slot_base, &regs.agreement);
         // 1. check; 2. resolve or reuse; 3a. check the bindings — all local: a refusal still
         // takes part in the agreement, so every peer fails too instead of waiting for it.
         let me = self.fabric.rank();
@@ -333,9 +334,7 @@ impl<F: Fabric> Executor<F> {
             (None, Err(e)) => Err(e),
             (None, Ok(())) => unreachable!("a resolution exists when the local checks passed"),
         };
-        let verdict = lp
-            .agreement
-            .agree(&self.fabric, &lp.plan, st.agree_seq, mine, &mut st.bound);
+        let verdict = agreement.agree(&self.fabric, &lp.plan, st.agree_seq, mine, &mut st.bound);
         local?;
         verdict?;
         *agreed = true;
@@ -353,7 +352,7 @@ impl<F: Fabric> Executor<F> {
             buffers,
         )?;
         let signals = LaunchSignals {
-            base: lp.slot_base,
+            base: slot_base,
             epoch: st.epoch,
             signallers: &lp.signallers,
         };
@@ -367,6 +366,37 @@ impl<F: Fabric> Executor<F> {
         st.staging.stage_out(&self.fabric, &lp.plan, buffers)?;
         self.send_exit_signals(lp, signals)?;
         st.epoch += 1;
+        Ok(())
+    }
+
+    /// A launch in a new reset generation (or the first after a load in one): the group was
+    /// reset after an abort, so its counters restart from zero and its registries are empty;
+    /// the plan takes its slots and scratch again, now, in the order of the collective calls
+    /// (see `super::loaded`). Out of line: the launch path only tests for it.
+    #[cold]
+    #[inline(never)]
+    fn register(
+        &self,
+        lp: &LoadedPlan,
+        st: &mut PlanState,
+        generation: u64,
+    ) -> Result<(), ExecError> {
+        if st.generation != generation {
+            st.epoch = 0;
+            st.agree_seq = 0;
+            st.generation = generation;
+            st.regs = None;
+            st.staging = Staging::new(&lp.key);
+            st.bound.clear();
+        }
+        if st.regs.is_none() {
+            st.regs = Some(Registered::take(
+                &self.fabric,
+                &lp.plan,
+                &lp.key,
+                lp.roles(),
+            )?);
+        }
         Ok(())
     }
 

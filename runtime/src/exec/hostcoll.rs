@@ -108,9 +108,15 @@ const AREA_BYTES: u64 = 64 << 10;
 /// heap host collectives). Every member writes its bytes into slot `index` of every member's
 /// exchange area, then adds 1 to its `arrive` counter; after reading, it adds 1 to each peer's
 /// `done` counter, which a member waits for before overwriting that area in the next round.
+///
+/// A group reset ([`crate::abort`]) zeroes the counters and forgets the registries, so the
+/// first exchange of a new generation drops every tag's state (epoch, slots, area) and takes
+/// them again: the bytes an aborted exchange left behind are never read as a new one's.
 #[derive(Default)]
 pub struct Exchanges {
     states: HashMap<String, ExState>,
+    /// The group's reset generation the states belong to.
+    generation: u64,
 }
 
 impl Exchanges {
@@ -144,6 +150,11 @@ impl Exchanges {
         // The key names the exchange, not its members: the runtime checks that every rank of the
         // group registers the same keys, and a host collective over node-strided sub-groups is
         // one exchange with different members on different ranks.
+        let generation = fabric.generation();
+        if generation != self.generation {
+            self.states.clear();
+            self.generation = generation;
+        }
         let key = format!("exchange/{tag}");
         if !self.states.contains_key(&key) {
             let slots = fabric.signal_slots(&key, 2)?;

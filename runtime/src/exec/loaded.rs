@@ -2,6 +2,14 @@
 //! signals each of them here, which roles peers reach into — and the state its launches carry
 //! from one to the next (epoch, the last resolution, the staging area, the backend's scratch).
 //!
+//! **Registrations.** A plan's signal slots and its agreement's slots and record are taken
+//! from the group's registries when it is loaded, and again at its first launch after each
+//! group reset: a reset forgets the registries ([`crate::abort`]), since ranks may have loaded
+//! different plans before the failure, and re-registering at the first launch takes them in
+//! the order of the collective calls, which is the same on every rank. (After a reset a load
+//! registers nothing: a plan loaded then and one kept from before both register at their
+//! first launch.)
+//!
 //! **Epochs.** Every launch of a plan on a group increments its epoch; waits compare against
 //! `WaitTarget::at(epoch)` and set-signals write `SignalUpdate::value_at(epoch)`, so counters are
 //! never reset.
@@ -22,21 +30,44 @@ pub struct LoadedPlan {
     pub(crate) plan: Plan,
     /// Cache key of the plan on its group (schedule, source hash, size, params).
     pub(crate) key: String,
-    /// First slot of the plan's block of signal slots on the group.
-    pub(crate) slot_base: u32,
     /// For each slot, the ranks that update it on this rank.
     pub(crate) signallers: Vec<Vec<u32>>,
     pub(crate) access: RoleAccess,
-    /// The launch agreement's slots and records ([`super::agreement`]).
-    pub(crate) agreement: AgreementArea,
     has_reduce: bool,
     /// The plan's extents take alltoallv counts.
     pub(crate) uses_counts: bool,
     state: Mutex<PlanState>,
 }
 
+/// What a plan holds in its group's registries in one reset generation (see the module docs).
+pub(crate) struct Registered {
+    /// First slot of the plan's block of signal slots on the group.
+    pub(crate) slot_base: u32,
+    /// The launch agreement's slots and records ([`super::agreement`]).
+    pub(crate) agreement: AgreementArea,
+}
+
+impl Registered {
+    /// Take the slots and records of `plan`, loaded under `key`.
+    pub(crate) fn take<F: Fabric>(
+        fabric: &F,
+        plan: &Plan,
+        key: &str,
+        roles: usize,
+    ) -> Result<Registered, ExecError> {
+        let slot_base = fabric.signal_slots(&format!("plan/{key}"), plan.signals.len() as u32)?;
+        let agreement = AgreementArea::load(fabric, key, roles)?;
+        Ok(Registered {
+            slot_base,
+            agreement,
+        })
+    }
+}
+
 /// What one launch of a plan leaves for the next.
 pub(crate) struct PlanState {
+    /// The registrations of this generation (`None` until the first launch after a reset).
+    pub(crate) regs: Option<Registered>,
     pub(crate) epoch: u64,
     /// Launches that reached the agreement (successful or refused alike on every rank).
     pub(crate) agree_seq: u64,
@@ -58,7 +89,6 @@ impl LoadedPlan {
         plan: &Plan,
         key: String,
     ) -> Result<LoadedPlan, ExecError> {
-        let slot_base = fabric.signal_slots(&format!("plan/{key}"), plan.signals.len() as u32)?;
         let me = fabric.rank();
         let mut signallers = vec![Vec::new(); plan.signals.len()];
         for prog in &plan.ranks {
@@ -83,14 +113,17 @@ impl LoadedPlan {
         }
         let staging = Staging::new(&key);
         let access = RoleAccess::of(plan);
-        let agreement = AgreementArea::load(fabric, &key, access.roles)?;
+        let generation = fabric.generation();
+        let regs = if generation == 0 {
+            Some(Registered::take(fabric, plan, &key, access.roles)?)
+        } else {
+            None
+        };
         Ok(LoadedPlan {
             plan: plan.clone(),
             key,
-            slot_base,
             signallers,
             access,
-            agreement,
             has_reduce: plan
                 .ranks
                 .iter()
@@ -101,9 +134,10 @@ impl LoadedPlan {
                 .iter()
                 .any(|b| matches!(b.extent, Extent::Counts { .. })),
             state: Mutex::new(PlanState {
+                regs,
                 epoch: 0,
                 agree_seq: 0,
-                generation: fabric.generation(),
+                generation,
                 bound: Vec::new(),
                 resolved: None,
                 staging,

@@ -23,6 +23,10 @@ pub struct EagerChannel {
     /// (`None`: never; [`ExecOptions::nt_copy`], [`ExecOptions::nt_min_bytes`]).
     nt_from: Option<usize>,
     chan: Option<Channel>,
+    /// The group's reset generation `chan` belongs to: a reset zeroes the counters and forgets
+    /// the registries, so the first call of a new generation takes a new channel (epoch 0,
+    /// slots and areas registered again), never reading what an aborted call left.
+    generation: u64,
 }
 
 struct Channel {
@@ -101,6 +105,7 @@ impl EagerChannel {
             large_pull: opts.a2a_large_pull,
             nt_from: opts.nt_copy.then_some(opts.nt_min_bytes),
             chan: None,
+            generation: 0,
         }
     }
 
@@ -165,6 +170,11 @@ impl EagerChannel {
                     "alltoallv: heap offset {off} does not address the send buffer"
                 )));
             }
+        }
+        let generation = fab.generation();
+        if generation != self.generation {
+            self.chan = None;
+            self.generation = generation;
         }
         if self.chan.is_none() {
             let cap = eager_capacity(p as u32);
