@@ -127,6 +127,10 @@ pub const STANDARD_LIBRARY: &[(&str, &str)] = &[
         include_str!("../../examples/allreduce_ring.sched"),
     ),
     (
+        "examples/allreduce_ring_gloo.sched",
+        include_str!("../../examples/allreduce_ring_gloo.sched"),
+    ),
+    (
         "examples/allreduce_two_shot_wire.sched",
         include_str!("../../examples/allreduce_two_shot_wire.sched"),
     ),

@@ -186,6 +186,12 @@ ALLREDUCE_PULL_MIN_BYTES = Knob(
     "allreduce two-shot: pull at or above this many bytes, push below (the pull form moves about "
     "16c bytes per rank against 24c, `docs/performance.md`)", shown_default="256K")
 
+ALLREDUCE_ORDER = Knob(
+    "SYMSCHED_ALLREDUCE_ORDER", "size", choice("size", "gloo"), "size, gloo", PER_CALL,
+    "allreduce without a wire format: `size` picks the schedule by message size; `gloo` runs "
+    "`allreduce_ring_gloo`, which folds every element in the order of torch's gloo backend "
+    "(f32 results equal gloo's bit for bit when ceil(n/P) is even; `python/README.md`, Bit-exact against gloo)")
+
 ALLGATHER_PULL_MIN_BYTES = Knob(
     "SYMSCHED_ALLGATHER_PULL_MIN_BYTES", 0, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
     "all-gather into a private output (and reduce_scatter's backward): pull at or above this many "
@@ -243,7 +249,7 @@ NODE_ID = Knob(
 
 #: Every knob, in table order.
 ALL: Tuple[Knob, ...] = (LOW_PRECISION_DTYPE, ALLREDUCE_ONE_SHOT_MAX_BYTES, ALLREDUCE_PULL_MIN_BYTES,
-                         ALLGATHER_PULL_MIN_BYTES, MC2_AG_PULL, MC2_RS_PULL, MATMUL_ENGINE, MATMUL_BLAS,
+                         ALLREDUCE_ORDER, ALLGATHER_PULL_MIN_BYTES, MC2_AG_PULL, MC2_RS_PULL, MATMUL_ENGINE, MATMUL_BLAS,
                          CHECK_BINDINGS, TRACE, JOB_ID, RANK, NODE_ID)
 
 

@@ -38,6 +38,7 @@ HIERARCHICAL: Dict[str, str] = {
     "allreduce_two_shot_pull": "allreduce_hier",
     "allreduce_two_shot_wire": "allreduce_hier",
     "allreduce_ring": "allreduce_hier",
+    "allreduce_ring_gloo": "allreduce_hier",
     "reduce_scatter_push": "reduce_scatter_hier",
     "reduce_scatter_push_wire": "reduce_scatter_hier",
     "allgather_push": "allgather_hier",

@@ -26,9 +26,11 @@ def has_schedule(name: str) -> bool:
 
 def allreduce(nbytes: int, wire: Optional[str]) -> str:
     """One-shot for small messages, push two-shot above, pull two-shot for large messages, the
-    wire variant when narrowing."""
+    wire variant when narrowing; gloo's ring order when ``SYMSCHED_ALLREDUCE_ORDER=gloo``."""
     if wire is not None:
         return "allreduce_two_shot_wire"
+    if knobs.ALLREDUCE_ORDER.get() == "gloo":
+        return "allreduce_ring_gloo"
     if nbytes < knobs.ALLREDUCE_ONE_SHOT_MAX_BYTES.get():
         return "allreduce_one_shot"
     return "allreduce_two_shot_pull" if nbytes >= knobs.ALLREDUCE_PULL_MIN_BYTES.get() else "allreduce_two_shot"
