@@ -322,6 +322,8 @@ enum SymschedStatus symsched_group_abort(const struct SymschedGroup *g, const ch
  * Collective reset of an aborted group, bounded by the signal timeout; on success the group
  * works again and `*generation` (if not NULL) receives its new reset generation. If a member
  * does not take part in time the group is refused for good ([`SymschedStatus::Aborted`]).
+ * The reset forgets the group's slot registry: slot indices from [`symsched_signal_slots`]
+ * taken before it are void; register the keys again afterwards.
  */
 enum SymschedStatus symsched_group_reset_after_abort(const struct SymschedGroup *g,
                                                      uint64_t *generation);
