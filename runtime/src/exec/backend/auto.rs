@@ -15,11 +15,12 @@
 //!   JIT's fused passes do less work than the interpreter (reduce chains, casts and puts in one
 //!   pass); plans without one (gathers, all-to-alls, broadcasts, send/recv) are plain moves
 //!   both backends run at memory speed, and the interpreter's lower overhead per step wins at
-//!   small sizes (JIT ÷ interpreter 1.0–1.37 below 256 KiB, 0.90–1.07 above);
+//!   small sizes (JIT ÷ interpreter 0.98–1.37 below 256 KiB, 0.90–1.07 above);
 //! - its largest role buffer holds at least [`JIT_MIN_BYTES`] ([`message_bytes`]): from
 //!   256 KiB on, the reducing schedules measured JIT ÷ interpreter 0.70–1.02 at 256 KiB and
-//!   64 MiB (mean 0.91 and 0.87), 0.95–1.11 at 4 MiB (mean 1.01); at 8 B and 4 KiB the
-//!   interpreter's overhead per launch is lower (up to 1.18 at 8 B);
+//!   64 MiB (mean 0.91 and 0.87), 0.95–1.11 at 4 MiB (mean 1.01); at 8 B the
+//!   interpreter's overhead per launch is lower (mean 1.08, up to 1.22), at 4 KiB the two
+//!   tie (mean 1.00) and the interpreter needs no compile;
 //! - the dtypes and op are the measured ones ([`measured_types`]): f32 data, on the wire as
 //!   itself or as bf16, reduced by `sum` or `avg` (`avg` runs the same steps; its division is
 //!   the executor's, after either backend). Other dtypes and ops run on the interpreter, the
