@@ -34,7 +34,7 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 }
 
 fn parse_op(s: &str) -> Result<ReduceOp, String> {
-    s.parse()
+    ReduceOp::parse(s).map_err(|e| format!("{e} (expected sum, avg, max or min)"))
 }
 
 /// Lower `plan` and write its files into `dir` (created if missing); returns the paths written.

@@ -276,7 +276,7 @@ fn sim_backend(args: &Args, s: &Setup) -> Result<symsched_kernels::sim::fabric::
         Some(w) => w.parse().map_err(|e: String| anyhow!(e))?,
         None => dtype,
     };
-    let op: symsched_kernels::ReduceOp = args.op.parse().map_err(|e: String| anyhow!(e))?;
+    let op: symsched_kernels::ReduceOp = args.op.parse()?;
     let opts = symsched_kernels::LowerOptions {
         dtype,
         wire,

@@ -3,8 +3,6 @@
 /// Everything that can go wrong between a plan and a callable kernel.
 #[derive(Debug, thiserror::Error)]
 pub enum JitError {
-    #[error("unknown {what} `{name}`")]
-    UnknownName { what: &'static str, name: String },
     #[error("dtype mismatch: {0}")]
     Types(String),
     #[error("rank {rank} is outside the plan's group of {size}")]

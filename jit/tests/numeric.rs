@@ -137,7 +137,7 @@ fn run(c: &KernelCache, h: &Harness, data: DType, wire: DType) -> Result<(), Str
     let plan = conversion_plan();
     let types = ElemTypes::new(data, Some(wire)).expect("float pair");
     let (sd, sw) = (sample(data), sample(wire));
-    let n = (sd.len() / data.size() as usize).max(sw.len() / wire.size() as usize);
+    let n = (sd.len() / data.size()).max(sw.len() / wire.size());
     let cyc = |s: &[u8], w: usize| -> Vec<u8> {
         s.chunks(w).cycle().take(n).flatten().copied().collect()
     };
@@ -146,8 +146,8 @@ fn run(c: &KernelCache, h: &Harness, data: DType, wire: DType) -> Result<(), Str
         counts: None,
     };
     let mut want = Memory::new(&plan, types, &sizes);
-    want.bufs[0][0] = cyc(&sd, data.size() as usize);
-    want.bufs[0][1] = cyc(&sw, wire.size() as usize);
+    want.bufs[0][0] = cyc(&sd, data.size());
+    want.bufs[0][1] = cyc(&sw, wire.size());
     let mut got = want.clone();
     let mut sig = vec![vec![]; 1];
     simulate(&plan, types, ReduceOp::Sum, &sizes, &mut want, &mut sig, 0);

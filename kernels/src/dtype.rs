@@ -1,12 +1,12 @@
 //! Element types and reduce ops a kernel is generated for: the lowerable subset of the plan's
-//! vocabulary ([`symsched_plan::DType`], [`symsched_plan::ReduceOp`]) with the Ascend C
-//! spellings and codes of each. Everything the two share (names, sizes, float-ness, the
-//! accumulator, parsing) is asked of the plan rather than restated here.
+//! dtypes ([`symsched_plan::DType`]) and the plan's reduce ops themselves
+//! ([`symsched_plan::ReduceOp`]), with the Ascend C spellings and codes of each. Everything
+//! the two share (names, sizes, float-ness, the accumulator, parsing) is asked of the plan
+//! rather than restated here.
 
 use std::fmt;
 use std::str::FromStr;
 use symsched_plan::DType as PlanDType;
-use symsched_plan::ReduceOp as PlanReduceOp;
 
 /// Concrete element type of a buffer class at launch.
 ///
@@ -176,22 +176,22 @@ impl FromStr for DType {
     }
 }
 
-/// The launch's reduce op.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    Sum,
-    /// `sum`, then one division by the group size over every written output, in the
-    /// accumulator type (integers truncate toward zero), exactly as the runtime's post-pass.
-    Avg,
-    Max,
-    Min,
+/// The launch's reduce op: the plan's ([`symsched_plan::ReduceOp`]); what the Ascend C lowering
+/// needs of it beyond the shared vocabulary is [`KernelOp`].
+pub use symsched_plan::ReduceOp;
+
+/// The Ascend C side of a reduce op.
+pub trait KernelOp: Copy {
+    /// The Ascend C vector call that folds two tiles (`avg` folds as `sum`).
+    fn ascend_call(self) -> &'static str;
+    /// The generated kernel's fold code: 0 sum (and avg), 1 max, 2 min.
+    fn fold_code(self) -> u32;
+    /// The fold on f32 accumulator values, exactly as the simulated vector unit does it.
+    fn apply(self, a: f32, b: f32) -> f32;
 }
 
-impl ReduceOp {
-    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min];
-
-    /// The Ascend C vector call that folds two tiles (`avg` folds as `sum`).
-    pub fn ascend_call(self) -> &'static str {
+impl KernelOp for ReduceOp {
+    fn ascend_call(self) -> &'static str {
         match self {
             ReduceOp::Sum | ReduceOp::Avg => "AscendC::Add",
             ReduceOp::Max => "AscendC::Max",
@@ -199,8 +199,7 @@ impl ReduceOp {
         }
     }
 
-    /// The generated kernel's fold code: 0 sum (and avg), 1 max, 2 min.
-    pub fn fold_code(self) -> u32 {
+    fn fold_code(self) -> u32 {
         match self {
             ReduceOp::Sum | ReduceOp::Avg => 0,
             ReduceOp::Max => 1,
@@ -208,32 +207,7 @@ impl ReduceOp {
         }
     }
 
-    /// The plan's reduce op this kernel op stands for.
-    pub fn plan_op(self) -> PlanReduceOp {
-        match self {
-            ReduceOp::Sum => PlanReduceOp::Sum,
-            ReduceOp::Avg => PlanReduceOp::Avg,
-            ReduceOp::Max => PlanReduceOp::Max,
-            ReduceOp::Min => PlanReduceOp::Min,
-        }
-    }
-
-    /// The kernel op standing for the plan's `op`.
-    pub fn from_plan(op: PlanReduceOp) -> ReduceOp {
-        match op {
-            PlanReduceOp::Sum => ReduceOp::Sum,
-            PlanReduceOp::Avg => ReduceOp::Avg,
-            PlanReduceOp::Max => ReduceOp::Max,
-            PlanReduceOp::Min => ReduceOp::Min,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        self.plan_op().name()
-    }
-
-    /// The fold on f32 accumulator values, exactly as the simulated vector unit does it.
-    pub fn apply(self, a: f32, b: f32) -> f32 {
+    fn apply(self, a: f32, b: f32) -> f32 {
         match self {
             ReduceOp::Sum | ReduceOp::Avg => a + b,
             ReduceOp::Max => {
@@ -254,22 +228,6 @@ impl ReduceOp {
     }
 }
 
-impl fmt::Display for ReduceOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for ReduceOp {
-    type Err = String;
-    /// The plan's names ([`PlanReduceOp::parse`]).
-    fn from_str(s: &str) -> Result<Self, String> {
-        PlanReduceOp::parse(s)
-            .map(ReduceOp::from_plan)
-            .map_err(|_| format!("unknown reduce op `{s}` (expected sum, avg, max or min)"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,10 +239,8 @@ mod tests {
             assert_eq!(DType::from_plan(d.plan_dtype()), Some(d));
         }
         assert!("u8".parse::<DType>().is_err(), "u8 is not lowerable");
-        for op in ReduceOp::ALL {
-            assert_eq!(op.name().parse::<ReduceOp>().unwrap(), op);
-            assert_eq!(ReduceOp::from_plan(op.plan_op()), op);
-        }
+        let codes: Vec<u32> = ReduceOp::ALL.iter().map(|op| op.fold_code()).collect();
+        assert_eq!(codes, [0, 0, 1, 2], "avg folds as sum");
     }
 
     #[test]

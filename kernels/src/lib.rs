@@ -14,6 +14,6 @@ pub mod signal32;
 pub mod sim;
 pub mod sim_build;
 
-pub use dtype::{DType, ReduceOp};
+pub use dtype::{DType, KernelOp, ReduceOp};
 pub use error::KernelError;
 pub use lower::{lower, LowerOptions, Lowered};

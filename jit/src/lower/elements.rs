@@ -163,7 +163,7 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
         let ElemOp::Move { src, dst } = op else {
             unreachable!("checked by streams_eligible")
         };
-        let size = streams[*src].dtype.size();
+        let size = streams[*src].dtype.size() as u64;
         let bytes = match sized.iter().find(|(m, s, _)| m == n && *s == size) {
             Some((_, _, b)) => *b,
             None => {
@@ -457,7 +457,7 @@ pub(crate) fn scale_avg<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, buf: u32) 
     cg.b.build_conditional_branch(nonempty, run, skip)?;
     cg.b.position_at_end(run);
     // The whole buffer on this rank as one region for the address check.
-    let size = cg.i64c(dt.size());
+    let size = cg.i64c(dt.size() as u64);
     let len = cg.b.build_int_mul(total, size, "")?;
     let ptr = cg
         .call(

@@ -28,7 +28,7 @@ impl<'ctx> Cg<'ctx, '_> {
         }
         let plan = self.plan();
         let decl = &plan.buffers[r.buffer as usize];
-        let size = self.spec.types.of(decl.elem).size();
+        let size = self.spec.types.of(decl.elem).size() as u64;
         let span = ext.span(rank, r, plan);
         let off = self.mul_k(span.off, size)?;
         let len = self.mul_k(n, size)?;

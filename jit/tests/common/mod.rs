@@ -196,9 +196,9 @@ unsafe extern "C" fn matmul(
     // SAFETY: the kernel obtained these ranges from `region` for exactly these counts.
     let (cs, a, b) = unsafe {
         (
-            std::slice::from_raw_parts_mut(cp, m * n * cd.size() as usize),
-            std::slice::from_raw_parts(ap, m * k * ad.size() as usize),
-            std::slice::from_raw_parts(bp, k * n * bd.size() as usize),
+            std::slice::from_raw_parts_mut(cp, m * n * cd.size()),
+            std::slice::from_raw_parts(ap, m * k * ad.size()),
+            std::slice::from_raw_parts(bp, k * n * bd.size()),
         )
     };
     reference::matmul_bytes(cs, cd, a, ad, b, bd, (m, k, n));
@@ -229,7 +229,7 @@ unsafe extern "C" fn host_coll(
         return 1;
     };
     let dtype = w.types.of(w.plan.buffers[region.buffer as usize].elem);
-    let bytes = elems as usize * dtype.size() as usize;
+    let bytes = elems as usize * dtype.size();
     // SAFETY: the kernel obtained this range from `region` for `elems` elements.
     let mine = unsafe { std::slice::from_raw_parts_mut(data, bytes) };
     let me = members.iter().position(|m| *m == c.rank).expect("a member");
@@ -551,7 +551,7 @@ fn scale_avg(w: &World, rank: u32) {
             continue;
         }
         let d = w.types.of(decl.elem);
-        let width = d.size() as usize;
+        let width = d.size();
         let (base, len) = w.bases[rank as usize][b];
         // SAFETY: this rank's own buffer; its kernel has returned and no peer writes it before
         // this rank's exit signals.
@@ -615,7 +615,7 @@ impl Rng {
             let sign = if (r >> 40) & 1 == 1 { -1.0 } else { 1.0 };
             reference::from_f64(d, sign * mag * frac)
         } else {
-            r.to_le_bytes()[..d.size() as usize].to_vec()
+            r.to_le_bytes()[..d.size()].to_vec()
         }
     }
 }
@@ -629,7 +629,7 @@ pub fn fill(plan: &Plan, types: ElemTypes, mem: &mut Memory, seed: u64, special:
                 continue;
             }
             let d = types.of(decl.elem);
-            let w = d.size() as usize;
+            let w = d.size();
             let buf = &mut bufs[b];
             for i in 0..buf.len() / w {
                 let _ = r;
@@ -648,7 +648,7 @@ pub fn first_difference(plan: &Plan, types: ElemTypes, a: &Memory, b: &Memory) -
             }
             let (x, y) = (&a.bufs[r][bi], &b.bufs[r][bi]);
             if x != y {
-                let w = types.of(decl.elem).size() as usize;
+                let w = types.of(decl.elem).size();
                 let at = x.iter().zip(y).position(|(p, q)| p != q).unwrap_or(0) / w;
                 return Some(format!(
                     "rank {r} buffer `{}` element {at}: {:02x?} vs {:02x?}",

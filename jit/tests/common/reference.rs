@@ -69,7 +69,7 @@ pub fn from_f64(d: DType, x: f64) -> Vec<u8> {
 /// One element converted.
 pub fn convert(from: DType, to: DType, b: &[u8]) -> Vec<u8> {
     if from == to {
-        return b[..from.size() as usize].to_vec();
+        return b[..from.size()].to_vec();
     }
     if from == DType::F64 || to == DType::F64 {
         return from_f64(to, to_f64(from, b));
@@ -162,10 +162,10 @@ pub fn reduce_bytes(
     dst_dtype: DType,
     n: usize,
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(n * dst_dtype.size() as usize);
+    let mut out = Vec::with_capacity(n * dst_dtype.size());
     for i in 0..n {
         let at = |(b, d): &(&[u8], DType)| {
-            let s = d.size() as usize;
+            let s = d.size();
             acc_load(types.acc, *d, &b[i * s..(i + 1) * s])
         };
         let mut a = at(&srcs[0]);
@@ -193,10 +193,7 @@ pub fn matmul_bytes(
             let mut s = 0f64;
             let mut si = 0i64;
             for l in 0..k {
-                let (x, y) = (
-                    &a[(i * k + l) * ad.size() as usize..],
-                    &b[(l * n + j) * bd.size() as usize..],
-                );
+                let (x, y) = (&a[(i * k + l) * ad.size()..], &b[(l * n + j) * bd.size()..]);
                 if cd.is_float() {
                     s += to_f64(ad, x) * to_f64(bd, y);
                 } else {
@@ -207,9 +204,9 @@ pub fn matmul_bytes(
             let out = if cd.is_float() {
                 from_f64(cd, s)
             } else {
-                si.to_le_bytes()[..cd.size() as usize].to_vec()
+                si.to_le_bytes()[..cd.size()].to_vec()
             };
-            let w = cd.size() as usize;
+            let w = cd.size();
             c[(i * n + j) * w..(i * n + j + 1) * w].copy_from_slice(&out);
         }
     }
@@ -234,7 +231,7 @@ pub fn host_coll_result(
     all: &[Vec<u8>],
     me: usize,
 ) -> Vec<u8> {
-    let es = dtype.size() as usize;
+    let es = dtype.size();
     let n = all[0].len() / es;
     let m = all.len();
     let block = n.div_ceil(m.max(1));
@@ -282,7 +279,7 @@ impl Memory {
                     .iter()
                     .map(|b| {
                         let n = b.total_len(r, sizes).expect("sizes fit the plan");
-                        vec![0xa5u8; (n * types.of(b.elem).size()) as usize]
+                        vec![0xa5u8; n as usize * types.of(b.elem).size()]
                     })
                     .collect()
             })
@@ -363,7 +360,7 @@ pub fn simulate(
                             .iter()
                             .map(|s| {
                                 let (off, _) = span(plan, sizes, me, s);
-                                let w = dt(s.buffer).size() as usize;
+                                let w = dt(s.buffer).size();
                                 (
                                     mem.bufs[r][s.buffer as usize][off * w..(off + n) * w].to_vec(),
                                     dt(s.buffer),
@@ -373,7 +370,7 @@ pub fn simulate(
                         let refs: Vec<(&[u8], DType)> =
                             owned.iter().map(|(v, d)| (&v[..], *d)).collect();
                         let out = reduce_bytes(types, op, &refs, dt(dst.buffer), n);
-                        let w = dt(dst.buffer).size() as usize;
+                        let w = dt(dst.buffer).size();
                         mem.bufs[r][dst.buffer as usize][doff * w..(doff + n) * w]
                             .copy_from_slice(&out);
                     }
@@ -382,7 +379,7 @@ pub fn simulate(
                         let (m, k, n) = (v("m"), v("k"), v("n"));
                         let region = |x: &Region, len: usize| {
                             let (off, _) = span(plan, sizes, me, x);
-                            let w = dt(x.buffer).size() as usize;
+                            let w = dt(x.buffer).size();
                             (off * w, len * w)
                         };
                         let (ao, al) = region(a, m * k);
@@ -417,7 +414,7 @@ pub fn simulate(
                             break;
                         }
                         let d = dt(region.buffer);
-                        let w = d.size() as usize;
+                        let w = d.size();
                         let all: Vec<Vec<u8>> = members
                             .iter()
                             .map(|&m| {
@@ -452,7 +449,7 @@ pub fn simulate(
                             symsched_plan::BufferRole::Output | symsched_plan::BufferRole::InOut
                         ) {
                             let d = dt(b as u32);
-                            let w = d.size() as usize;
+                            let w = d.size();
                             let buf = &mut mem.bufs[r][b];
                             for i in 0..buf.len() / w {
                                 let a = acc_load(types.acc, d, &buf[i * w..(i + 1) * w]);
@@ -488,7 +485,7 @@ fn move_elems(
     let (soff, _) = span(plan, sizes, sr, src);
     let (doff, _) = span(plan, sizes, dr, dst);
     let (sd, dd) = (dt(src.buffer), dt(dst.buffer));
-    let (sw, dw) = (sd.size() as usize, dd.size() as usize);
+    let (sw, dw) = (sd.size(), dd.size());
     let data: Vec<u8> =
         mem.bufs[sr as usize][src.buffer as usize][soff * sw..(soff + n) * sw].to_vec();
     let out = &mut mem.bufs[dr as usize][dst.buffer as usize];

@@ -14,7 +14,7 @@ pub mod table;
 
 pub use extras::workspace_bytes;
 
-use crate::{DType, KernelError, ReduceOp};
+use crate::{DType, KernelError, KernelOp, ReduceOp};
 use askama::Template;
 use symsched_plan::{CountsMatrix, ElemClass, Extent, Plan, Region};
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use symsched_kernels::sim::heap::HeapLayout;
 use symsched_kernels::sim::inproc::{self, RankState, RunConfig};
 use symsched_kernels::sim_build::{self, SimKernel, SimSources};
-use symsched_kernels::{lower, DType, KernelError, LowerOptions, ReduceOp};
+use symsched_kernels::{lower, DType, KernelError, KernelOp, LowerOptions, ReduceOp};
 use symsched_plan::*;
 use symsched_runtime::exec::dtype as rt_dtype;
 

@@ -101,6 +101,10 @@ fn launch_plan(
     super::backend::launches_on(backend, run).map_err(|e| match e {
         ExecError::Disagreement(d) => PlanLaunchError::Disagreement(d.to_string()),
         ExecError::Core(c) => PlanLaunchError::Core(*c),
+        // The JIT cannot run this launch here; the interpreter can.
+        ExecError::Jit(f) => {
+            PlanLaunchError::Core(crate::error::RuntimeError::Unavailable(f.to_string()))
+        }
         e => PlanLaunchError::Invalid(e.to_string()),
     })
 }

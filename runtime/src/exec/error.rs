@@ -88,6 +88,10 @@ pub enum ExecError {
     /// [`super::hostcoll::HostCollFailure`]).
     #[error("{0}")]
     HostColl(Box<super::hostcoll::HostCollFailure>),
+    /// The JIT backend could not make a kernel for the launch (boxed: see
+    /// [`super::backend::jit::JitFailure`]).
+    #[error(transparent)]
+    Jit(Box<super::backend::jit::JitFailure>),
 }
 
 impl From<symsched_plan::UnknownName> for ExecError {

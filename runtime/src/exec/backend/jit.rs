@@ -16,7 +16,8 @@
 //! **Errors.** An intrinsic that fails keeps its [`ExecError`] in the call's context and
 //! returns failure; the kernel stops and the launch returns that error. A kernel status of its
 //! own (a region too small, a size overflow) becomes the interpreter's error for the same case.
-//! A kernel that cannot be compiled is an [`ExecError::Runtime`] naming the schedule.
+//! A kernel that cannot be made is an [`ExecError::Jit`] ([`JitFailure`]: the back end's
+//! [`JitError`], with the schedule and rank when it was compiling one).
 //!
 //! **Caches.** Per loaded plan, the kernels of the launch signatures seen so far (a launch with
 //! a known signature does no hashing); per process, one [`KernelCache`] per compile
@@ -43,7 +44,7 @@ use symsched_jit::abi::{self, Intrinsics, KernelArgs, Status};
 use symsched_jit::cache::{Kernel, KernelCache, Source};
 use symsched_jit::compile::CompileOptions;
 use symsched_jit::lower::fusion::FusionOptions;
-use symsched_jit::{KernelScope, KernelSpec, LowerOptions};
+use symsched_jit::{JitError, KernelScope, KernelSpec, LowerOptions};
 use symsched_plan::{Cmp, Op, Plan, SignalMode, Step};
 
 #[doc(hidden)]
@@ -52,6 +53,30 @@ pub use symsched_jit::lower::Fault;
 /// The JIT backend.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Jit;
+
+/// Why the JIT could not make a kernel ([`ExecError::Jit`]). The status of the C ABI is
+/// `Unavailable` for every case: the JIT cannot run this launch here, the interpreter can.
+#[derive(Debug, thiserror::Error)]
+pub enum JitFailure {
+    /// The kernel cache of a compile configuration could not be set up (e.g. no LLVM target
+    /// for the host CPU).
+    #[error("jit: {error}")]
+    Setup { error: JitError },
+    /// Lowering, optimising, generating code for or caching the kernel of one (schedule, rank)
+    /// failed.
+    #[error("jit: cannot compile schedule `{schedule}` for rank {rank}: {error}")]
+    Compile {
+        schedule: String,
+        rank: u32,
+        error: JitError,
+    },
+}
+
+impl From<JitFailure> for ExecError {
+    fn from(f: JitFailure) -> Self {
+        ExecError::Jit(Box::new(f))
+    }
+}
 
 /// One launch signature's kernel, as a loaded plan remembers it.
 struct Entry {
@@ -131,18 +156,10 @@ fn cache(dir: &Option<PathBuf>, opts: CompileOptions) -> Result<Arc<KernelCache>
     }
     let c = Arc::new(
         KernelCache::new(key.0.clone(), key.1.clone())
-            .map_err(|e| ExecError::Runtime(format!("jit: {e}")))?,
+            .map_err(|error| JitFailure::Setup { error })?,
     );
     all.insert(key, c.clone());
     Ok(c)
-}
-
-fn jit_dtype(d: DType) -> Result<symsched_jit::DType, ExecError> {
-    symsched_jit::DType::parse(d.name()).map_err(|e| ExecError::Runtime(format!("jit: {e}")))
-}
-
-fn jit_op(op: ReduceOp) -> Result<symsched_jit::ReduceOp, ExecError> {
-    symsched_jit::ReduceOp::parse(op.name()).map_err(|e| ExecError::Runtime(format!("jit: {e}")))
 }
 
 impl JitState {
@@ -159,9 +176,9 @@ impl JitState {
             return Ok(&self.kernels[i].kernel);
         }
         let types = symsched_jit::ElemTypes {
-            data: jit_dtype(sig.types.data)?,
-            wire: jit_dtype(sig.types.wire)?,
-            acc: jit_dtype(sig.types.acc)?,
+            data: sig.types.data,
+            wire: sig.types.wire,
+            acc: sig.types.acc,
         };
         let opts = CompileOptions {
             lower: LowerOptions {
@@ -180,14 +197,16 @@ impl JitState {
             plan,
             rank,
             types,
-            op: jit_op(sig.op)?,
+            op: sig.op,
         };
-        let (kernel, source) = cache(dir, opts)?.get(&spec).map_err(|e| {
-            ExecError::Runtime(format!(
-                "jit: cannot compile schedule `{}` for rank {rank}: {e}",
-                plan.schedule
-            ))
-        })?;
+        let (kernel, source) =
+            cache(dir, opts)?
+                .get(&spec)
+                .map_err(|error| JitFailure::Compile {
+                    schedule: plan.schedule.clone(),
+                    rank,
+                    error,
+                })?;
         match source {
             Source::Compiled => {
                 COMPILED.fetch_add(1, Ordering::Relaxed);

@@ -10,10 +10,11 @@
 //!
 //! One file per implementation: [`interp`] (the interpreter, the reference) and [`jit`]
 //! (kernels compiled through LLVM). [`Chosen`] runs each launch on the one
-//! [`ExecOptions::backend`] names.
+//! [`ExecOptions::backend`] names, and for `auto` on the one the rule in [`auto`] picks.
 //!
 //! **Errors** are the executor's ([`ExecError`]); a backend stops at the first one.
 
+pub mod auto;
 pub mod interp;
 pub mod jit;
 
@@ -117,15 +118,17 @@ impl<F: Fabric> StepContext<'_, F> {
 }
 
 /// The backend [`ExecOptions::backend`] names, per launch: the interpreter, the JIT, or for
-/// `auto` the one [`auto_prefers_jit`] picks.
+/// `auto` the one [`auto::prefers_jit`] picks.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Chosen;
 
-/// What [`Chosen`] keeps per loaded plan: each backend's own state.
+/// What [`Chosen`] keeps per loaded plan: each backend's own state, and the plan's traits for
+/// the `auto` rule (read from the plan at its first `auto` launch).
 #[derive(Default)]
 pub struct ChosenState {
     pub interp: <interp::Interpreter as Backend>::PlanState,
     pub jit: <jit::Jit as Backend>::PlanState,
+    traits: Option<auto::PlanTraits>,
 }
 
 std::thread_local! {
@@ -159,13 +162,14 @@ pub fn overridden() -> Option<BackendKind> {
     OVERRIDE.with(|o| o.get())
 }
 
-/// `auto`: whether the JIT runs this launch. Today never: the one benchmark run so far
-/// (`benches/jit_backend.rs`, 2 ranks on a shared 2-core machine at load average 17–33) could
-/// not tell the backends apart below 64 MiB, where thread scheduling dominated every launch,
-/// and at 64 MiB favoured the JIT for 9 of 15 schedules only (`docs/llvm.md`, "Backend
-/// choice"); a rule per schedule and size needs a quiet machine to measure.
-pub fn auto_prefers_jit<F: Fabric>(_ctx: &StepContext<'_, F>) -> bool {
-    false
+/// `auto`: whether the JIT runs this launch ([`auto`]; the same on every rank, since it reads
+/// only the plan, the launch sizes over all ranks, the dtypes and the op).
+fn auto_prefers_jit<F: Fabric>(ctx: &StepContext<'_, F>, state: &mut ChosenState) -> bool {
+    let traits = *state
+        .traits
+        .get_or_insert_with(|| auto::PlanTraits::of(ctx.plan));
+    let bytes = auto::message_bytes(ctx.plan, &ctx.resolved.max_len, ctx.types);
+    auto::prefers_jit(traits, bytes, ctx.types, ctx.op)
 }
 
 impl Backend for Chosen {
@@ -180,7 +184,7 @@ impl Backend for Chosen {
         let jit = match overridden().unwrap_or(ctx.opts.backend) {
             BackendKind::Interp => false,
             BackendKind::Jit => true,
-            BackendKind::Auto => auto_prefers_jit(ctx),
+            BackendKind::Auto => auto_prefers_jit(ctx, state),
         };
         if jit {
             jit::Jit.run(ctx, &mut state.jit)
