@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from . import adapter, knobs, nodes, profiling
+from . import aborts, adapter, knobs, nodes, profiling
 from .errors import (GroupNotSetUpError, SymschedArgumentError, SymschedConfigError, SymschedError,
                      SymschedRuntimeError, SymschedTypeError, UnavailableError)
 from .native import IMPORT_ERROR
@@ -218,7 +218,7 @@ def resolve_group(group: Any, arg: str = "group") -> GroupInfo:
     """Map a group (None = WORLD) to the runtime group, cached per rank list. Collective calls
     resolve their group through here: the first one sets the group up (every member takes
     part), and one on a group this rank saw aborted first runs the collective reset
-    (:func:`symsched.core.failure.reset`)."""
+    (:func:`symsched.core.aborts.reset`, then :func:`renew`)."""
     hit = _by_object.get(id(group))
     if hit is not None and hit[0] is group:
         info = hit[1]
@@ -227,9 +227,8 @@ def resolve_group(group: Any, arg: str = "group") -> GroupInfo:
         if not isinstance(group, (list, tuple)):
             _by_object[id(group)] = (group, info)
     if _aborted and info.ranks in _aborted:
-        from . import failure
-
-        info = failure.reset(info)
+        aborts.reset(info)
+        info = renew(info)
     return info
 
 
@@ -253,9 +252,7 @@ def resolve_set_up(group: Any, what: str, arg: str = "group") -> GroupInfo:
                 f"symm.barrier(group) is the cheapest; symm.init() sets up WORLD")
         info = found
     if _aborted and info.ranks in _aborted:
-        from . import failure
-
-        failure.refuse_one_sided(info, what)
+        aborts.refuse_one_sided(info, what)
     return info
 
 
