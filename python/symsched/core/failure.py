@@ -25,6 +25,7 @@ time), the group is refused for good: every later call raises at once naming the
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Optional, TypeVar
 
 from . import state
@@ -53,20 +54,29 @@ def noticed(info: state.GroupInfo) -> None:
         drop()
 
 
-def _group_info(group: Any, exc: BaseException) -> Optional[state.GroupInfo]:
+#: ``peer`` of a call that is not a send/recv
+NO_PEER: Any = object()
+
+
+def _group_info(group: Any, exc: BaseException, peer: Any = NO_PEER) -> Optional[state.GroupInfo]:
     """The resolved group a failed call used, or None when it cannot be named (a bad ``group``
-    argument, no runtime, or the failure was the group's own set-up)."""
+    or ``peer`` argument, no runtime, or the failure was the group's own set-up). A send/recv
+    (``peer`` given) runs on the pair {this rank, peer}: that is the group its peer waits in,
+    and ``group`` itself is not set up by a send/recv."""
     if getattr(exc, "_symsched_no_abort", False):
         return None
     try:
+        if peer is not NO_PEER:
+            ranks, _me, _other = state.pair_ranks(peer, group, "peer")
+            return state.resolve_group(list(ranks))
         return state.resolve_group(group)
     except BaseException:  # noqa: BLE001 - the original error is what the caller must see
         return None
 
 
-def fail(exc: BaseException, op_name: str, group: Any) -> None:
-    """Abort ``group`` because this rank's ``op_name`` raised ``exc`` (see the module docs).
-    Never raises: the caller re-raises ``exc``."""
+def fail(exc: BaseException, op_name: str, group: Any, peer: Any = NO_PEER) -> None:
+    """Abort ``group`` (a send/recv's pair with ``peer``) because this rank's ``op_name`` raised
+    ``exc`` (see the module docs). Never raises: the caller re-raises ``exc``."""
     if noted(exc):
         return
     mark_handled(exc)
@@ -76,7 +86,7 @@ def fail(exc: BaseException, op_name: str, group: Any) -> None:
         return  # raised alike on every rank before anything moved: nobody waits for this rank
     if isinstance(exc, GeneratorExit):
         return
-    info = _group_info(group, exc)
+    info = _group_info(group, exc, peer)
     if info is None:
         return
     try:
@@ -93,18 +103,25 @@ def fail(exc: BaseException, op_name: str, group: Any) -> None:
         pass
 
 
-def collective(op_name: str, group_at: int) -> Callable[[F], F]:
+def collective(op_name: str, group_at: int, peer_at: Optional[int] = None) -> Callable[[F], F]:
     """Guard a collective entry point whose ``group`` argument is positional argument
-    ``group_at`` (or the keyword ``group``): any exception marks the group aborted first."""
+    ``group_at`` (or the keyword ``group``): any exception marks the group aborted first. A
+    send/recv names its peer at ``peer_at``: its pair with the peer is the group aborted."""
 
     def wrap(fn: F) -> F:
+        peer_name = list(inspect.signature(fn).parameters)[peer_at] if peer_at is not None else ""
+
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
             except BaseException as exc:
-                fail(exc, op_name, kwargs["group"] if "group" in kwargs else
-                     (args[group_at] if len(args) > group_at else None))
+                group = kwargs["group"] if "group" in kwargs else (args[group_at] if len(args) > group_at else None)
+                peer = NO_PEER
+                if peer_at is not None:
+                    peer = kwargs[peer_name] if peer_name in kwargs else (
+                        args[peer_at] if len(args) > peer_at else None)
+                fail(exc, op_name, group, peer)
                 raise
 
         return guarded  # type: ignore[return-value]
@@ -113,14 +130,15 @@ def collective(op_name: str, group_at: int) -> Callable[[F], F]:
 
 
 def backward(op_name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Guard a rule's ``backward(ctx, *grads)``: the group travels in ``ctx.group``."""
+    """Guard a rule's ``backward(ctx, *grads)``: the group travels in ``ctx.group`` (and a
+    send/recv's peer in ``ctx.p2p_peer``)."""
 
     @functools.wraps(fn)
     def guarded(ctx: Any, *grads: Any) -> Any:
         try:
             return fn(ctx, *grads)
         except BaseException as exc:
-            fail(exc, op_name, getattr(ctx, "group", None))
+            fail(exc, op_name, getattr(ctx, "group", None), getattr(ctx, "p2p_peer", NO_PEER))
             raise
 
     return guarded

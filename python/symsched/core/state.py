@@ -317,10 +317,30 @@ def _resolve(group: Any, arg: str) -> GroupInfo:
 
 def check_peer(peer: Any, info: GroupInfo, arg: str) -> int:
     """A group-local rank in ``0..size-1``."""
+    return check_peer_in(peer, info.ranks, arg)
+
+
+def check_peer_in(peer: Any, ranks: Tuple[int, ...], arg: str) -> int:
+    """A group-local rank of the group of global ``ranks``, in ``0..len(ranks)-1``."""
     if isinstance(peer, bool) or not isinstance(peer, int):
         raise SymschedTypeError(f"`{arg}` must be an int group-local rank, got {type(peer).__name__}")
-    if not 0 <= peer < info.size:
+    if not 0 <= peer < len(ranks):
         raise SymschedArgumentError(
-            f"`{arg}`={peer} is outside the group (expected a group-local rank in 0..{info.size - 1} "
-            f"of group {list(info.ranks)})")
+            f"`{arg}`={peer} is outside the group (expected a group-local rank in 0..{len(ranks) - 1} "
+            f"of group {list(ranks)})")
     return peer
+
+
+def pair_ranks(peer: Any, group: Any, arg: str) -> Tuple[Tuple[int, ...], int, int]:
+    """The two global ranks {this rank, group-local ``peer`` of ``group``} of a send/recv, sorted,
+    and the indices of (this rank, the peer) in them. ``group`` only names the ranks: it is not
+    set up, as only the pair takes part in a send/recv (setting the whole group up would be a
+    collective its other members never enter)."""
+    ranks = group_ranks(group)
+    _resolve_checks(ranks, "group")
+    p = check_peer_in(peer, ranks, arg)
+    me_g, peer_g = global_rank(), ranks[p]
+    if me_g == peer_g:
+        raise SymschedArgumentError(f"`{arg}`={peer} is this rank itself; send/recv need a different peer")
+    pair = (me_g, peer_g) if me_g < peer_g else (peer_g, me_g)
+    return pair, pair.index(me_g), pair.index(peer_g)
