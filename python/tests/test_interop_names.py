@@ -291,6 +291,14 @@ def seen(rank: int, world: int, args: Any) -> Dict[str, Any]:
             pass
     # outside a step every method and op is the original again
     for owner, n in interop.watched():
+        if isinstance(owner, torch._ops._OpNamespace):
+            packet = getattr(owner, n)
+            if not isinstance(packet, torch._ops.OpOverloadPacket):
+                fails.append(f"torch.ops.{owner.name}.{n} is not torch's op: {packet!r}")
+            for entry in [packet] + [getattr(packet, o) for o in packet.overloads()]:
+                if isinstance(entry._op, interop.WatchedKernel):
+                    fails.append(f"{entry} still wrapped after the step")
+            continue
         f = vars(owner).get(n) if isinstance(owner, type) else getattr(owner, n)
         if hasattr(f, "__symsched_wrapped__"):
             fails.append(f"{owner}.{n} still wrapped after the step")
@@ -372,3 +380,65 @@ def mixes(rank: int, world: int, args: Any) -> Dict[str, Any]:
 @pytest.mark.timeout(150)
 def test_newly_watched_collectives_are_refused_when_mixed():
     _harness.ok(_harness.run("test_interop_names", "mixes", 2, timeout=130))
+
+
+def compiled(rank: int, world: int, args: Any) -> Dict[str, Any]:
+    """torch.compile regions in a step: a graph's gloo collectives are recorded when the graph
+    runs (its ``_c10d_functional`` ops), whether it was compiled before the step or inside it."""
+    import torch
+    import torch.distributed as dist
+
+    import symsched as symm
+
+    symm.init()
+    fails: List[str] = []
+
+    def gloo(t: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(t)
+        return t * 1
+
+    def both(t: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(t)  # a fresh buffer in the graph: symsched reduces gloo's output ...
+        symm.shmem_allreduce(t)  # ... ordered after it by the data dependency
+        return t * 1
+
+    cgloo = torch.compile(gloo, backend="aot_eager", fullgraph=True)
+    cboth = torch.compile(both, backend="aot_eager", fullgraph=True)
+    cgloo(torch.ones(8))  # compiled outside the step; the step recompiles it (the guarded names change)
+
+    def refused(what: str, fn: Callable[[torch.Tensor], Any]) -> None:
+        t = torch.ones(8)
+        symm.barrier()  # a refusal aborts the group: the barrier resets it
+        try:
+            with symm.interop.step():
+                fn(t)
+            fails.append(f"{what}: the mix was not detected")
+        except symm.ForbiddenMixError as e:
+            if "all_reduce" not in str(e):
+                fails.append(f"{what}: the message does not name the op: {e}")
+        except Exception as e:  # noqa: BLE001
+            fails.append(f"{what}: {type(e).__name__}: {e}")
+
+    refused("compiled gloo then eager symsched", lambda t: (cgloo(t), symm.shmem_allreduce(t)))
+    refused("eager symsched then compiled gloo", lambda t: (symm.shmem_allreduce(t), cgloo(t)))
+    # compiled inside the step (no crash, no graph break with fullgraph), and a graph mixing both
+    # libraries on one tensor computes what eager code does: gloo's sum, then symsched's
+    symm.barrier()
+    torch._dynamo.reset()
+    t = torch.ones(8)
+    with symm.interop.step():
+        out = cboth(t)
+    want = torch.full((8,), float(world * world))
+    if not (torch.equal(out, want) and torch.equal(t, want)):
+        fails.append(f"the compiled mix computed {out}, {t} (want {want})")
+    # outside a step the graph runs with nothing wrapped
+    u = torch.ones(8)
+    if not torch.equal(cgloo(u), torch.full((8,), float(world))):
+        fails.append(f"compiled gloo after the steps: {u}")
+    symm.barrier()
+    return {"failures": fails}
+
+
+@pytest.mark.timeout(300)
+def test_compiled_regions_follow_the_interop_rule():
+    _harness.ok(_harness.run("test_interop_names", "compiled", 2, timeout=280))

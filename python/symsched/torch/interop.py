@@ -18,8 +18,11 @@ Inside ``with symm.interop.step():`` every collective a user can reach in torch 
   ``torch.compile``'s graphs call them: ``all_reduce``, ``all_gather_into_tensor``,
   ``reduce_scatter_tensor``, ``all_to_all_single``, ``broadcast``, their in-place, ``_out`` and
   ``_coalesced`` forms), ``torch.ops._c10d_functional_autograd.*`` and ``torch.ops.c10d.*``,
-  each packet and each of its overloads (``.default``): every op there that takes a group (so
-  not ``wait_tensor``).
+  called as the packet or as an overload (``.default``), in eager code and in a compiled
+  graph's run: every op there that takes a group (so not ``wait_tensor``). The op objects stay
+  torch's own (their kernel entry is wrapped, :class:`WatchedKernel`), so torch's lookups by
+  name and ``torch.compile`` see the real ops; a trace records nothing (its tensors are fake),
+  the compiled graph's run does.
 
 Each family is enumerated from torch itself, so a collective a new torch adds is watched
 without a change here (``test_interop_names`` checks the classification). A torch function that
@@ -45,7 +48,7 @@ from ..core.interop import note_framework, note_symsched
 
 __all__ = ["step", "note_symsched", "note_framework", "watch", "watched", "c10d_collectives",
            "functional_collectives", "process_group_classes", "process_group_collectives", "op_collectives",
-           "WatchedOp", "all_reduce", "all_gather_into_tensor",
+           "WatchedKernel", "all_reduce", "all_gather_into_tensor",
            "reduce_scatter_tensor"]
 
 #: ``torch.distributed.distributed_c10d.__all__`` functions that communicate no tensor data
@@ -199,38 +202,66 @@ def _note_args(label: str, note: Callable[[Any, str], None], args: Tuple[Any, ..
 def _wrap(name: str, fn: Callable, note: Callable[[Any, str], None]) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _note_args(name, note, args, kwargs)
+        # traced by torch.compile: the graph gets the original call (``dist.all_reduce``
+        # becomes a ``_c10d_functional`` op there), which records its tensors when the graph runs
+        if not torch.compiler.is_compiling():
+            _note_args(name, note, args, kwargs)
         return fn(*args, **kwargs)
 
     wrapper.__symsched_wrapped__ = fn  # type: ignore[attr-defined]
     return wrapper
 
 
-class WatchedOp:
-    """A dispatcher op (an ``OpOverloadPacket`` or one of its ``OpOverload``) standing in for
-    itself in ``torch.ops.<namespace>`` during a step: a call records its tensors, then calls
-    the op; an overload (``.default`` — what graphs call) is watched the same way; every other
-    attribute (``_schema``, ``overloads()`` …) is the op's."""
+def _real(t: torch.Tensor) -> bool:
+    # what a trace passes (fake, functional and other subclass tensors) has no storage to record
+    return type(t) is torch.Tensor or type(t) is torch.nn.Parameter
 
-    __slots__ = ("__symsched_wrapped__", "_label", "_note")
 
-    def __init__(self, op: Any, label: str, note: Callable[[Any, str], None]) -> None:
-        self.__symsched_wrapped__ = op
+class WatchedKernel:
+    """An op's kernel entry during a step — ``OpOverload._op`` and ``OpOverloadPacket._op``,
+    what their ``__call__`` runs — wrapped so the real tensors a call passes are recorded
+    first. The op objects themselves stay what torch looks up (``torch.ops.<ns>.<name>``,
+    ``lookup_op``, graph targets); an op hashes as its kernel entry and ops key torch's tables,
+    so this wrapper hashes and compares as the entry it wraps."""
+
+    __slots__ = ("_fn", "_label", "_note")
+
+    def __init__(self, fn: Any, label: str, note: Callable[[Any, str], None]) -> None:
+        self._fn = fn
         self._label = label
         self._note = note
 
+    @property
+    def __symsched_wrapped__(self) -> Any:
+        return self._fn
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        _note_args(self._label, self._note, args, kwargs)
-        return self.__symsched_wrapped__(*args, **kwargs)
+        if not torch.compiler.is_compiling():
+            for a in (*args, *kwargs.values()):
+                for t in _tensors(a):
+                    if _real(t):
+                        self._note(t, self._label)
+        return self._fn(*args, **kwargs)
+
+    def __hash__(self) -> int:
+        return hash(self._fn)
+
+    def __eq__(self, other: Any) -> bool:
+        return other is self or other is self._fn or (isinstance(other, WatchedKernel) and other._fn is self._fn)
 
     def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.__symsched_wrapped__, name)
-        if isinstance(attr, torch._ops.OpOverload):
-            return WatchedOp(attr, self._label, self._note)
-        return attr
+        # only what the slots lack reaches here; an unset slot must not recurse into itself
+        if name in WatchedKernel.__slots__:
+            raise AttributeError(name)
+        return getattr(self._fn, name)
 
     def __repr__(self) -> str:
-        return f"watched {self.__symsched_wrapped__!r}"
+        return f"watched {self._fn!r}"
+
+
+def _op_entries(packet: Any) -> List[Any]:
+    """The objects whose ``_op`` a call of the op runs: the packet and each overload."""
+    return [packet] + [getattr(packet, o) for o in packet.overloads()]
 
 
 def watched() -> Tuple[Tuple[Any, str], ...]:
@@ -267,6 +298,14 @@ def watch(note: Callable[[Any, str], None]) -> Callable[[], None]:
     wrappers: Dict[int, Any] = {}
     funcol = _functional()
     for owner, name in watched():
+        if isinstance(owner, torch._ops._OpNamespace):
+            label = _label(owner, name, funcol)
+            for entry in _op_entries(getattr(owner, name)):
+                fn = entry._op
+                if not isinstance(fn, WatchedKernel):
+                    saved.append((entry, "_op", fn))
+                    entry._op = WatchedKernel(fn, label, note)
+            continue
         # a class's own dict: ``getattr`` would bind nothing here but could find an inherited one
         fn = vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name, None)
         if fn is None or hasattr(fn, "__symsched_wrapped__"):
@@ -274,12 +313,7 @@ def watch(note: Callable[[Any, str], None]) -> Callable[[], None]:
         saved.append((owner, name, fn))
         w = wrappers.get(id(fn))
         if w is None:
-            label = _label(owner, name, funcol)
-            if isinstance(owner, torch._ops._OpNamespace):
-                w = WatchedOp(fn, label, note)
-            else:
-                w = _wrap(label, fn, note)
-            wrappers[id(fn)] = w
+            w = wrappers[id(fn)] = _wrap(_label(owner, name, funcol), fn, note)
         setattr(owner, name, w)
 
     def restore() -> None:
