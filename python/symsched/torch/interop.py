@@ -68,7 +68,6 @@ NOT_COLLECTIVES = frozenset({
 #: contexts, and the autograd plumbing of the others (``*_backward``, ``*_setup_context``).
 FUNCTIONAL_NOT_COLLECTIVES = frozenset({"wait_tensor", "allow_inflight_collective_as_graph_input_ctx"})
 
-
 #: methods of ``ProcessGroup`` and of the backend classes that communicate no tensor data
 #: (queries, set-up, coalescing brackets, hooks, the pybind plumbing). Every *other* method
 #: defined on those classes is watched, so a collective method a new torch adds is watched too.
@@ -106,6 +105,7 @@ def _functional() -> Optional[ModuleType]:
     return funcol
 
 
+@functools.lru_cache(maxsize=None)
 def c10d_collectives() -> Tuple[str, ...]:
     """Every collective of ``torch.distributed`` (its ``distributed_c10d.__all__`` functions that
     communicate): all of them but :data:`NOT_COLLECTIVES`."""
@@ -114,6 +114,7 @@ def c10d_collectives() -> Tuple[str, ...]:
                  and inspect.isfunction(getattr(c10d, n, None)))
 
 
+@functools.lru_cache(maxsize=None)
 def functional_collectives() -> Tuple[str, ...]:
     """Every collective of ``torch.distributed._functional_collectives`` (functions defined
     there, but the autograd plumbing and :data:`FUNCTIONAL_NOT_COLLECTIVES`)."""
@@ -158,9 +159,12 @@ def _takes_group(schema: Any) -> bool:
     return any(a.name == "group_name" or "ProcessGroup" in str(a.type) for a in schema.arguments)
 
 
+@functools.lru_cache(maxsize=None)
 def op_collectives() -> Tuple[Tuple[str, str], ...]:
     """Every collective dispatcher op, as (namespace, name): each op registered in
-    :data:`OP_NAMESPACES` one of whose overloads takes a group."""
+    :data:`OP_NAMESPACES` one of whose overloads takes a group. Read once (scanning every
+    registered op costs milliseconds, too much for each step): torch registers these
+    namespaces' ops when it is imported."""
     out = set()
     for qual in torch._C._dispatch_get_all_op_names():
         ns, _, name = qual.partition("::")
@@ -264,6 +268,14 @@ def _op_entries(packet: Any) -> List[Any]:
     return [packet] + [getattr(packet, o) for o in packet.overloads()]
 
 
+@functools.lru_cache(maxsize=None)
+def _op_targets() -> Tuple[Tuple[Any, str], ...]:
+    """(entry, label) of every collective op's packet and overloads (:func:`op_collectives`;
+    torch keeps these objects for the process's life)."""
+    return tuple((e, f"torch.ops.{ns}.{n}") for ns, n in op_collectives()
+                 for e in _op_entries(getattr(getattr(torch.ops, ns), n)))
+
+
 def watched() -> Tuple[Tuple[Any, str], ...]:
     """Every (owner, name) :func:`watch` wraps: the collectives as ``torch.distributed.<name>``
     and ``torch.distributed.distributed_c10d.<name>``, the functional collectives, the
@@ -284,9 +296,21 @@ def _label(owner: Any, name: str, funcol: Optional[ModuleType]) -> str:
         return f"_functional_collectives.{name}"
     if isinstance(owner, type):
         return f"{owner.__name__}.{name}"
-    if isinstance(owner, torch._ops._OpNamespace):
-        return f"torch.ops.{owner.name}.{name}"
     return name
+
+
+#: the wrappers made so far, by (wrapped object, note): made once, not on every step (a step
+#: wraps some 160 functions and kernel entries); each key's objects are held by its value
+_made: Dict[Tuple[int, int], Tuple[Any, Any, Any]] = {}
+
+
+def _wrapper(fn: Any, note: Callable[[Any, str], None], make: Callable[[], Any]) -> Any:
+    hit = _made.get((id(fn), id(note)))
+    if hit is not None and hit[0] is fn and hit[1] is note:
+        return hit[2]
+    w = make()
+    _made[(id(fn), id(note))] = (fn, note, w)
+    return w
 
 
 def watch(note: Callable[[Any, str], None]) -> Callable[[], None]:
@@ -295,26 +319,22 @@ def watch(note: Callable[[Any, str], None]) -> Callable[[], None]:
     saved: List[Tuple[Any, str, Any]] = []
     # one wrapper per function, whatever module it is reached through: torch compares some by
     # identity (``P2POp`` accepts ``dist.isend`` only if it *is* ``distributed_c10d.isend``)
-    wrappers: Dict[int, Any] = {}
     funcol = _functional()
+    for entry, label in _op_targets():
+        fn = entry._op
+        if not isinstance(fn, WatchedKernel):
+            saved.append((entry, "_op", fn))
+            entry._op = _wrapper(fn, note, lambda: WatchedKernel(fn, label, note))
     for owner, name in watched():
         if isinstance(owner, torch._ops._OpNamespace):
-            label = _label(owner, name, funcol)
-            for entry in _op_entries(getattr(owner, name)):
-                fn = entry._op
-                if not isinstance(fn, WatchedKernel):
-                    saved.append((entry, "_op", fn))
-                    entry._op = WatchedKernel(fn, label, note)
-            continue
+            continue  # their kernel entries: above
+        label = _label(owner, name, funcol)
         # a class's own dict: ``getattr`` would bind nothing here but could find an inherited one
         fn = vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name, None)
         if fn is None or hasattr(fn, "__symsched_wrapped__"):
             continue
         saved.append((owner, name, fn))
-        w = wrappers.get(id(fn))
-        if w is None:
-            w = wrappers[id(fn)] = _wrap(_label(owner, name, funcol), fn, note)
-        setattr(owner, name, w)
+        setattr(owner, name, _wrapper(fn, note, lambda: _wrap(label, fn, note)))
 
     def restore() -> None:
         for owner, name, fn in saved:
