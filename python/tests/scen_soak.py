@@ -8,8 +8,12 @@ and average over a power-of-two group is exact in every dtype used, whatever the
 order: a mismatch is a wrong answer, never rounding.
 
 Arguments (a dict): ``seed``, ``ops`` (operations in the sequence), ``symmetric`` (also use
-``symm.empty`` buffers; off by default: symmetric user buffers are exposed to the push race
-of issue 16, which the runtime fixes separately).
+``symm.empty`` buffers for half the operations: the input of each collective, and for
+send/recv the receive buffer too — the binding rule wants a tensor bound the same way on every
+rank of the launch).
+
+A rank whose operation raises ends the run with that operation named (the sequence cannot go
+on consistently, and its peers would report only the collective it then skips).
 """
 
 from __future__ import annotations
@@ -134,15 +138,18 @@ def soak(rank: int, world: int, args: Dict[str, Any]) -> Dict[str, Any]:
                     symm.shmem_send(x, 1, group=pg)
                     want = got = x
                 else:
-                    got = torch.empty(n, dtype=dtype)
+                    # the binding rule: the receive buffer is bound as the send buffer is, so a
+                    # symmetric send lands in the same symm.empty allocation here
+                    got = s if s is not None else torch.empty(n, dtype=dtype)
                     symm.shmem_recv(got, 0, group=pg)
                     want = ins[order[0]]
             if got.shape != want.shape or not torch.equal(got, want):
                 bad = (got != want).nonzero().flatten()[:4].tolist() if got.shape == want.shape else "shape"
                 fails.append(f"{what}: mismatch at {bad}")
-        except Exception as e:  # noqa: BLE001 - the failure is the result
-            fails.append(f"{what}: {type(e).__name__}: {e}")
-            break  # the sequence cannot go on consistently after an error
+        except Exception as e:
+            # the sequence cannot go on consistently after an error, and the peers still in it
+            # would report only the collective this rank then skips: end here, naming the op
+            raise RuntimeError(f"{what}: {type(e).__name__}: {e}") from e
         finally:
             if s is not None:
                 symm.free(s)

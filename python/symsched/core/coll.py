@@ -146,7 +146,10 @@ def _call(key: Key, group: Any, op_name: str, info: state.GroupInfo, schedule: s
 
 
 def _native_error(op_name: str, group: Any, prepared: Any, exc: Exception) -> NoReturn:
-    info = group if isinstance(group, state.GroupInfo) else state.resolve_group(group)
+    if isinstance(group, _PairOf):
+        info = pair(group.peer, group.group, group.arg)[0]
+    else:
+        info = group if isinstance(group, state.GroupInfo) else state.resolve_group(group)
     launch.native_error(op_name, info, prepared.schedule, exc)
 
 
@@ -410,15 +413,22 @@ def reduce(tensor: Any, dst: int, op: ReduceOpLike = "sum", group: Any = None) -
           params={"root": root}, reduce=r, nbytes=s.nbytes)
 
 
-def pair(peer: int, info: state.GroupInfo, arg: str) -> Tuple[state.GroupInfo, int, int]:
-    """The two-rank group {me, peer} (sorted by global rank) and the local indices of (me, peer)."""
-    p = state.check_peer(peer, info, arg)
-    if p == info.rank:
-        raise SymschedArgumentError(f"`{arg}`={peer} is this rank itself; send/recv need a different peer")
-    me_g, peer_g = info.ranks[info.rank], info.ranks[p]
-    ranks = tuple(sorted((me_g, peer_g)))
-    pinfo = state.resolve_group(list(ranks), arg="group")
-    return pinfo, ranks.index(me_g), ranks.index(peer_g)
+def pair(peer: int, group: Any, arg: str) -> Tuple[state.GroupInfo, int, int]:
+    """The two-rank group {me, peer} of a send/recv on ``group`` (sorted by global rank; set up
+    by its first send/recv, the pair's first collective) and the local indices of (me, peer).
+    ``group`` itself is not set up (:func:`symsched.core.state.pair_ranks`)."""
+    ranks, me, other = state.pair_ranks(peer, group, arg)
+    return state.resolve_group(list(ranks), arg="group"), me, other
+
+
+class _PairOf:
+    """A cached send/recv's pair, resolved only to name it in an error: its native error is the
+    pair's (its abort record), and the group passed may not be set up on this rank."""
+
+    __slots__ = ("peer", "group", "arg")
+
+    def __init__(self, peer: int, group: Any, arg: str) -> None:
+        self.peer, self.group, self.arg = peer, group, arg
 
 
 def _p2p(op_name: str, tensor: Any, peer: int, group: Any, arg: str, sending: bool) -> None:
@@ -428,22 +438,22 @@ def _p2p(op_name: str, tensor: Any, peer: int, group: Any, arg: str, sending: bo
         key = (op_name, id(group), p[0], p[1], peer, type(peer))
         hit = _hit(key, group)
         if hit is not None and (not memory._dead or memory.live(p[2], hit[2][0])):
-            _fire(op_name, group, hit[1], [(p[2], hit[2][0])], None, tensor)
+            _fire(op_name, _PairOf(peer, group, arg), hit[1], [(p[2], hit[2][0])], None, tensor)
             return
     s = v.tensor(tensor, "tensor", names=DTYPES)
-    pinfo, me, other = pair(peer, state.resolve_group(group), arg)
+    pinfo, me, other = pair(peer, group, arg)
     params = {"src": me, "dst": other} if sending else {"src": other, "dst": me}
     _call(key, group, op_name, pinfo, "sendrecv_pair", [_buf(s)], s.name, {"n": s.numel}, tensor, (s.nbytes,),
           params=params, nbytes=s.nbytes)
 
 
-@failure.collective("send", 2)
+@failure.collective("send", 2, peer_at=1)
 def send(tensor: Any, dst_rank: int, group: Any = None) -> None:
     """Point-to-point send to ``dst_rank`` (group-local); pairs with ``recv`` on that rank."""
     _p2p("send", tensor, dst_rank, group, "dst_rank", True)
 
 
-@failure.collective("recv", 2)
+@failure.collective("recv", 2, peer_at=1)
 def recv(tensor: Any, src_rank: int, group: Any = None) -> None:
     """Point-to-point receive from ``src_rank`` (group-local) into ``tensor`` (same numel and dtype)."""
     _p2p("recv", tensor, src_rank, group, "src_rank", False)

@@ -24,13 +24,12 @@ time), the group is refused for good: every later call raises at once naming the
 
 from __future__ import annotations
 
-import atexit
 import functools
-import threading
-import time
-from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
+import inspect
+from typing import Any, Callable, Optional, TypeVar
 
 from . import state
+from .aborts import ABORT_GRACE_S, arm, mark_handled, noted
 from .errors import AgreementError, PeerAbortedError, SymschedRuntimeError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,18 +46,6 @@ def on_abort(drop: Callable[[], None]) -> Callable[[], None]:
     return drop
 
 
-def _noted(exc: BaseException) -> bool:
-    """Whether an inner guard already handled ``exc`` (guards nest: ``shmem_*`` → kernel)."""
-    return bool(getattr(exc, "_symsched_failure_handled", False))
-
-
-def _mark_handled(exc: BaseException) -> None:
-    try:
-        exc._symsched_failure_handled = True  # type: ignore[attr-defined]
-    except AttributeError:  # pragma: no cover - an exception type with __slots__
-        pass
-
-
 def noticed(info: state.GroupInfo) -> None:
     """Remember that ``info``'s group is aborted on this rank: its next collective call resets
     it; cached launches of every group are dropped (aborts are rare, the caches refill)."""
@@ -67,36 +54,45 @@ def noticed(info: state.GroupInfo) -> None:
         drop()
 
 
-def _group_info(group: Any, exc: BaseException) -> Optional[state.GroupInfo]:
+#: ``peer`` of a call that is not a send/recv
+NO_PEER: Any = object()
+
+
+def _group_info(group: Any, exc: BaseException, peer: Any = NO_PEER) -> Optional[state.GroupInfo]:
     """The resolved group a failed call used, or None when it cannot be named (a bad ``group``
-    argument, no runtime, or the failure was the group's own set-up)."""
+    or ``peer`` argument, no runtime, or the failure was the group's own set-up). A send/recv
+    (``peer`` given) runs on the pair {this rank, peer}: that is the group its peer waits in,
+    and ``group`` itself is not set up by a send/recv."""
     if getattr(exc, "_symsched_no_abort", False):
         return None
     try:
+        if peer is not NO_PEER:
+            ranks, _me, _other = state.pair_ranks(peer, group, "peer")
+            return state.resolve_group(list(ranks))
         return state.resolve_group(group)
     except BaseException:  # noqa: BLE001 - the original error is what the caller must see
         return None
 
 
-def fail(exc: BaseException, op_name: str, group: Any) -> None:
-    """Abort ``group`` because this rank's ``op_name`` raised ``exc`` (see the module docs).
-    Never raises: the caller re-raises ``exc``."""
-    if _noted(exc):
+def fail(exc: BaseException, op_name: str, group: Any, peer: Any = NO_PEER) -> None:
+    """Abort ``group`` (a send/recv's pair with ``peer``) because this rank's ``op_name`` raised
+    ``exc`` (see the module docs). Never raises: the caller re-raises ``exc``."""
+    if noted(exc):
         return
-    _mark_handled(exc)
+    mark_handled(exc)
     if isinstance(exc, PeerAbortedError):
         return  # a peer's failure: the mapping already noted it
     if isinstance(exc, AgreementError):
         return  # raised alike on every rank before anything moved: nobody waits for this rank
     if isinstance(exc, GeneratorExit):
         return
-    info = _group_info(group, exc)
+    info = _group_info(group, exc, peer)
     if info is None:
         return
     try:
         message = f"{op_name}: {type(exc).__name__}: {exc}"
         # a native failure happened inside the launch (its waits are broken already): at once
-        _arm(info, message, 0.0 if isinstance(exc, SymschedRuntimeError) else ABORT_GRACE_S)
+        arm(info, message, 0.0 if isinstance(exc, SymschedRuntimeError) else ABORT_GRACE_S)
         noticed(info)
     except BaseException:  # noqa: BLE001 - never mask the original error
         return
@@ -107,85 +103,25 @@ def fail(exc: BaseException, op_name: str, group: Any) -> None:
         pass
 
 
-#: How long a rank that failed before launching waits before publishing the abort (its next
-#: collective call on the group, or the process's exit, publishes it at once once this has
-#: passed). The abort fails every call in flight on the group, so publishing it at once would
-#: also fail a slower peer's *previous* call on the group, one it would have finished; the
-#: grace lets it finish (typically well under a millisecond after a rank has left that call)
-#: while peers waiting in the failed call still raise within the 100 ms the contract gives.
-ABORT_GRACE_S = 0.04
-
-
-class _Pending:
-    __slots__ = ("info", "message", "deadline", "timer")
-
-    def __init__(self, info: state.GroupInfo, message: str, deadline: float) -> None:
-        self.info, self.message, self.deadline = info, message, deadline
-        self.timer: Optional[threading.Timer] = None
-
-
-_pending: Dict[Tuple[int, ...], _Pending] = {}
-_pending_lock = threading.Lock()
-
-
-def _arm(info: state.GroupInfo, message: str, grace: float) -> None:
-    """Publish this rank's abort of ``info``'s group after ``grace`` seconds (at once for 0)."""
-    if grace <= 0:
-        with _pending_lock:
-            _pending.pop(info.ranks, None)
-        info.handle.abort(message)
-        return
-    p = _Pending(info, message, time.monotonic() + grace)
-    with _pending_lock:
-        if info.ranks in _pending:
-            return  # the first failure stays the one reported
-        _pending[info.ranks] = p
-    p.timer = threading.Timer(grace, _fire, (info.ranks,))
-    p.timer.daemon = True
-    p.timer.start()
-
-
-def _fire(ranks: Tuple[int, ...], wait: bool = False) -> None:
-    """Publish the pending abort of the group of ``ranks`` (``wait``: not before its grace)."""
-    with _pending_lock:
-        p = _pending.get(ranks)
-    if p is None:
-        return
-    if wait:
-        left = p.deadline - time.monotonic()
-        if left > 0:
-            time.sleep(left)
-    with _pending_lock:
-        if _pending.get(ranks) is not p:
-            return
-        del _pending[ranks]
-        try:
-            p.info.handle.abort(p.message)
-        except Exception:  # noqa: BLE001 - a timer thread has nobody to report to
-            pass
-    if p.timer is not None and p.timer is not threading.current_thread():
-        p.timer.cancel()
-
-
-@atexit.register
-def _publish_at_exit() -> None:
-    """A rank that exits with a failure still pending publishes it (no peer may wait for it)."""
-    for ranks in list(_pending):
-        _fire(ranks)
-
-
-def collective(op_name: str, group_at: int) -> Callable[[F], F]:
+def collective(op_name: str, group_at: int, peer_at: Optional[int] = None) -> Callable[[F], F]:
     """Guard a collective entry point whose ``group`` argument is positional argument
-    ``group_at`` (or the keyword ``group``): any exception marks the group aborted first."""
+    ``group_at`` (or the keyword ``group``): any exception marks the group aborted first. A
+    send/recv names its peer at ``peer_at``: its pair with the peer is the group aborted."""
 
     def wrap(fn: F) -> F:
+        peer_name = list(inspect.signature(fn).parameters)[peer_at] if peer_at is not None else ""
+
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
             except BaseException as exc:
-                fail(exc, op_name, kwargs["group"] if "group" in kwargs else
-                     (args[group_at] if len(args) > group_at else None))
+                group = kwargs["group"] if "group" in kwargs else (args[group_at] if len(args) > group_at else None)
+                peer = NO_PEER
+                if peer_at is not None:
+                    peer = kwargs[peer_name] if peer_name in kwargs else (
+                        args[peer_at] if len(args) > peer_at else None)
+                fail(exc, op_name, group, peer)
                 raise
 
         return guarded  # type: ignore[return-value]
@@ -194,14 +130,15 @@ def collective(op_name: str, group_at: int) -> Callable[[F], F]:
 
 
 def backward(op_name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Guard a rule's ``backward(ctx, *grads)``: the group travels in ``ctx.group``."""
+    """Guard a rule's ``backward(ctx, *grads)``: the group travels in ``ctx.group`` (and a
+    send/recv's peer in ``ctx.p2p_peer``)."""
 
     @functools.wraps(fn)
     def guarded(ctx: Any, *grads: Any) -> Any:
         try:
             return fn(ctx, *grads)
         except BaseException as exc:
-            fail(exc, op_name, getattr(ctx, "group", None))
+            fail(exc, op_name, getattr(ctx, "group", None), getattr(ctx, "p2p_peer", NO_PEER))
             raise
 
     return guarded
@@ -223,38 +160,5 @@ def peer_aborted(op_name: str, info: state.GroupInfo, exc: BaseException) -> Opt
         f"{message}" + ("" if not permanent else " (the group cannot be reset: it is refused for good)")
         + f"; the group's next collective call on every member resets it [{exc}]",
         rank=rank, error=message, group=info.ranks)
-    _mark_handled(err)
+    mark_handled(err)
     return err
-
-
-def reset(info: state.GroupInfo) -> state.GroupInfo:
-    """The collective reset of an aborted group (see the module docs): returns the group's
-    renewed info. Raises :class:`SymschedRuntimeError` when the reset cannot complete."""
-    # this rank's own abort is published first (after its grace): the peers still waiting in
-    # the failed call must learn of it, or they would never reach the reset
-    _fire(info.ranks, wait=True)
-    try:
-        info.handle.reset_after_abort()
-    except Exception as exc:
-        err = SymschedRuntimeError(
-            f"group {info.describe()} was aborted and cannot be reset, so it is refused for good: {exc}")
-        err._symsched_no_abort = True  # type: ignore[attr-defined]
-        _mark_handled(err)
-        raise err from exc
-    return state.renew(info)
-
-
-def refuse_one_sided(info: state.GroupInfo, what: str) -> None:
-    """One-sided ops never reset a group (the reset is collective): refuse them at once."""
-    a: Optional[Tuple[Any, ...]] = None
-    try:
-        a = info.handle.aborted()
-    except Exception:  # noqa: BLE001
-        a = None
-    who = f"rank {a[0]}: {a[2]}" if a is not None else "an earlier failure"
-    err = PeerAbortedError(
-        f"{what} on group {info.describe()}: the group is aborted ({who}); one-sided operations do not reset it: "
-        f"call a collective on it first on every member (symm.barrier(group) is the cheapest)",
-        rank=None if a is None else a[0], error=None if a is None else a[2], group=info.ranks)
-    _mark_handled(err)
-    raise err

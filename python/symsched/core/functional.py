@@ -124,7 +124,7 @@ def broadcast(x: Any, src: int, group: Any = None) -> Any:
     return rules.apply.Broadcast(x, src, group)
 
 
-@failure.collective("functional.send", 2)
+@failure.collective("functional.send", 2, peer_at=1)
 def send(x: Any, dst: int, group: Any = None) -> Any:
     """Send ``x`` to ``dst``; returns a 0-element token. Add ``token.sum()`` to the loss so the
     backward runs: it receives ``x``'s gradient from ``dst`` (which calls ``recv``'s backward)."""
@@ -132,7 +132,7 @@ def send(x: Any, dst: int, group: Any = None) -> Any:
     return rules.apply.Send(x, dst, group)
 
 
-@failure.collective("functional.recv", 3)
+@failure.collective("functional.recv", 3, peer_at=2)
 def recv(shape: Sequence[int], dtype: Any, src: int, group: Any = None, requires_grad: bool = True) -> Any:
     """Receive a tensor of ``shape``/``dtype`` from ``src``; its gradient is sent back to ``src``."""
     fw = adapter.active()

@@ -55,8 +55,11 @@ def _note(t: Any, library: str, op: str) -> None:
             f"forbidden mix (RFC §5.4): storage at {address:#x} was used by {prev[0]} {prev[1]} and now by "
             f"{library} {op} in the same step; reduce each gradient bucket with one library per step")
     # the record holds the allocation: one freed during the step (a temporary framework output)
-    # would otherwise leave its address to a new tensor, which then looked already used
-    recs[address] = (library, op, keepalive)
+    # would otherwise leave its address to a new tensor, which then looked already used. The
+    # first use is kept: a framework call passes its tensor through several watched layers
+    # (``dist.all_reduce`` → ``ProcessGroup.allreduce``), and the message names what the user called
+    if prev is None:
+        recs[address] = (library, op, keepalive)
 
 
 def note_symsched(t: Any, op: str) -> None:

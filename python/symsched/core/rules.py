@@ -340,6 +340,7 @@ class Broadcast:
         y = _fw.detached_copy(x)
         coll.broadcast(y, src, group)
         ctx.group, ctx.src = group, src
+        ctx.p2p_peer = src
         return y
 
     @staticmethod
@@ -362,11 +363,12 @@ class Send:
     def forward(ctx: Any, x: Any, dst: int, group: Any) -> Any:
         coll.send(_fw.contiguous(_fw.detached(x)), dst, group)
         ctx.group, ctx.dst, ctx.shape, ctx.dtype = group, dst, _fw.shape(x), x.dtype
+        ctx.p2p_peer = dst  # a failing backward aborts the pair (failure.backward)
         return _fw.zeros((0,), x.dtype)
 
     @staticmethod
     def backward(ctx: Any, _gtoken: Any) -> Tuple[Any, None, None]:
-        pinfo, me, peer = coll.pair(ctx.dst, state.resolve_group(ctx.group), "dst_rank")
+        pinfo, me, peer = coll.pair(ctx.dst, ctx.group, "dst_rank")
         gx = _fw.empty(ctx.shape, ctx.dtype)
         _, n, ptr = _fw.plain(gx)
         nbytes = n * _fw.itemsize(ctx.dtype)
@@ -383,11 +385,12 @@ class Recv:
         y = _fw.empty(shape, dtype)
         coll.recv(_fw.reshape(y, (-1,)), src, group)
         ctx.group, ctx.src = group, src
+        ctx.p2p_peer = src
         return y
 
     @staticmethod
     def backward(ctx: Any, gy: Any) -> Tuple[None, None, None, None, None]:
-        pinfo, me, peer = coll.pair(ctx.src, state.resolve_group(ctx.group), "src_rank")
+        pinfo, me, peer = coll.pair(ctx.src, ctx.group, "src_rank")
         g = _fw.detached_copy(gy)
         _, n, ptr = _fw.plain(g)
         nbytes = n * _fw.itemsize(g.dtype)

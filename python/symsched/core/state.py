@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from . import adapter, knobs, nodes, profiling
+from . import aborts, adapter, knobs, nodes, profiling
 from .errors import (GroupNotSetUpError, SymschedArgumentError, SymschedConfigError, SymschedError,
                      SymschedRuntimeError, SymschedTypeError, UnavailableError)
 from .native import IMPORT_ERROR
@@ -218,7 +218,7 @@ def resolve_group(group: Any, arg: str = "group") -> GroupInfo:
     """Map a group (None = WORLD) to the runtime group, cached per rank list. Collective calls
     resolve their group through here: the first one sets the group up (every member takes
     part), and one on a group this rank saw aborted first runs the collective reset
-    (:func:`symsched.core.failure.reset`)."""
+    (:func:`symsched.core.aborts.reset`, then :func:`renew`)."""
     hit = _by_object.get(id(group))
     if hit is not None and hit[0] is group:
         info = hit[1]
@@ -227,9 +227,8 @@ def resolve_group(group: Any, arg: str = "group") -> GroupInfo:
         if not isinstance(group, (list, tuple)):
             _by_object[id(group)] = (group, info)
     if _aborted and info.ranks in _aborted:
-        from . import failure
-
-        info = failure.reset(info)
+        aborts.reset(info)
+        info = renew(info)
     return info
 
 
@@ -253,9 +252,7 @@ def resolve_set_up(group: Any, what: str, arg: str = "group") -> GroupInfo:
                 f"symm.barrier(group) is the cheapest; symm.init() sets up WORLD")
         info = found
     if _aborted and info.ranks in _aborted:
-        from . import failure
-
-        failure.refuse_one_sided(info, what)
+        aborts.refuse_one_sided(info, what)
     return info
 
 
@@ -320,10 +317,30 @@ def _resolve(group: Any, arg: str) -> GroupInfo:
 
 def check_peer(peer: Any, info: GroupInfo, arg: str) -> int:
     """A group-local rank in ``0..size-1``."""
+    return check_peer_in(peer, info.ranks, arg)
+
+
+def check_peer_in(peer: Any, ranks: Tuple[int, ...], arg: str) -> int:
+    """A group-local rank of the group of global ``ranks``, in ``0..len(ranks)-1``."""
     if isinstance(peer, bool) or not isinstance(peer, int):
         raise SymschedTypeError(f"`{arg}` must be an int group-local rank, got {type(peer).__name__}")
-    if not 0 <= peer < info.size:
+    if not 0 <= peer < len(ranks):
         raise SymschedArgumentError(
-            f"`{arg}`={peer} is outside the group (expected a group-local rank in 0..{info.size - 1} "
-            f"of group {list(info.ranks)})")
+            f"`{arg}`={peer} is outside the group (expected a group-local rank in 0..{len(ranks) - 1} "
+            f"of group {list(ranks)})")
     return peer
+
+
+def pair_ranks(peer: Any, group: Any, arg: str) -> Tuple[Tuple[int, ...], int, int]:
+    """The two global ranks {this rank, group-local ``peer`` of ``group``} of a send/recv, sorted,
+    and the indices of (this rank, the peer) in them. ``group`` only names the ranks: it is not
+    set up, as only the pair takes part in a send/recv (setting the whole group up would be a
+    collective its other members never enter)."""
+    ranks = group_ranks(group)
+    _resolve_checks(ranks, "group")
+    p = check_peer_in(peer, ranks, arg)
+    me_g, peer_g = global_rank(), ranks[p]
+    if me_g == peer_g:
+        raise SymschedArgumentError(f"`{arg}`={peer} is this rank itself; send/recv need a different peer")
+    pair = (me_g, peer_g) if me_g < peer_g else (peer_g, me_g)
+    return pair, pair.index(me_g), pair.index(peer_g)

@@ -26,9 +26,7 @@ def worker(a: argparse.Namespace) -> None:
     import numpy as np
 
     import symsched.mindspore as symm
-    from symsched.perftest import _bind_cpu as bind_cpu
-    from symsched.perftest import _print_row as print_row
-    from symsched.perftest import batch_calls, element_count, sizes
+    from symsched.perfrow import batch_calls, bind_cpu, element_count, print_row, sizes
 
     symm.init_mccl()
     symm.init()
