@@ -45,22 +45,32 @@ fn parse_cmake(src: &str) -> Result<Vec<Command>, String> {
         *i = j + 1 + end + close.len();
         Ok(true)
     };
-    while i < b.len() {
-        match b[i] {
+    // Whitespace, a line comment or a bracket comment at `i`: skipped, true; else false.
+    let skip_blank = |i: &mut usize, line: &mut usize| -> Result<bool, String> {
+        match b[*i] {
             b'\n' => {
-                line += 1;
-                i += 1;
+                *line += 1;
+                *i += 1;
             }
-            c if c.is_ascii_whitespace() => i += 1,
+            c if c.is_ascii_whitespace() => *i += 1,
             b'#' => {
-                i += 1;
-                if i < b.len() && b[i] == b'[' && skip_bracket(&mut i, &mut line)? {
-                    continue;
+                *i += 1;
+                if *i < b.len() && b[*i] == b'[' && skip_bracket(i, line)? {
+                    return Ok(true);
                 }
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
+                while *i < b.len() && b[*i] != b'\n' {
+                    *i += 1;
                 }
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    };
+    while i < b.len() {
+        if skip_blank(&mut i, &mut line)? {
+            continue;
+        }
+        match b[i] {
             c if c.is_ascii_alphabetic() || c == b'_' => {
                 let at = line;
                 let s = i;
@@ -81,21 +91,10 @@ fn parse_cmake(src: &str) -> Result<Vec<Command>, String> {
                     if i >= b.len() {
                         return Err(format!("line {at}: `{name}(` is not closed"));
                     }
+                    if skip_blank(&mut i, &mut line)? {
+                        continue;
+                    }
                     match b[i] {
-                        b'\n' => {
-                            line += 1;
-                            i += 1;
-                        }
-                        c if c.is_ascii_whitespace() => i += 1,
-                        b'#' => {
-                            i += 1;
-                            if i < b.len() && b[i] == b'[' && skip_bracket(&mut i, &mut line)? {
-                                continue;
-                            }
-                            while i < b.len() && b[i] != b'\n' {
-                                i += 1;
-                            }
-                        }
                         b')' if depth == 0 => {
                             i += 1;
                             break;
