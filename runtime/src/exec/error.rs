@@ -89,9 +89,9 @@ pub enum ExecError {
     #[error("{0}")]
     HostColl(Box<super::hostcoll::HostCollFailure>),
     /// The JIT backend could not make a kernel for the launch (boxed: see
-    /// [`super::backend::jit::JitFailure`]).
+    /// [`JitFailure`]).
     #[error(transparent)]
-    Jit(Box<super::backend::jit::JitFailure>),
+    Jit(Box<JitFailure>),
 }
 
 impl From<symsched_plan::UnknownName> for ExecError {
@@ -127,4 +127,28 @@ pub struct WaitTimeout {
     pub observed: u64,
     pub timeout_ms: u64,
     pub signallers: Vec<u32>,
+}
+
+/// Why the JIT could not make a kernel ([`ExecError::Jit`]). The status of the C ABI is
+/// `Unavailable` for every case: the JIT cannot run this launch here, the interpreter can.
+#[derive(Debug, thiserror::Error)]
+pub enum JitFailure {
+    /// The kernel cache of a compile configuration could not be set up (e.g. no LLVM target
+    /// for the host CPU).
+    #[error("jit: {error}")]
+    Setup { error: symsched_jit::JitError },
+    /// Lowering, optimising, generating code for or caching the kernel of one (schedule, rank)
+    /// failed.
+    #[error("jit: cannot compile schedule `{schedule}` for rank {rank}: {error}")]
+    Compile {
+        schedule: String,
+        rank: u32,
+        error: symsched_jit::JitError,
+    },
+}
+
+impl From<JitFailure> for ExecError {
+    fn from(f: JitFailure) -> Self {
+        ExecError::Jit(Box::new(f))
+    }
 }

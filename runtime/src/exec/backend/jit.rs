@@ -17,7 +17,7 @@
 //! returns failure; the kernel stops and the launch returns that error. A kernel status of its
 //! own (a region too small, a size overflow) becomes the interpreter's error for the same case.
 //! A kernel that cannot be made is an [`ExecError::Jit`] ([`JitFailure`]: the back end's
-//! [`JitError`], with the schedule and rank when it was compiling one).
+//! [`symsched_jit::JitError`], with the schedule and rank when it was compiling one).
 //!
 //! **Caches.** Per loaded plan, the kernels of the launch signatures seen so far (a launch with
 //! a known signature does no hashing); per process, one [`KernelCache`] per compile
@@ -44,7 +44,7 @@ use symsched_jit::abi::{self, Intrinsics, KernelArgs, Status};
 use symsched_jit::cache::{Kernel, KernelCache, Source};
 use symsched_jit::compile::CompileOptions;
 use symsched_jit::lower::fusion::FusionOptions;
-use symsched_jit::{JitError, KernelScope, KernelSpec, LowerOptions};
+use symsched_jit::{KernelScope, KernelSpec, LowerOptions};
 use symsched_plan::{Cmp, Op, Plan, SignalMode, Step};
 
 #[doc(hidden)]
@@ -54,29 +54,7 @@ pub use symsched_jit::lower::Fault;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Jit;
 
-/// Why the JIT could not make a kernel ([`ExecError::Jit`]). The status of the C ABI is
-/// `Unavailable` for every case: the JIT cannot run this launch here, the interpreter can.
-#[derive(Debug, thiserror::Error)]
-pub enum JitFailure {
-    /// The kernel cache of a compile configuration could not be set up (e.g. no LLVM target
-    /// for the host CPU).
-    #[error("jit: {error}")]
-    Setup { error: JitError },
-    /// Lowering, optimising, generating code for or caching the kernel of one (schedule, rank)
-    /// failed.
-    #[error("jit: cannot compile schedule `{schedule}` for rank {rank}: {error}")]
-    Compile {
-        schedule: String,
-        rank: u32,
-        error: JitError,
-    },
-}
-
-impl From<JitFailure> for ExecError {
-    fn from(f: JitFailure) -> Self {
-        ExecError::Jit(Box::new(f))
-    }
-}
+pub use crate::exec::error::JitFailure;
 
 /// One launch signature's kernel, as a loaded plan remembers it.
 struct Entry {
