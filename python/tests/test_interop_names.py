@@ -17,6 +17,18 @@ _DATA_PARAMS = {"tensor", "tensors", "tensor_list", "input", "output", "input_te
                 "obj", "p2p_op_list", "gather_list", "scatter_list", "object_gather_list", "self"}
 
 
+def _called_by(rank: int):
+    """The torch call a case named NAME makes on ``rank``: in a point-to-point case the sender
+    (rank 0) sends and the receiver receives."""
+    p2p = {"send": "send", "recv": "send", "recv_anysource": "send"} if rank == 0 else \
+        {"send": "recv", "recv": "recv", "recv_anysource": "recv_anysource"}
+    p2p.update({"isend": "isend", "irecv": "isend"} if rank == 0 else {"isend": "irecv", "irecv": "irecv"})
+
+    def called(name: str) -> str:
+        last = name.split(".")[-1]
+        return p2p.get(last, last)
+    return called
+
 def _public_functions(mod: Any) -> Dict[str, Any]:
     return {n: f for n, f in vars(mod).items() if not n.startswith("_") and inspect.isfunction(f)}
 
@@ -242,14 +254,7 @@ def seen(rank: int, world: int, args: Any) -> Dict[str, Any]:
     missing = expected - set(cases)
     if missing:
         fails.append(f"watched but without a case here: {sorted(missing)}")
-    # what this rank called in a point-to-point case: the sender sends, the receiver receives
-    p2p = {"send": "send", "recv": "send", "recv_anysource": "send"} if rank == 0 else \
-        {"send": "recv", "recv": "recv", "recv_anysource": "recv_anysource"}
-    p2p.update({"isend": "isend", "irecv": "isend"} if rank == 0 else {"isend": "irecv", "irecv": "irecv"})
-
-    def called(name: str) -> str:
-        last = name.split(".")[-1]
-        return p2p.get(last, last)
+    called = _called_by(rank)
 
     for name, fn in cases.items():
         t = torch.ones(8)
@@ -347,14 +352,7 @@ def mixes(rank: int, world: int, args: Any) -> Dict[str, Any]:
         cases["reduce_scatter_single"] = lambda t: dist.reduce_scatter_single(torch.empty(4), t)
     if hasattr(dist, "all_gather_single"):
         cases["all_gather_single"] = lambda t: dist.all_gather_single(torch.empty(8 * world), t)
-    # what this rank called in a point-to-point case: the sender sends, the receiver receives
-    p2p = {"send": "send", "recv": "send", "recv_anysource": "send"} if rank == 0 else \
-        {"send": "recv", "recv": "recv", "recv_anysource": "recv_anysource"}
-    p2p.update({"isend": "isend", "irecv": "isend"} if rank == 0 else {"isend": "irecv", "irecv": "irecv"})
-
-    def called(name: str) -> str:
-        last = name.split(".")[-1]
-        return p2p.get(last, last)
+    called = _called_by(rank)
 
     for name, fn in cases.items():
         t = torch.ones(8)
