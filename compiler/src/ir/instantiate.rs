@@ -1140,8 +1140,6 @@ impl<'a> Builder<'a> {
         let mut signals = HashMap::new();
         let mut groups = HashMap::new();
         let senv = StaticEnv { p, params: &params };
-        // A schedule inlined by `use` meets its own requirements with the callee's binding.
-        check_requirements(sched, &senv)?;
         for item in &sched.items {
             match &item.kind {
                 StmtKind::Scratch { name, .. } => {
@@ -1776,6 +1774,9 @@ impl<'a> Builder<'a> {
             ));
         }
 
+        // A schedule inlined by `use` meets its own requirements with the callee's binding (the
+        // top-level schedule's were checked once, before unrolling).
+        check_requirements(cs, &senv)?;
         let idx = st.instances_used;
         st.instances_used += 1;
         let prefix = format!("{}{}#{idx}.", f.prefix, callee.name);
