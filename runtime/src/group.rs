@@ -7,21 +7,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use symsched_plan::Cmp;
-
-use crate::error::{RankList, RuntimeError, WaitContext};
-use crate::heap::{
-    atomic_u64, describe_divergence, read_alloc_state, AllocState, LINE, PAD_COUNT, PAD_LINES,
-};
+use crate::error::{RankList, RuntimeError};
+use crate::heap::{describe_divergence, AllocState, LINE, PAD_COUNT, PAD_LINES};
 use crate::mailbox::{self, GroupRecord};
 use crate::process::ProcessState;
 use crate::shm::Mapping;
-use crate::signal::{SignalLine, SignalMode};
+use crate::signal::SignalLine;
 
 /// Pad line of the barrier counter.
-const BARRIER_LINE: usize = 0;
+pub(crate) const BARRIER_LINE: usize = 0;
 /// Pad lines of the barrier agreement records (by epoch parity).
-const RECORD_LINE: usize = 1;
+pub(crate) const RECORD_LINE: usize = 1;
 /// First pad line handed out by [`Group::signal_slots`].
 pub const SLOT_BASE: usize = 16;
 /// Signal slots available to one group.
@@ -485,157 +481,29 @@ impl Group {
         Ok(start)
     }
 
-    /// Waits until signal slot `slot` of this rank satisfies `cmp target`. On expiry of the
-    /// deadline (`SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS`) returns [`RuntimeError::SignalTimeout`]
-    /// naming this rank, the group, `ctx`'s schedule/step/signal, expected vs observed and the
-    /// peers that did not signal; a dead peer is reported as [`RuntimeError::PeerDied`].
-    ///
-    /// ```no_run
-    /// # use symsched_runtime::{Group, WaitContext};
-    /// # use symsched_plan::Cmp;
-    /// # fn f(g: &Group) -> Result<(), symsched_runtime::RuntimeError> {
-    /// let s = g.signal_slots("demo", 1)?;
-    /// g.wait(s.slot(0), Cmp::Ge, 1, &WaitContext::new("demo", "step 3", "ready[0]"))?;
-    /// # Ok(()) }
-    /// ```
-    pub fn wait(
-        &self,
-        slot: usize,
-        cmp: Cmp,
-        target: u64,
-        ctx: &WaitContext,
-    ) -> Result<(), RuntimeError> {
-        self.wait_value(slot, cmp, target, ctx).map(|_| ())
-    }
-
-    /// Like [`Group::wait`] with an explicit timeout, returning the observed value.
-    pub fn wait_value_timeout(
-        &self,
-        slot: usize,
-        cmp: Cmp,
-        target: u64,
-        ctx: &WaitContext,
-        timeout: Duration,
-    ) -> Result<u64, RuntimeError> {
-        let line = self.slot_line(self.me, slot)?;
-        self.wait_line(&line, slot, cmp, target, ctx, timeout)
-    }
-
-    /// Like [`Group::wait`], returning the observed value.
-    pub fn wait_value(
-        &self,
-        slot: usize,
-        cmp: Cmp,
-        target: u64,
-        ctx: &WaitContext,
-    ) -> Result<u64, RuntimeError> {
-        self.wait_value_timeout(slot, cmp, target, ctx, self.timeout)
-    }
-
-    fn wait_line(
-        &self,
-        line: &SignalLine,
-        slot: usize,
-        cmp: Cmp,
-        target: u64,
-        ctx: &WaitContext,
-        timeout: Duration,
-    ) -> Result<u64, RuntimeError> {
-        crate::group_wait::wait_line(self, line, slot, cmp, target, ctx, timeout)
-    }
-
     /// Current value of this rank's signal slot `slot` (acquire).
     pub fn read_signal(&self, slot: usize) -> Result<u64, RuntimeError> {
         Ok(self.slot_line(self.me, slot)?.load())
     }
-
-    /// Barrier over the reachable members; also checks that every member made the same heap
-    /// allocations and registered the same signal slots (loud error otherwise).
-    pub fn barrier(&self) -> Result<(), RuntimeError> {
-        self.check_usable()?;
-        let mut ep = lock(&self.barrier_epoch);
-        *ep += 1;
-        let e = *ep;
-        let state = self.shared.heap.alloc_state();
-        let slot_hash = lock(&self.slots).hash;
-        let rec_off = RECORD_LINE + (e % 2) as usize;
-        let pad = self.pad;
-        let base = self.shared.heap.base();
-        // SAFETY: the record line is inside this rank's own pad; only this rank writes it, and
-        // peers read it only after the barrier signal below (release/acquire).
-        unsafe {
-            let at = pad + rec_off * LINE;
-            atomic_u64(base, at + 8).store(state.ops, Ordering::Relaxed);
-            atomic_u64(base, at + 16).store(state.hash, Ordering::Relaxed);
-            atomic_u64(base, at + 24).store(slot_hash, Ordering::Relaxed);
-            atomic_u64(base, at).store(e, Ordering::Release);
-        }
-        let others: Vec<usize> = (0..self.size())
-            .filter(|&p| p != self.me && self.is_reachable(p))
-            .collect();
-        for &p in &others {
-            self.pad_line(p, BARRIER_LINE)?
-                .update(SignalMode::Add, 1, self.me);
-        }
-        let line = self.pad_line(self.me, BARRIER_LINE)?;
-        let ctx = WaitContext::new("barrier", format!("barrier #{e}"), "barrier")
-            .expecting(others.iter().copied());
-        self.wait_line(
-            &line,
-            usize::MAX,
-            Cmp::Ge,
-            e * others.len() as u64,
-            &ctx,
-            self.timeout,
-        )?;
-        for &p in &others {
-            let m = self.mapping(p)?;
-            let ppad = self.pad;
-            // SAFETY: peer's record line inside its pad; published before its barrier signal.
-            let (pe, pops, phash, pslots) = unsafe {
-                let at = ppad + rec_off * LINE;
-                (
-                    atomic_u64(m.base(), at).load(Ordering::Acquire),
-                    atomic_u64(m.base(), at + 8).load(Ordering::Relaxed),
-                    atomic_u64(m.base(), at + 16).load(Ordering::Relaxed),
-                    atomic_u64(m.base(), at + 24).load(Ordering::Relaxed),
-                )
-            };
-            if pe != e {
-                continue;
-            }
-            if pops != state.ops || phash != state.hash {
-                let peer_now = read_alloc_state(m.base());
-                let err = RuntimeError::AllocMismatch {
-                    point: format!("barrier #{e} of group {}", self.name),
-                    rank: self.shared.cfg.rank,
-                    peer: self.members[p],
-                    ops: state.ops,
-                    hash: state.hash,
-                    peer_ops: pops,
-                    peer_hash: phash,
-                    detail: describe_divergence(base, m.base(), state.ops, peer_now.ops.min(pops)),
-                };
-                tracing::error!("{err}");
-                return Err(err);
-            }
-            if pslots != slot_hash {
-                let err = RuntimeError::SlotMismatch {
-                    group: self.name.clone(),
-                    rank: self.shared.cfg.rank,
-                    peer: self.members[p],
-                    hash: slot_hash,
-                    peer_hash: pslots,
-                };
-                tracing::error!("{err}");
-                return Err(err);
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Group {
+    /// Byte offset of this group's signal pad in every member's heap segment.
+    pub(crate) fn pad_offset(&self) -> usize {
+        self.pad
+    }
+
+    /// The group's barrier epoch, held for the whole barrier so two threads of a rank cannot
+    /// interleave their barriers.
+    pub(crate) fn barrier_epoch(&self) -> MutexGuard<'_, u64> {
+        lock(&self.barrier_epoch)
+    }
+
+    /// Hash of the signal-slot registrations so far (compared at barriers).
+    pub(crate) fn slot_hash(&self) -> u64 {
+        lock(&self.slots).hash
+    }
+
     /// Global ranks of the reachable members other than this rank (watched while waiting).
     pub(crate) fn watched(&self) -> &[usize] {
         &self.watch
@@ -647,7 +515,7 @@ impl Group {
     }
 
     /// Forgets the barrier epoch, the cached per-key values and the slot and scratch
-    /// registries (a group reset, see [`crate::abort`]). The registries go too because ranks
+    /// registries (a group reset, see [`Group::reset_after_abort`]). The registries go too because ranks
     /// may have registered different keys before the failure (one failed before loading a
     /// plan its peers loaded): kept, they would differ for good. Every holder of a slot range
     /// or scratch offset registers again in the new generation — the executor at each plan's

@@ -50,6 +50,55 @@ fn widen(low: u32, near: u64) -> u64 {
     }
 }
 
+impl Group {
+    /// Waits until signal slot `slot` of this rank satisfies `cmp target`. On expiry of the
+    /// deadline (`SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS`) returns [`RuntimeError::SignalTimeout`]
+    /// naming this rank, the group, `ctx`'s schedule/step/signal, expected vs observed and the
+    /// peers that did not signal; a dead peer is reported as [`RuntimeError::PeerDied`].
+    ///
+    /// ```no_run
+    /// # use symsched_runtime::{Group, WaitContext};
+    /// # use symsched_plan::Cmp;
+    /// # fn f(g: &Group) -> Result<(), symsched_runtime::RuntimeError> {
+    /// let s = g.signal_slots("demo", 1)?;
+    /// g.wait(s.slot(0), Cmp::Ge, 1, &WaitContext::new("demo", "step 3", "ready[0]"))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn wait(
+        &self,
+        slot: usize,
+        cmp: Cmp,
+        target: u64,
+        ctx: &WaitContext,
+    ) -> Result<(), RuntimeError> {
+        self.wait_value(slot, cmp, target, ctx).map(|_| ())
+    }
+
+    /// Like [`Group::wait`] with an explicit timeout, returning the observed value.
+    pub fn wait_value_timeout(
+        &self,
+        slot: usize,
+        cmp: Cmp,
+        target: u64,
+        ctx: &WaitContext,
+        timeout: Duration,
+    ) -> Result<u64, RuntimeError> {
+        let line = self.slot_line(self.rank(), slot)?;
+        wait_line(self, &line, slot, cmp, target, ctx, timeout)
+    }
+
+    /// Like [`Group::wait`], returning the observed value.
+    pub fn wait_value(
+        &self,
+        slot: usize,
+        cmp: Cmp,
+        target: u64,
+        ctx: &WaitContext,
+    ) -> Result<u64, RuntimeError> {
+        self.wait_value_timeout(slot, cmp, target, ctx, self.signal_timeout())
+    }
+}
+
 /// Accounts every expected sender of `line` for a wait `cmp target`.
 pub(crate) fn account(
     g: &Group,

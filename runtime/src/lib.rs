@@ -3,7 +3,7 @@
 //! Module map (one concept each): [`shm`] heap segments (memfd), [`bootstrap`] segment exchange
 //! over a Unix socket, [`launcher`] `symsched launch`, [`config`] environment, [`heap`] +
 //! [`allocator`] the symmetric allocator, [`signal`] + [`wait`] signal lines (with per-sender
-//! tallies) and waiting, [`group_wait`] a group's waits and their diagnostics, [`abort`]
+//! tallies) and waiting, [`group_wait`] a group's waits and their diagnostics, [`group_barrier`] its barrier, [`abort`]
 //! failure propagation within a group, [`monitor`] peer liveness, `process` this process's
 //! attachment to the job (below both [`runtime`] and [`group`]), [`group`] + [`primitives`]
 //! groups and one-sided operations, [`log`] diagnostics, [`avail`] availability and version
@@ -24,6 +24,7 @@ pub mod config;
 pub mod error;
 pub mod exec;
 pub mod group;
+pub mod group_barrier;
 pub mod group_wait;
 pub mod heap;
 pub mod launcher;
