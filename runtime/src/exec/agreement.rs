@@ -42,6 +42,7 @@
 
 use super::binding::{Binding, EMPTY, STAGED};
 use super::dtype::{DType, ElemTypes};
+pub use super::error::Disagreement;
 use super::error::ExecError;
 use super::fabric::{Fabric, WaitContext};
 use super::reduce::ReduceOp;
@@ -60,23 +61,6 @@ const TEXT_BYTES: usize = 256;
 const HEADER: usize = 8;
 /// Op code when the plan does not reduce (the op is then not part of the launch).
 const NO_OP: u64 = u64::MAX;
-
-/// A rank whose launch signature differs from another rank's (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the ranks of group {group} disagree on launch of `{schedule}`: {}{detail}. Every rank must \
-     make the same call with the same element counts, dtype, op and tensor kinds (all symmetric \
-     at the same offset, or all ordinary); nothing was written",
-    .per_rank.join("; ")
-)]
-pub struct Disagreement {
-    pub schedule: String,
-    pub group: String,
-    /// What each group rank launched, in rank order (`"rank 0: 100 elements f32 sum"`).
-    pub per_rank: Vec<String>,
-    /// When only the binding differs: which buffer, and the rule (empty otherwise).
-    pub detail: String,
-}
 
 /// What a loaded plan keeps for its agreement: its slots and its record area.
 #[derive(Debug)]
