@@ -29,13 +29,18 @@
 //! A rank that refused its own arguments publishes its refusal and returns its own error at
 //! once; its peers fail with a [`Disagreement`] that quotes it, instead of waiting for it.
 //!
-//! **Ordering.** Nobody waits before publishing, so this cannot deadlock. The check runs
-//! before the staging area is laid out or grown (a disagreeing size would otherwise make ranks
-//! ask for different scratch) and before the entry signals, so no peer writes into a rank's
-//! buffers on a disagreeing launch. It covers every launch, whether or not the plan's own
-//! schedule synchronises a pair before data moves. Cost per launch: a digest of a few words,
-//! one record write into cached lines, one signal and one satisfied-or-short wait per peer,
-//! whose line is the only one read; nothing with one rank.
+//! **Ordering.** Nobody waits before publishing, so this cannot deadlock. A rank publishes
+//! ([`AgreementArea::publish`]), then — when it binds no role empty and its staging area need
+//! not grow — stages in under its own binding and sends its entry credits, and only then
+//! checks the peers' words ([`AgreementArea::check`]), before its first step; otherwise it
+//! checks first and stages under the agreed binding. Staging writes only the rank's own area
+//! and never takes scratch before the check (a disagreeing size would otherwise make ranks ask
+//! for different scratch), and every rank checks every peer's word before its first step, so
+//! no peer writes into a rank's buffers on a disagreeing launch. A refused launch is finished
+//! as one whose steps did nothing on every rank (see `super::loaded`), since some ranks may
+//! have sent entry credits. Cost per launch: a compare with the last signature (a digest of a
+//! few words when it changed), one record store, one signal and one satisfied-or-short wait
+//! per peer, whose line is the only one read; nothing with one rank.
 //!
 //! The sequence number counts launches that reached the agreement on this (group, plan),
 //! successful or not, so a refused launch does not desynchronise the next one.

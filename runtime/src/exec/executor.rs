@@ -6,10 +6,13 @@
 //!
 //! 1. **check** the arguments against the plan ([`LoadedPlan`]);
 //! 2. **resolve or reuse** the steps for the launch sizes ([`super::resolve`]);
-//! 3. **bind, agree and stage in**: check the bindings; agree with every rank on the launch
-//!    (sizes, dtypes, op, binding pattern — [`super::agreement`]; a local refusal takes part
-//!    too, so every rank fails alike); only then lay out the staging area and copy staged
-//!    inputs in ([`super::binding`], [`super::staging`]);
+//! 3. **bind, publish, stage in, agree**: check the bindings; publish this rank's launch
+//!    signature ([`super::agreement`]; a local refusal takes part too, so every rank fails
+//!    alike); lay out the staging area and copy staged inputs in ([`super::binding`],
+//!    [`super::staging`]) — before the peers' words are checked when this rank binds no role
+//!    empty and the area need not grow, after it otherwise; check every peer's word before the
+//!    first step. A refused launch still counts as one (its signals and epoch, see
+//!    [`super::loaded`]);
 //! 4. **entry signals**: the plan's entry credits, once the staged inputs are in place. A peer's
 //!    put into a role buffer waits for them (or for a later signal of this rank), and a peer's
 //!    get from a role buffer follows a signal of this rank (both proved by the verifier), so no
