@@ -29,19 +29,25 @@
 //! A rank that refused its own arguments publishes its refusal and returns its own error at
 //! once; its peers fail with a [`Disagreement`] that quotes it, instead of waiting for it.
 //!
-//! **Ordering.** Nobody waits before publishing, so this cannot deadlock. The check runs
-//! before the staging area is laid out or grown (a disagreeing size would otherwise make ranks
-//! ask for different scratch) and before the entry signals, so no peer writes into a rank's
-//! buffers on a disagreeing launch. It covers every launch, whether or not the plan's own
-//! schedule synchronises a pair before data moves. Cost per launch: a digest of a few words,
-//! one record write into cached lines, one signal and one satisfied-or-short wait per peer,
-//! whose line is the only one read; nothing with one rank.
+//! **Ordering.** Nobody waits before publishing, so this cannot deadlock. A rank publishes
+//! ([`AgreementArea::publish`]), then — when it binds no role empty and its staging area need
+//! not grow — stages in under its own binding and sends its entry credits, and only then
+//! checks the peers' words ([`AgreementArea::check`]), before its first step; otherwise it
+//! checks first and stages under the agreed binding. Staging writes only the rank's own area
+//! and never takes scratch before the check (a disagreeing size would otherwise make ranks ask
+//! for different scratch), and every rank checks every peer's word before its first step, so
+//! no peer writes into a rank's buffers on a disagreeing launch. A refused launch is finished
+//! as one whose steps did nothing on every rank (see `super::loaded`), since some ranks may
+//! have sent entry credits. Cost per launch: a compare with the last signature (a digest of a
+//! few words when it changed), one record store, one signal and one satisfied-or-short wait
+//! per peer, whose line is the only one read; nothing with one rank.
 //!
 //! The sequence number counts launches that reached the agreement on this (group, plan),
 //! successful or not, so a refused launch does not desynchronise the next one.
 
 use super::binding::{Binding, EMPTY, STAGED};
 use super::dtype::{DType, ElemTypes};
+pub use super::error::Disagreement;
 use super::error::ExecError;
 use super::fabric::{Fabric, WaitContext};
 use super::reduce::ReduceOp;
@@ -61,23 +67,6 @@ const HEADER: usize = 8;
 /// Op code when the plan does not reduce (the op is then not part of the launch).
 const NO_OP: u64 = u64::MAX;
 
-/// A rank whose launch signature differs from another rank's (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the ranks of group {group} disagree on launch of `{schedule}`: {}{detail}. Every rank must \
-     make the same call with the same element counts, dtype, op and tensor kinds (all symmetric \
-     at the same offset, or all ordinary); nothing was written",
-    .per_rank.join("; ")
-)]
-pub struct Disagreement {
-    pub schedule: String,
-    pub group: String,
-    /// What each group rank launched, in rank order (`"rank 0: 100 elements f32 sum"`).
-    pub per_rank: Vec<String>,
-    /// When only the binding differs: which buffer, and the rule (empty otherwise).
-    pub detail: String,
-}
-
 /// What a loaded plan keeps for its agreement: its slots and its record area.
 #[derive(Debug)]
 pub(crate) struct AgreementArea {
@@ -92,6 +81,86 @@ pub(crate) struct AgreementArea {
     roles: usize,
     /// Names of the agreement slots (for timeouts).
     slot_names: Vec<String>,
+    /// The last valid signature published and its digests.
+    last: LastSignature,
+    /// Per record copy (sequence parity): the word digest of the valid record it holds.
+    written: [Option<u64>; 2],
+}
+
+/// What this rank published for one launch ([`AgreementArea::publish`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Published {
+    seq: u64,
+    /// The signal word (digest and sequence tag).
+    word: u64,
+    /// The signature digest of the record ([`INVALID`] for a local refusal).
+    core: u64,
+    /// No peer shares this rank's heaps: nothing to agree on.
+    alone: bool,
+}
+
+/// The last valid signature this rank published, so a repeated launch — the common case —
+/// compares a few words instead of digesting its signature again.
+#[derive(Debug, Default)]
+struct LastSignature {
+    types: Option<ElemTypes>,
+    op: Option<ReduceOp>,
+    reduces: bool,
+    sizes: LaunchSizes,
+    patterns: Vec<u64>,
+    bindings: usize,
+    core: u64,
+    word: u64,
+}
+
+impl LastSignature {
+    /// The signature digest and word digest of `s`, from the cache when `s` repeats the last
+    /// signature.
+    #[inline]
+    fn digests(&mut self, s: &Signature<'_>, roles: usize) -> (u64, u64) {
+        let same = self.types == Some(s.types)
+            && (!s.reduces || self.op == Some(s.op))
+            && self.reduces == s.reduces
+            && self.bindings == s.buffers.len()
+            && self.patterns.len() == roles
+            && self
+                .patterns
+                .iter()
+                .enumerate()
+                .all(|(i, w)| s.buffers.get(i).map_or(EMPTY, pattern_word) == *w)
+            && self.sizes.vars == s.sizes.vars
+            && self.sizes.counts == s.sizes.counts;
+        if !same {
+            self.core = digest(s);
+            self.word = word_digest(self.core, s, roles);
+            self.types = Some(s.types);
+            self.op = Some(s.op);
+            self.reduces = s.reduces;
+            self.bindings = s.buffers.len();
+            self.sizes.clone_from(s.sizes);
+            self.patterns.clear();
+            own_pattern(s, roles, &mut self.patterns);
+        }
+        (self.core, self.word)
+    }
+}
+
+/// This rank's binding pattern word of every role.
+#[inline]
+fn own_pattern(s: &Signature<'_>, roles: usize, out: &mut Vec<u64>) {
+    out.extend((0..roles).map(|i| s.buffers.get(i).map_or(EMPTY, pattern_word)));
+}
+
+/// This rank's binding pattern word of every role, into `out` (cleared first).
+pub(crate) fn own_pattern_into(s: &Signature<'_>, roles: usize, out: &mut Vec<u64>) {
+    out.clear();
+    own_pattern(s, roles, out);
+}
+
+/// Whether this rank binds some role empty (its word then agrees with any binding of that
+/// role, which only the records tell: its staging waits for the group's binding).
+pub(crate) fn binds_empty(s: &Signature<'_>, roles: usize) -> bool {
+    (0..roles).any(|i| s.buffers.get(i).is_none_or(|b| b.is_empty()))
 }
 
 /// This rank's launch as the agreement sees it.
@@ -154,6 +223,8 @@ impl AgreementArea {
             record_bytes,
             roles,
             slot_names: (0..p).map(|q| format!("__agree[{q}]")).collect(),
+            last: LastSignature::default(),
+            written: [None; 2],
         })
     }
 
@@ -167,65 +238,91 @@ impl AgreementArea {
         Ok(fabric.heap_ptr(rank, off, self.record_bytes)? as *mut u64)
     }
 
-    /// Agree on launch number `seq` (1-based) of `plan` with every rank of the group: `mine`
-    /// is this rank's signature, or the error its own arguments were refused with (then it is
-    /// only published, without waiting: the caller reports its own error, the peers a
-    /// [`Disagreement`] naming it). Returns `Ok` only when every rank launched the same; a
-    /// [`Disagreement`] (the same on every rank) otherwise.
+    /// Publish this rank's part of launch number `seq` (1-based) of the plan: its record, then
+    /// its word on every peer's slot. `mine` is this rank's signature, or the error its own
+    /// arguments were refused with (published as an invalid record the peers quote). Never
+    /// waits. The word of a repeated launch (the same signature as the last one) and its record
+    /// (the same as two launches ago, the copy of this parity) are reused, so a repeated launch
+    /// publishes with one store per peer and one into its record.
+    pub(crate) fn publish<F: Fabric>(
+        &mut self,
+        fabric: &F,
+        seq: u64,
+        mine: Result<&Signature<'_>, &ExecError>,
+    ) -> Result<Published, ExecError> {
+        let (p, me) = (fabric.size(), fabric.rank());
+        let roles = self.roles();
+        if !(0..p).any(|q| q != me && fabric.reachable(q)) {
+            return Ok(Published {
+                seq,
+                word: 0,
+                core: 0,
+                alone: true,
+            });
+        }
+        let (core, word) = match mine {
+            Ok(sig) => self.last.digests(sig, roles),
+            Err(_) => (INVALID, INVALID_WORD),
+        };
+        let published = Published {
+            seq,
+            word: word | (seq & 0xff),
+            core,
+            alone: false,
+        };
+        let rec = self.record_ptr(fabric, me, seq)?;
+        let parity = (seq % 2) as usize;
+        if mine.is_ok() && self.written[parity] == Some(word) {
+            // SAFETY: `rec` is a checked record range in this rank's own segment, holding
+            // this signature's record from two launches ago; only the sequence changes.
+            unsafe { rec.write_volatile(seq) };
+        } else {
+            // SAFETY: `rec` is a checked range of record_bytes in this rank's own segment;
+            // only this rank writes it, and peers read it only after the release below.
+            unsafe { write_record(rec, roles, seq, core, mine) };
+            self.written[parity] = mine.is_ok().then_some(word);
+        }
+        for q in (0..p).filter(|&q| q != me && fabric.reachable(q)) {
+            fabric.signal(
+                q,
+                self.slot_base + 2 * me + parity as u32,
+                SignalMode::Set,
+                published.word,
+            )?;
+        }
+        Ok(published)
+    }
+
+    /// Decide launch `mine.seq` with every rank of the group, after [`Self::publish`] of a
+    /// valid signature whose pattern ([`own_pattern_into`]) `bound` holds: `Ok` only when every rank launched the same; a [`Disagreement`]
+    /// (the same on every rank) otherwise. Waits for every peer's word; reads the records only
+    /// when a word differs (see the module docs).
     ///
     /// On success `bound[i]` is the group's binding of role i — its binding pattern word on the
     /// ranks where it is not empty (a heap offset or [`STAGED`]; [`EMPTY`] if empty
     /// everywhere), the same on every rank. The staging layout and the peer addresses follow it,
     /// so a rank where the role is empty lays the area out alike and addresses its peers' copy
-    /// where they bound it.
-    pub(crate) fn agree<F: Fabric>(
+    /// where they bound it. When this rank binds no role empty, that is its own pattern, which
+    /// `bound` keeps.
+    pub(crate) fn check<F: Fabric>(
         &self,
         fabric: &F,
         plan: &Plan,
-        seq: u64,
-        mine: Result<&Signature<'_>, &ExecError>,
+        mine: &Published,
         bound: &mut Vec<u64>,
     ) -> Result<(), ExecError> {
-        let (p, me) = (fabric.size(), fabric.rank());
+        let (p, me, seq) = (fabric.size(), fabric.rank(), mine.seq);
         let roles = self.roles();
-        bound.clear();
+        if mine.alone {
+            return Ok(());
+        }
         // The members that share this rank's heaps: a group spanning nodes agrees within each
         // node (its launches stage every buffer; the nodes meet in host collectives).
         // (Iterated, not collected: no allocation on the launch path.)
         let here = || (0..p).filter(|&q| fabric.reachable(q));
         let peers = || here().filter(move |&q| q != me);
-        if peers().next().is_none() {
-            if let Ok(s) = mine {
-                bound.extend((0..roles).map(|i| s.buffers.get(i).map_or(EMPTY, pattern_word)));
-            }
-            return Ok(());
-        }
-        let rec = self.record_ptr(fabric, me, seq)?;
-        let (core_mine, word) = match mine {
-            Ok(sig) => {
-                let core = digest(sig);
-                (core, word_digest(core, sig, roles))
-            }
-            Err(_) => (INVALID, INVALID_WORD),
-        };
-        let word_mine = word | (seq & 0xff);
-        // SAFETY: `rec` is a checked range of record_bytes in this rank's own segment; only
-        // this rank writes it, and peers read it only after the release below.
-        unsafe { write_record(rec, roles, seq, core_mine, mine) };
+        let (core_mine, word_mine) = (mine.core, mine.word);
         let parity = (seq % 2) as u32;
-        for q in peers() {
-            fabric.signal(
-                q,
-                self.slot_base + 2 * me + parity,
-                SignalMode::Set,
-                word_mine,
-            )?;
-        }
-        if mine.is_err() {
-            // Refused locally: the peers learn it from the record; this rank reports its own
-            // error without waiting for them.
-            return Ok(());
-        }
         let mut ok = true;
         for q in peers() {
             let signallers = [q];
@@ -253,11 +350,11 @@ impl AgreementArea {
             }
             ok &= word == word_mine;
         }
-        if let (true, Ok(s)) = (ok, mine) {
+        if ok {
             // The same word everywhere: the same signature and binding pattern everywhere.
-            bound.extend((0..roles).map(|i| s.buffers.get(i).map_or(EMPTY, pattern_word)));
             return Ok(());
         }
+        bound.clear();
         // Some word differs: every rank is here (see the module docs). Decide from the
         // records, published before the words (acquired by the waits above): the same
         // signature digest (sizes, dtypes, op) everywhere, and binding patterns that agree.
@@ -301,20 +398,35 @@ impl AgreementArea {
         if ok {
             return Ok(());
         }
-        let per_rank = here()
+        bound.clear();
+        Err(self.disagreement(fabric, plan, seq, detail))
+    }
+
+    /// The [`Disagreement`] of launch `seq`, from every record (published).
+    #[cold]
+    fn disagreement<F: Fabric>(
+        &self,
+        fabric: &F,
+        plan: &Plan,
+        seq: u64,
+        detail: String,
+    ) -> ExecError {
+        let roles = self.roles();
+        let per_rank = (0..fabric.size())
+            .filter(|&q| fabric.reachable(q))
             .map(|q| {
                 self.record_ptr(fabric, q, seq)
-                    // SAFETY: checked record range, published (see above).
+                    // SAFETY: checked record range, published (see `check`).
                     .map(|r| unsafe { describe(r, q, roles, plan) })
                     .unwrap_or_else(|e| format!("rank {q}: unreadable ({e})"))
             })
             .collect();
-        Err(ExecError::Disagreement(Box::new(Disagreement {
+        ExecError::Disagreement(Box::new(Disagreement {
             schedule: plan.schedule.clone(),
             group: fabric.label().to_string(),
             per_rank,
             detail,
-        })))
+        }))
     }
 
     fn roles(&self) -> usize {

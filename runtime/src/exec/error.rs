@@ -1,6 +1,6 @@
 //! Typed errors of the plan executor.
 
-use symsched_plan::{Cmp, PlanError};
+use symsched_plan::{Cmp, HostCollOp, PlanError};
 
 /// Everything that can go wrong when executing a plan. Every bad input maps to its own variant so
 /// callers (the CLI, the C ABI, the Python layer) can report it precisely.
@@ -76,7 +76,7 @@ pub enum ExecError {
     /// pattern); reported alike on every rank before anything was written
     /// ([`super::agreement`]).
     #[error(transparent)]
-    Disagreement(Box<super::agreement::Disagreement>),
+    Disagreement(Box<Disagreement>),
     /// An error of the executor's own machinery (e.g. a rank thread panicked).
     #[error("runtime: {0}")]
     Runtime(String),
@@ -85,9 +85,9 @@ pub enum ExecError {
     #[error(transparent)]
     Core(Box<crate::error::RuntimeError>),
     /// A `HostColl` step failed in the framework's collective library (boxed: see
-    /// [`super::hostcoll::HostCollFailure`]).
+    /// [`HostCollFailure`]).
     #[error("{0}")]
-    HostColl(Box<super::hostcoll::HostCollFailure>),
+    HostColl(Box<HostCollFailure>),
     /// The JIT backend could not make a kernel for the launch (boxed: see
     /// [`JitFailure`]).
     #[error(transparent)]
@@ -106,6 +106,47 @@ impl From<symsched_plan::UnknownName> for ExecError {
 impl From<crate::error::RuntimeError> for ExecError {
     fn from(e: crate::error::RuntimeError) -> Self {
         ExecError::Core(Box::new(e))
+    }
+}
+
+/// A rank whose launch signature differs from another rank's (see [`super::agreement`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the ranks of group {group} disagree on launch of `{schedule}`: {}{detail}. Every rank must \
+     make the same call with the same element counts, dtype, op and tensor kinds (all symmetric \
+     at the same offset, or all ordinary); nothing was written",
+    .per_rank.join("; ")
+)]
+pub struct Disagreement {
+    pub schedule: String,
+    pub group: String,
+    /// What each group rank launched, in rank order (`"rank 0: 100 elements f32 sum"`).
+    pub per_rank: Vec<String>,
+    /// When only the binding differs: which buffer, and the rule (empty otherwise).
+    pub detail: String,
+}
+
+/// A `HostColl` step the framework's collective library failed (an exception in the framework,
+/// its own timeout, a peer that left): which collective, over which ranks, and why.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "host collective {op:?} of `{key}` (#{ordinal}) over global ranks {members:?} failed in {library}: {reason}"
+)]
+pub struct HostCollFailure {
+    pub op: HostCollOp,
+    /// The library that ran it (e.g. `gloo`, `mccl`).
+    pub library: String,
+    /// Global ranks of the members.
+    pub members: Vec<usize>,
+    pub key: String,
+    pub ordinal: u32,
+    /// What the library reported (for Python: the exception's type and message).
+    pub reason: String,
+}
+
+impl From<HostCollFailure> for ExecError {
+    fn from(e: HostCollFailure) -> Self {
+        ExecError::HostColl(Box::new(e))
     }
 }
 

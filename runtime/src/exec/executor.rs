@@ -6,10 +6,13 @@
 //!
 //! 1. **check** the arguments against the plan ([`LoadedPlan`]);
 //! 2. **resolve or reuse** the steps for the launch sizes ([`super::resolve`]);
-//! 3. **bind, agree and stage in**: check the bindings; agree with every rank on the launch
-//!    (sizes, dtypes, op, binding pattern — [`super::agreement`]; a local refusal takes part
-//!    too, so every rank fails alike); only then lay out the staging area and copy staged
-//!    inputs in ([`super::binding`], [`super::staging`]);
+//! 3. **bind, publish, stage in, agree**: check the bindings; publish this rank's launch
+//!    signature ([`super::agreement`]; a local refusal takes part too, so every rank fails
+//!    alike); lay out the staging area and copy staged inputs in ([`super::binding`],
+//!    [`super::staging`]) — before the peers' words are checked when this rank binds no role
+//!    empty and the area need not grow, after it otherwise; check every peer's word before the
+//!    first step. A refused launch still counts as one (its signals and epoch, see
+//!    [`super::loaded`]);
 //! 4. **entry signals**: the plan's entry credits, once the staged inputs are in place. A peer's
 //!    put into a role buffer waits for them (or for a later signal of this rank), and a peer's
 //!    get from a role buffer follows a signal of this rank (both proved by the verifier), so no
@@ -38,7 +41,7 @@
 //! matrix for a launch only when a chunk is too large to go eagerly. A counts plan keeps its
 //! resolved steps for a repeated matrix.
 
-use super::agreement::Signature;
+use super::agreement::{binds_empty, own_pattern_into, Signature};
 use super::backend::{Backend, Chosen, ChosenState, LaunchSignals, StepContext};
 use super::binding::{self, Binding};
 use super::dtype::{DType, ElemTypes};
@@ -55,7 +58,7 @@ use super::trace;
 use crate::config::ExecOptions;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use symsched_plan::{BufferRole, LaunchSizes, Plan, PLAN_SCHEMA_VERSION};
+use symsched_plan::{BufferRole, LaunchSizes, Plan, SignalMode, PLAN_SCHEMA_VERSION};
 
 /// Everything a launch needs besides the plan.
 pub struct LaunchArgs<'s, 'b, 'c> {
@@ -252,17 +255,19 @@ impl<F: Fabric> Executor<F> {
     }
 
     /// A launch inside failure propagation: refused at once on a group a member aborted, and
-    /// when it fails after the agreement (its peers are then inside the launch and would wait
-    /// for it), the group is marked aborted with the error so every peer fails at once naming
-    /// this rank ([`crate::abort`]).
+    /// when it fails after this rank published a valid word (its peers may then be inside the
+    /// launch and would wait for it), the group is marked aborted with the error so every peer
+    /// fails at once naming this rank ([`crate::abort`]). A disagreement is not such a failure:
+    /// every rank refuses the launch alike and the group stays usable.
     fn launch_guarded(&self, lp: &LoadedPlan, args: LaunchArgs) -> Result<(), ExecError> {
         self.fabric.check_usable()?;
-        let mut agreed = false;
-        let r = self.launch_phases(lp, args, &mut agreed);
+        let mut committed = false;
+        let r = self.launch_phases(lp, args, &mut committed);
         if let Err(e) = &r {
             let from_peer = matches!(e, ExecError::Core(c)
                 if matches!(**c, crate::error::RuntimeError::GroupAborted(_)));
-            if agreed && !from_peer {
+            let refused = matches!(e, ExecError::Disagreement(_));
+            if committed && !from_peer && !refused {
                 self.fabric.abort(&format!(
                     "launch of `{}` failed on this rank: {e}",
                     lp.plan.schedule
@@ -272,13 +277,14 @@ impl<F: Fabric> Executor<F> {
         r
     }
 
-    /// Phases 1 to 8 of a launch; `agreed` is set once every rank agreed to it.
+    /// Phases 1 to 8 of a launch; `committed` is set once this rank published a valid word
+    /// (its peers may then go on into the launch).
     #[inline]
     fn launch_phases(
         &self,
         lp: &LoadedPlan,
         args: LaunchArgs,
-        agreed: &mut bool,
+        committed: &mut bool,
     ) -> Result<(), ExecError> {
         let LaunchArgs {
             types,
@@ -292,10 +298,14 @@ impl<F: Fabric> Executor<F> {
         if st.generation != generation || st.regs.is_none() {
             self.register(lp, st, generation)?;
         }
-        let Some(regs) = st.regs.as_ref() else {
+        let Some(regs) = st.regs.as_mut() else {
             return Err(ExecError::Runtime("plan registrations missing".into()));
         };
-        let (slot_base, agreement) = (regs.slot_base, &regs.agreement);
+        let signals = LaunchSignals {
+            base: regs.slot_base,
+            epoch: st.epoch,
+            signallers: &lp.signallers,
+        };
         // 1. check; 2. resolve or reuse; 3a. check the bindings — all local: a refusal still
         // takes part in the agreement, so every peer fails too instead of waiting for it.
         let me = self.fabric.rank();
@@ -315,49 +325,78 @@ impl<F: Fabric> Executor<F> {
                 binding::check(&self.fabric, &lp.plan, res, types, buffers)?;
                 Ok(res)
             });
-        // 3b. agree, before anything is laid out, written or signalled
+        // 3b. publish this rank's word, before anything is laid out, written or signalled
         st.agree_seq += 1;
-        let (local, res) = match local {
-            Ok(res) => (Ok(()), Some(res)),
-            Err(e) => (Err(e), None),
+        let res = match local {
+            Ok(res) => res,
+            Err(e) => {
+                regs.agreement
+                    .publish(&self.fabric, st.agree_seq, Err(&e))?;
+                // Every peer refuses this launch too (it sees this rank's invalid word).
+                Self::finish_refused(&self.fabric, lp, signals, false)?;
+                st.epoch += 1;
+                return Err(e);
+            }
         };
-        let sig = res.map(|res| Signature {
+        let sig = Signature {
             types,
             op,
             reduces: lp.reduces(),
             sizes,
             buffers,
             lens: &res.my_len[..lp.roles().min(res.my_len.len())],
-        });
-        let mine = match (&sig, &local) {
-            (Some(s), _) => Ok(s),
-            (None, Err(e)) => Err(e),
-            (None, Ok(())) => unreachable!("a resolution exists when the local checks passed"),
         };
-        let verdict = agreement.agree(&self.fabric, &lp.plan, st.agree_seq, mine, &mut st.bound);
-        local?;
-        verdict?;
-        *agreed = true;
-        let res = st.resolved.as_ref().ok_or_else(|| {
-            ExecError::Runtime("launch resolution missing after the agreement".into())
-        })?;
-        // 3c. stage in
-        st.staging.stage_in(
-            &self.fabric,
-            &lp.plan,
-            &lp.access,
-            res,
-            types,
-            &st.bound,
-            buffers,
-        )?;
-        let signals = LaunchSignals {
-            base: slot_base,
-            epoch: st.epoch,
-            signallers: &lp.signallers,
-        };
-        // 4. entry signals
-        self.send_entry_signals(lp, signals)?;
+        *committed = true;
+        let published = regs
+            .agreement
+            .publish(&self.fabric, st.agree_seq, Ok(&sig))?;
+        // 3c. stage in and 4. entry signals, before the agreement completes when this rank
+        // binds no role empty (its own binding is then the group's if the group agrees) and
+        // the area need not grow: in the common case the peers' words arrive while this rank
+        // stages, and the entry credits leave one trip earlier. Nothing a peer reads or writes
+        // moves before the check below: every peer checks this rank's word before its first
+        // step, and staging writes only this rank's own area.
+        own_pattern_into(&sig, lp.roles(), &mut st.bound);
+        let early = !binds_empty(&sig, lp.roles());
+        let early = early
+            && st.staging.stage_in(
+                &self.fabric,
+                &lp.plan,
+                &lp.access,
+                res,
+                types,
+                &st.bound,
+                buffers,
+                false,
+            )?;
+        if early {
+            self.send_entry_signals(lp, signals)?;
+        }
+        // 3d. the agreement: every peer's word before this rank's first step
+        let verdict = regs
+            .agreement
+            .check(&self.fabric, &lp.plan, &published, &mut st.bound);
+        if let Err(e) = verdict {
+            if matches!(e, ExecError::Disagreement(_)) {
+                Self::finish_refused(&self.fabric, lp, signals, early)?;
+                st.epoch += 1;
+            }
+            return Err(e);
+        }
+        if !early {
+            // Under the group's binding, now agreed.
+            st.staging.stage_in(
+                &self.fabric,
+                &lp.plan,
+                &lp.access,
+                res,
+                types,
+                &st.bound,
+                buffers,
+                true,
+            )?;
+            self.send_entry_signals(lp, signals)?;
+        }
         let memory = st.staging.memory(&self.fabric, &lp.plan, types);
         // 5. run the steps; 6. finish
         self.run_steps(lp, res, sizes, &memory, signals, types, op, &mut st.backend)?;
@@ -366,6 +405,33 @@ impl<F: Fabric> Executor<F> {
         st.staging.stage_out(&self.fabric, &lp.plan, buffers)?;
         self.send_exit_signals(lp, signals)?;
         st.epoch += 1;
+        Ok(())
+    }
+
+    /// End a launch refused on every rank as one whose steps did nothing, so every counter
+    /// holds what one more launch leaves ("Refused launches" in [`super::loaded`]): the entry
+    /// signals unless `entry_sent`, the exit signals, and on this rank's own `add` slots what
+    /// the steps would have added. The caller advances the epoch.
+    #[cold]
+    #[inline(never)]
+    fn finish_refused(
+        fabric: &F,
+        lp: &LoadedPlan,
+        signals: LaunchSignals<'_>,
+        entry_sent: bool,
+    ) -> Result<(), ExecError> {
+        let prog = &lp.plan.ranks[fabric.rank() as usize];
+        if !entry_sent {
+            for u in &prog.entry_signals {
+                signals.send(fabric, u)?;
+            }
+        }
+        for u in &prog.exit_signals {
+            signals.send(fabric, u)?;
+        }
+        for &(slot, n) in &lp.step_adds {
+            fabric.signal(fabric.rank(), signals.base + slot, SignalMode::Add, n)?;
+        }
         Ok(())
     }
 

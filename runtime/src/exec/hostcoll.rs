@@ -16,6 +16,7 @@
 
 use super::dtype::DType;
 use super::error::ExecError;
+pub use super::error::HostCollFailure;
 use super::fabric::{Fabric, WaitContext};
 use super::reduce::{reduce_raw, Operand, ReduceOp};
 use std::collections::HashMap;
@@ -38,30 +39,6 @@ pub struct HostCollRequest<'a> {
     /// (the same on every rank, unlike step ids): together they name the collective.
     pub key: &'a str,
     pub ordinal: u32,
-}
-
-/// A `HostColl` step the framework's collective library failed (an exception in the framework,
-/// its own timeout, a peer that left): which collective, over which ranks, and why.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "host collective {op:?} of `{key}` (#{ordinal}) over global ranks {members:?} failed in {library}: {reason}"
-)]
-pub struct HostCollFailure {
-    pub op: HostCollOp,
-    /// The library that ran it (e.g. `gloo`, `mccl`).
-    pub library: String,
-    /// Global ranks of the members.
-    pub members: Vec<usize>,
-    pub key: String,
-    pub ordinal: u32,
-    /// What the library reported (for Python: the exception's type and message).
-    pub reason: String,
-}
-
-impl From<HostCollFailure> for ExecError {
-    fn from(e: HostCollFailure) -> Self {
-        ExecError::HostColl(Box::new(e))
-    }
 }
 
 /// A collective library for `HostColl` steps.

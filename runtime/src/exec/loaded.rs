@@ -13,6 +13,16 @@
 //! **Epochs.** Every launch of a plan on a group increments its epoch; waits compare against
 //! `WaitTarget::at(epoch)` and set-signals write `SignalUpdate::value_at(epoch)`, so counters are
 //! never reset.
+//!
+//! **Refused launches** count too: a launch the ranks do not agree on (a [`super::Disagreement`],
+//! or one rank's own refusal of its arguments) is refused on every rank after some ranks
+//! may already have sent their entry credits (they stage before the agreement completes, see
+//! [`super::executor`]). So every rank finishes it as a launch whose steps did nothing: it sends
+//! the entry signals it has not sent and its exit signals — one credit per accessing pair, as
+//! any launch — adds to each of its own `add` slots what the steps of one launch would have
+//! added there ([`LoadedPlan::step_adds`]; `set` slots need nothing, the next launch's values
+//! are larger), and advances the epoch. Every counter then holds what one more launch leaves,
+//! on every rank, and the next launch runs as if the refused one had run.
 
 use super::agreement::AgreementArea;
 use super::backend::{Backend, Chosen};
@@ -23,7 +33,7 @@ use super::reduce::{check_op, ReduceOp};
 use super::resolved::Resolved;
 use super::staging::{RoleAccess, Staging};
 use std::sync::{Mutex, MutexGuard};
-use symsched_plan::{Extent, LaunchSizes, Op, Plan};
+use symsched_plan::{Extent, LaunchSizes, Op, Plan, SignalMode};
 
 /// A plan loaded on a group: its slots, epoch and caches (see the module docs).
 pub struct LoadedPlan {
@@ -36,6 +46,10 @@ pub struct LoadedPlan {
     has_reduce: bool,
     /// The plan's extents take alltoallv counts.
     pub(crate) uses_counts: bool,
+    /// Per `add` slot of this rank that the plan's steps add to: what one launch's steps add
+    /// here (its stride without the credits). A refused launch adds it itself, since no step
+    /// ran anywhere (see "Refused launches" in the module docs).
+    pub(crate) step_adds: Vec<(u32, u64)>,
     state: Mutex<PlanState>,
 }
 
@@ -69,7 +83,8 @@ pub(crate) struct PlanState {
     /// The registrations of this generation (`None` until the first launch after a reset).
     pub(crate) regs: Option<Registered>,
     pub(crate) epoch: u64,
-    /// Launches that reached the agreement (successful or refused alike on every rank).
+    /// Launches that reached the agreement (successful or refused alike on every rank; the
+    /// epoch counts the same launches since refused ones count too).
     pub(crate) agree_seq: u64,
     /// The group's reset generation the epoch and sequence count in.
     pub(crate) generation: u64,
@@ -111,6 +126,23 @@ impl LoadedPlan {
                 }
             }
         }
+        let mut step_adds: Vec<(u32, u64)> = Vec::new();
+        for s in plan.ranks.iter().flat_map(|r| &r.steps) {
+            let u = match &s.op {
+                Op::Put {
+                    signal: Some(u), ..
+                } => u,
+                Op::Signal { update } => update,
+                _ => continue,
+            };
+            if u.peer != me || u.mode != SignalMode::Add {
+                continue;
+            }
+            match step_adds.iter_mut().find(|(slot, _)| *slot == u.slot) {
+                Some((_, n)) => *n = n.wrapping_add(u.value),
+                None => step_adds.push((u.slot, u.value)),
+            }
+        }
         let staging = Staging::new(&key);
         let access = RoleAccess::of(plan);
         let generation = fabric.generation();
@@ -133,6 +165,7 @@ impl LoadedPlan {
                 .buffers
                 .iter()
                 .any(|b| matches!(b.extent, Extent::Counts { .. })),
+            step_adds,
             state: Mutex::new(PlanState {
                 regs,
                 epoch: 0,

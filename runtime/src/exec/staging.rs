@@ -79,12 +79,17 @@ impl Staging {
         }
     }
 
-    /// Lay the area out for this launch, grow the area if needed and copy the staged inputs
-    /// in; the bindings were checked and agreed before ([`binding::check`],
-    /// [`super::agreement`]). The layout follows the group's binding of each role (`bound`,
-    /// pattern words), not this rank's alone: a role empty here but symmetric on the other
-    /// ranks takes no slot here either and is addressed at their heap offset, so every rank asks
-    /// for the same area, lays it out alike and finds its peers' copies.
+    /// Lay the area out for this launch, grow the area if needed and `may_grow`, and copy the
+    /// staged inputs in; the bindings were checked before ([`binding::check`]). The layout
+    /// follows the group's binding of each role (`bound`, pattern words), not this rank's
+    /// alone: a role empty here but symmetric on the other ranks takes no slot here either and
+    /// is addressed at their heap offset, so every rank asks for the same area, lays it out
+    /// alike and finds its peers' copies.
+    ///
+    /// Returns `false`, having copied nothing, when the area would have to grow and
+    /// `!may_grow`: a launch that stages before the agreement ([`super::agreement`]) must not
+    /// take scratch its peers may not take (a refused launch would leave the registries apart),
+    /// so it stages after the agreement instead.
     #[allow(clippy::too_many_arguments)] // the launch's parts the layout depends on
     #[inline]
     pub(crate) fn stage_in<F: Fabric>(
@@ -96,7 +101,8 @@ impl Staging {
         types: ElemTypes,
         bound: &[u64],
         buffers: &mut [Binding<'_>],
-    ) -> Result<(), ExecError> {
+        may_grow: bool,
+    ) -> Result<bool, ExecError> {
         // The group's heap offset of a role symmetric on the ranks where it is not empty.
         let group_heap = |i: usize| {
             bound
@@ -131,6 +137,7 @@ impl Staging {
         }
         let area = match self.area {
             Some((off, cap)) if cap >= need => off,
+            _ if !may_grow => return Ok(false),
             old => {
                 // Grow geometrically so a sweep over sizes allocates O(largest) in total.
                 let cap = need.max(AREA_ALIGN).max(old.map_or(0, |(_, c)| 2 * c));
@@ -172,7 +179,7 @@ impl Staging {
             // SAFETY: `dst` is a checked heap range of src.len() bytes, disjoint from `src`.
             unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Where every buffer is this launch (valid after [`Staging::stage_in`]).
