@@ -125,7 +125,9 @@ pub type SignalFn = unsafe extern "C" fn(*mut c_void, u32, u32, u32, u64, u32) -
 /// `wait(ctx, slot, cmp, target, step)`: block until this rank's counter of plan slot `slot`
 /// compares true (`cmp` is the CANN code, `Cmp::code`) against `target` (already
 /// `target.at(epoch)`), with acquire semantics; the runtime bounds the wait and builds its
-/// timeout message from `step` (slot name, signallers). Returns 0 or non-zero on error.
+/// timeout message from `step` (slot name, signallers). Returns 0 or non-zero on error. When
+/// [`KernelArgs::signals`] is set the kernel loads the counter itself first (acquire) and calls
+/// `wait` only when the comparison fails, so a satisfied wait costs one load.
 pub type WaitFn = unsafe extern "C" fn(*mut c_void, u32, u32, u64, u32) -> i32;
 /// `matmul(ctx, step, c, a, b, m, k, n)`: `c = a × b` for step `step` (row-major, dtypes from
 /// the plan's buffers and the launch types). Returns 0 or non-zero on error.
@@ -186,6 +188,12 @@ pub struct KernelArgs {
     /// Smallest plain move, in bytes, that goes through [`Intrinsics::copy_nt`]
     /// ([`NT_NEVER`]: none).
     pub nt_min_bytes: u64,
+    /// This rank's counter of plan slot 0, the others at [`KernelArgs::signal_stride`] bytes
+    /// apart, for a wait's first look (an acquire load, then the `wait` intrinsic only when
+    /// the comparison fails); null: every wait calls the intrinsic.
+    pub signals: *const u64,
+    /// Bytes between the counters of consecutive plan slots (when `signals` is not null).
+    pub signal_stride: u64,
     /// Written by the kernel.
     pub status: KernelStatus,
 }
@@ -207,6 +215,8 @@ pub(crate) mod offsets {
     pub const COUNTS: u64 = offset_of!(KernelArgs, counts) as u64;
     pub const EPOCH: u64 = offset_of!(KernelArgs, epoch) as u64;
     pub const NT_MIN_BYTES: u64 = offset_of!(KernelArgs, nt_min_bytes) as u64;
+    pub const SIGNALS: u64 = offset_of!(KernelArgs, signals) as u64;
+    pub const SIGNAL_STRIDE: u64 = offset_of!(KernelArgs, signal_stride) as u64;
     pub const STATUS_CODE: u64 =
         (offset_of!(KernelArgs, status) + offset_of!(KernelStatus, code)) as u64;
     pub const STATUS_STEP: u64 =
@@ -257,8 +267,10 @@ mod tests {
         assert_eq!(offsets::CTX, 0);
         assert_eq!(offsets::EPOCH, 32);
         assert_eq!(offsets::NT_MIN_BYTES, 40);
-        assert_eq!(offsets::STATUS_CODE, 48);
-        assert_eq!(offsets::STATUS_HAVE, 64);
+        assert_eq!(offsets::SIGNALS, 48);
+        assert_eq!(offsets::SIGNAL_STRIDE, 56);
+        assert_eq!(offsets::STATUS_CODE, 64);
+        assert_eq!(offsets::STATUS_HAVE, 80);
         assert_eq!(offsets::STAGE_OUT, 40);
         assert_eq!(offsets::TRACE, 56);
     }

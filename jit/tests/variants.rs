@@ -159,3 +159,16 @@ fn a_traced_kernel_names_every_step_once_in_action_order() {
         }
     }
 }
+
+#[test]
+fn waits_match_with_and_without_the_inline_look_at_the_counter() {
+    // By default the harness passes the counters, so a satisfied wait is one load in the
+    // kernel; without them every wait goes through the intrinsic. Both equal the reference.
+    for call_every_wait in [false, true] {
+        let mut h = harness(LowerOptions::default());
+        h.call_every_wait = call_every_wait;
+        for name in ["allreduce_ring", "allreduce_two_shot", "alltoall_push"] {
+            run(&h, &plan(name, 3), DType::F32, None, ReduceOp::Sum, 1001);
+        }
+    }
+}

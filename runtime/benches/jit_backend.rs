@@ -9,7 +9,14 @@
 //!   ones the interpreter runs unfused (its fusion starts at a reduce; goal there ≥ 1.3×);
 //! - `wire`: `allreduce_two_shot_wire` with bf16 on the wire against `allreduce_two_shot` in
 //!   f32, the same f32 bytes, at 1 and 16 MiB (goal: wire ≥ 0.6× the f32 bytes per second);
-//! - the 8-byte rows are the host overhead per launch (goal: JIT ≥ 1.2× lower).
+//! - the 8-byte rows are the host overhead per launch (goal: JIT ≥ 1.2× lower);
+//! - the bounds, in the same run: `launch/noop/8` is `sendrecv_pair` with `src = dst` (no
+//!   steps on any rank), so its time is the part of a launch the executor runs for every
+//!   backend (checks, resolution reuse, the agreement round trip, staging; the JIT calls an
+//!   empty kernel); `memcpy/<bytes>` is two threads each copying the message size between two
+//!   buffers of their own at once (what a rank of an unfused schedule at 2 ranks writes per
+//!   launch, on a memory system both ranks share). No backend can run a launch faster than
+//!   either, so `interp ÷ max(noop, memcpy)` bounds the speedup of any backend.
 //!
 //! `cargo bench -p symsched-runtime --bench jit_backend` (add `-- launch/allreduce` to filter;
 //! `SYMSCHED_BENCH_MAX_BYTES=4194304` caps the sizes). On a shared machine compare the
@@ -69,15 +76,53 @@ fn thread_cpu() -> Duration {
 }
 
 fn plan(name: &str, p: u32) -> Option<Plan> {
+    plan_with(name, p, &example_params(name))
+}
+
+fn plan_with(name: &str, p: u32, params: &BTreeMap<String, i64>) -> Option<Plan> {
     compile(
         &standard_library(),
         name,
         p,
-        &example_params(name),
+        params,
         &CompileOptions::default(),
     )
     .ok()
     .map(|c| c.plan)
+}
+
+/// A plan with no steps on any rank at 2 ranks: `sendrecv_pair` from rank 0 to itself.
+fn noop_plan() -> Option<Plan> {
+    let params = [("src".to_string(), 0), ("dst".to_string(), 0)].into();
+    plan_with("sendrecv_pair", 2, &params).filter(|p| p.ranks.iter().all(|r| r.steps.is_empty()))
+}
+
+/// Two threads each copying `bytes` between two buffers of their own, `iters` times, started
+/// together; the slower thread's time.
+fn memcpy_pair(bytes: u64, iters: u64) -> Duration {
+    let n = bytes as usize;
+    let start = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let start = &start;
+                s.spawn(move || {
+                    let src = vec![1u8; n];
+                    let mut dst = vec![0u8; n];
+                    // Fault the destination's pages in outside the measurement.
+                    dst.copy_from_slice(&src);
+                    start.wait();
+                    let t0 = Instant::now();
+                    for _ in 0..iters {
+                        dst.copy_from_slice(std::hint::black_box(&src));
+                        std::hint::black_box(&mut dst);
+                    }
+                    t0.elapsed()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).max().unwrap()
+    })
 }
 
 fn names() -> Vec<String> {
@@ -247,7 +292,46 @@ fn bench_launch(
     g.finish();
 }
 
+/// `SYMSCHED_BENCH_PROFILE=<schedule>/<bytes>/<interp|jit>/<launches>`: only that case, as a
+/// fixed number of launches after the warm-up and no statistics, for a profiler
+/// (`valgrind --tool=callgrind`, `perf record`); prints µs per launch.
+fn profile(spec: &str) {
+    let parts: Vec<&str> = spec.split('/').collect();
+    let [name, bytes, backend, iters] = parts[..] else {
+        panic!("SYMSCHED_BENCH_PROFILE: <schedule>/<bytes>/<interp|jit>/<launches>, not {spec}");
+    };
+    let backend = match backend {
+        "interp" => BackendKind::Interp,
+        "jit" => BackendKind::Jit,
+        b => panic!("SYMSCHED_BENCH_PROFILE: backend {b}"),
+    };
+    let (bytes, iters): (u64, u64) = (bytes.parse().expect("bytes"), iters.parse().expect("n"));
+    let pl = if name == "noop" {
+        noop_plan()
+    } else {
+        plan(name, 2)
+    }
+    .unwrap_or_else(|| panic!("no schedule {name}"));
+    let ranks = Ranks::start(
+        &pl,
+        ElemTypes::new(DType::F32, None).unwrap(),
+        bytes,
+        backend,
+    );
+    let t = ranks.run(iters);
+    ranks.stop();
+    println!(
+        "{spec}: {:.3} µs per launch (load {})",
+        t.as_secs_f64() * 1e6 / iters.max(1) as f64,
+        load()
+    );
+}
+
 fn all(c: &mut Criterion) {
+    if let Ok(spec) = std::env::var("SYMSCHED_BENCH_PROFILE") {
+        profile(&spec);
+        return;
+    }
     let load0 = load();
     eprintln!("load average at start: {load0}");
     let max_bytes: u64 = std::env::var("SYMSCHED_BENCH_MAX_BYTES")
@@ -327,6 +411,32 @@ fn all(c: &mut Criterion) {
         }
     }
 
+    // The bounds: the executor's part of a launch, and the copy at memory speed.
+    let noop = noop_plan();
+    if let Some(pl) = &noop {
+        if c.clone_filter_matches("launch/noop/8") {
+            bench_launch(c, "launch", "noop/8", pl, f32t, 8);
+        }
+    }
+    for &bytes in SIZES.iter().filter(|b| **b <= max_bytes) {
+        let name = format!("memcpy/{bytes}");
+        if !c.clone_filter_matches(&name) {
+            continue;
+        }
+        let mut g = c.benchmark_group("memcpy");
+        g.sample_size(10)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_millis(800));
+        g.bench_function(format!("{bytes}"), |b| {
+            b.iter_custom(|iters| {
+                let t = memcpy_pair(bytes, iters);
+                record(&name, t, iters);
+                t
+            })
+        });
+        g.finish();
+    }
+
     // Low-precision wire against f32.
     let wire_t = ElemTypes::new(DType::F32, Some(DType::Bf16)).unwrap();
     let (two, wire) = (
@@ -381,6 +491,51 @@ fn all(c: &mut Criterion) {
     if let Some((r, l)) = worst {
         println!("# worst jit÷interp: {r:.2} at {l}");
     }
+    let noop_t = (mean("launch/noop/8/interp"), mean("launch/noop/8/jit"));
+    if let (Some(i), Some(j)) = noop_t {
+        println!(
+            "# no-step launch (the executor's part): interp {:.2} µs, jit {:.2} µs",
+            i * 1e6,
+            j * 1e6
+        );
+    }
+    println!(
+        "# bounds: memcpy µs (2 threads, message size each); per schedule interp÷max(noop, \
+         memcpy) = the largest speedup any backend can reach; 8 B: backend part = t - noop"
+    );
+    for &bytes in SIZES.iter().filter(|b| **b <= max_bytes) {
+        if let Some(m) = mean(&format!("memcpy/{bytes}")) {
+            println!("  memcpy/{bytes:<34} {:>10.2}", m * 1e6);
+        }
+    }
+    if let (Some(noop_i), _) = noop_t {
+        for (name, bytes, reduce) in &launch_cases {
+            let label = format!("{name}/{bytes}");
+            let (Some(i), Some(j)) = (
+                mean(&format!("launch/{label}/interp")),
+                mean(&format!("launch/{label}/jit")),
+            ) else {
+                continue;
+            };
+            let floor = mean(&format!("memcpy/{bytes}")).map_or(noop_i, |m| m.max(noop_i));
+            let part = if *bytes == 8 {
+                format!(
+                    "  backend part interp {:.2} µs jit {:.2} µs",
+                    (i - noop_i) * 1e6,
+                    (j - noop_i) * 1e6
+                )
+            } else {
+                String::new()
+            };
+            if !*reduce || *bytes == 8 {
+                println!(
+                    "  {label:<40} bound {:>5.2}x{part}{}",
+                    i / floor,
+                    if *reduce { "" } else { "  (interp unfused)" }
+                );
+            }
+        }
+    }
     println!("# wire: bf16-wire two-shot vs f32 two-shot, f32 bytes/s ratio (= t_f32 / t_wire)");
     for bytes in wire_sizes {
         for backend in ["interp", "jit"] {
@@ -410,7 +565,11 @@ impl FilterMatches for Criterion {
             .skip(1)
             .filter(|a| !a.starts_with('-'))
             .collect();
-        args.is_empty() || args.iter().any(|f| id.contains(f.as_str()))
+        // Criterion reads the filter as a regex; alternatives (`a|b`) are the part used here.
+        args.is_empty()
+            || args
+                .iter()
+                .any(|f| f.split('|').any(|alt| id.contains(alt)))
     }
 }
 

@@ -182,6 +182,9 @@ pub(crate) struct Cg<'ctx, 'p> {
     pub epoch: IntValue<'ctx>,
     /// [`abi::KernelArgs::nt_min_bytes`].
     pub nt_min_bytes: IntValue<'ctx>,
+    /// [`abi::KernelArgs::signals`] and [`abi::KernelArgs::signal_stride`].
+    pub signals: PointerValue<'ctx>,
+    pub signal_stride: IntValue<'ctx>,
     pub intr: Intrinsics<'ctx>,
     pending: std::cell::RefCell<Option<Pending<'ctx>>>,
     /// Addresses the `region` intrinsic returned, by (rank, region, count).
@@ -481,6 +484,17 @@ pub fn lower<'ctx>(
         "nt_min_bytes",
     )?
     .into_int_value();
+    let signals =
+        Cg::field(&b, args, t.ptr.into(), &t, offsets::SIGNALS, "signals")?.into_pointer_value();
+    let signal_stride = Cg::field(
+        &b,
+        args,
+        t.i64.into(),
+        &t,
+        offsets::SIGNAL_STRIDE,
+        "signal_stride",
+    )?
+    .into_int_value();
     let p = t.ptr;
     let (i32t, i64t) = (t.i32, t.i64);
     let void = ctx.void_type();
@@ -592,6 +606,8 @@ pub fn lower<'ctx>(
         counts,
         epoch,
         nt_min_bytes,
+        signals,
+        signal_stride,
         intr,
         pending: Default::default(),
         regions: Default::default(),

@@ -5,8 +5,9 @@ use super::extents::Extents;
 use super::Cg;
 use crate::abi;
 use crate::JitError;
-use inkwell::values::{IntValue, PointerValue};
-use symsched_plan::{Op, Rank, Region, SignalMode, SignalUpdate, Step};
+use inkwell::values::{BasicValue, IntValue, PointerValue};
+use inkwell::{AtomicOrdering, IntPredicate};
+use symsched_plan::{Cmp, Op, Rank, Region, SignalMode, SignalUpdate, Step};
 
 type R<T> = Result<T, JitError>;
 
@@ -101,6 +102,34 @@ pub(crate) fn wait(cg: &Cg<'_, '_>, step: &Step) -> R<()> {
     };
     let e = cg.mul_k(cg.epoch, target.stride)?;
     let t = cg.add_k(e, target.offset)?;
+    // First look at the counter inline (most waits are satisfied when reached: credits, a
+    // peer that signalled earlier); only a wait that must block calls the runtime, which
+    // bounds it, detects dead peers and names the step on a timeout.
+    let b = &cg.b;
+    let (look, call, done) = (cg.block("look"), cg.block("block"), cg.block("waited"));
+    let inline = b.build_is_not_null(cg.signals, "")?;
+    b.build_conditional_branch(inline, look, call)?;
+    b.position_at_end(look);
+    let at = b.build_int_mul(cg.signal_stride, cg.i64c(u64::from(*slot)), "")?;
+    // SAFETY (of the generated code): `signals` + slot · stride is this rank's counter of the
+    // slot (the ABI's contract for a non-null `signals`).
+    let addr = unsafe { b.build_gep(cg.t.i8, cg.signals, &[at], "counter")? };
+    let v = b.build_load(cg.t.i64, addr, "seen")?.into_int_value();
+    let load = v.as_instruction_value().expect("a load is an instruction");
+    load.set_alignment(8).map_err(JitError::llvm)?;
+    load.set_atomic_ordering(AtomicOrdering::Acquire)
+        .map_err(JitError::llvm)?;
+    let pred = match cmp {
+        Cmp::Eq => IntPredicate::EQ,
+        Cmp::Ne => IntPredicate::NE,
+        Cmp::Gt => IntPredicate::UGT,
+        Cmp::Ge => IntPredicate::UGE,
+        Cmp::Lt => IntPredicate::ULT,
+        Cmp::Le => IntPredicate::ULE,
+    };
+    let holds = b.build_int_compare(pred, v, t, "holds")?;
+    b.build_conditional_branch(holds, done, call)?;
+    b.position_at_end(call);
     let st = cg
         .call(
             cg.intr.wait,
@@ -113,7 +142,11 @@ pub(crate) fn wait(cg: &Cg<'_, '_>, step: &Step) -> R<()> {
             "waited",
         )?
         .into_int_value();
-    cg.check_status(st, step.id)
+    b.build_unconditional_branch(done)?;
+    b.position_at_end(done);
+    let status = b.build_phi(cg.t.i32, "wait_status")?;
+    status.add_incoming(&[(&cg.t.i32.const_zero(), look), (&st, call)]);
+    cg.check_status(status.as_basic_value().into_int_value(), step.id)
 }
 
 /// A standalone signal step.

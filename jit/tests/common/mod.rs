@@ -327,6 +327,10 @@ pub struct Harness {
     pub late_entry: Vec<(u32, Duration)>,
     /// [`KernelArgs::nt_min_bytes`] (default: never stream).
     pub nt_min_bytes: Option<u64>,
+    /// Pass no counters ([`KernelArgs::signals`] null), so every wait calls the intrinsic
+    /// (default: the kernel looks at the counters first). A rank with a `delay_first_wait`
+    /// always gets none, so its first wait reaches the intrinsic that sleeps.
+    pub call_every_wait: bool,
     /// Where to record each rank's [`Observed`] per launch.
     pub observe: Option<std::sync::Arc<Mutex<Vec<Observed>>>>,
 }
@@ -455,6 +459,12 @@ pub fn run_jit(
                             counts: counts.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
                             epoch,
                             nt_min_bytes: h.nt_min_bytes.unwrap_or(abi::NT_NEVER),
+                            signals: if h.call_every_wait || delay.is_some() {
+                                std::ptr::null()
+                            } else {
+                                world.signals[r as usize].as_ptr() as *const u64
+                            },
+                            signal_stride: std::mem::size_of::<AtomicU64>() as u64,
                             status: Default::default(),
                         };
                         // SAFETY: the harness implements the intrinsics over live buffers sized

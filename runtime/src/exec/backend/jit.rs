@@ -37,7 +37,7 @@ use crate::exec::trace;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use symsched_jit::abi::{self, Intrinsics, KernelArgs, Status};
@@ -76,6 +76,9 @@ struct Signature {
 #[derive(Default)]
 pub struct JitState {
     kernels: Vec<Entry>,
+    /// Index into `kernels` of the last launch's kernel: a repeated launch compares one
+    /// signature and touches no reference count.
+    last: usize,
     /// Plan step id → position in this rank's step list (for the matmul, host collective and
     /// trace intrinsics, which name steps by id).
     step_at: HashMap<u32, usize>,
@@ -107,16 +110,24 @@ pub fn compile_stats() -> CompileStats {
 }
 
 static FAULT: Mutex<Option<Fault>> = Mutex::new(None);
+/// Whether [`FAULT`] may hold a fault: launches read this flag, not the lock.
+static FAULT_SET: AtomicBool = AtomicBool::new(false);
 
 /// Test hook: lower every kernel compiled from now on with a deliberately broken lowering (a
 /// dropped wait, a reversed fold order), or correctly again with `None`. For the tests that
 /// must see the comparison with the interpreter fail; it applies to the whole process.
 #[doc(hidden)]
 pub fn set_test_fault(fault: Option<Fault>) {
-    *FAULT.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    let mut f = FAULT.lock().unwrap_or_else(|e| e.into_inner());
+    *f = fault;
+    FAULT_SET.store(fault.is_some(), Ordering::Release);
 }
 
+#[inline]
 fn current_fault() -> Option<Fault> {
+    if !FAULT_SET.load(Ordering::Acquire) {
+        return None;
+    }
     *FAULT.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -141,17 +152,36 @@ fn cache(dir: &Option<PathBuf>, opts: CompileOptions) -> Result<Arc<KernelCache>
 }
 
 impl JitState {
-    /// The kernel for `sig` on this plan: remembered, else from the process cache (memory,
-    /// disk, or compiled now).
+    /// The index in `kernels` of the kernel for `sig` on this plan: the last launch's,
+    /// another remembered one, else one from the process cache (memory, disk, or compiled now).
+    #[inline]
     fn kernel(
         &mut self,
         plan: &Plan,
         rank: u32,
         sig: Signature,
         dir: &Option<PathBuf>,
-    ) -> Result<&Arc<Kernel>, ExecError> {
+    ) -> Result<usize, ExecError> {
+        if self.kernels.get(self.last).is_some_and(|e| e.sig == sig) {
+            return Ok(self.last);
+        }
+        self.last = self.add_kernel(plan, rank, sig, dir)?;
+        Ok(self.last)
+    }
+
+    /// [`JitState::kernel`] for a signature other than the last launch's. Out of line: a
+    /// repeated launch only compares.
+    #[cold]
+    #[inline(never)]
+    fn add_kernel(
+        &mut self,
+        plan: &Plan,
+        rank: u32,
+        sig: Signature,
+        dir: &Option<PathBuf>,
+    ) -> Result<usize, ExecError> {
         if let Some(i) = self.kernels.iter().position(|e| e.sig == sig) {
-            return Ok(&self.kernels[i].kernel);
+            return Ok(i);
         }
         let types = symsched_jit::ElemTypes {
             data: sig.types.data,
@@ -206,7 +236,7 @@ impl JitState {
             }
         }
         self.kernels.push(Entry { sig, kernel });
-        Ok(&self.kernels[self.kernels.len() - 1].kernel)
+        Ok(self.kernels.len() - 1)
     }
 }
 
@@ -218,8 +248,8 @@ struct CallCtx<'c, 'a, F: Fabric> {
     mm: &'c mut Vec<f64>,
     /// The first error an intrinsic hit.
     error: Option<ExecError>,
-    /// End of the last traced action.
-    traced_until: Instant,
+    /// End of the last traced action (set when tracing: an untraced launch reads no clock).
+    traced_until: Option<Instant>,
 }
 
 impl<F: Fabric> CallCtx<'_, '_, F> {
@@ -271,12 +301,13 @@ unsafe extern "C" fn region<F: Fabric>(
         )));
         return std::ptr::null_mut();
     };
-    let sz = c.ctx.types.of(b.elem).size() as u64;
+    // Element sizes are powers of two: a shift, not a division, per region.
+    let shift = c.ctx.types.of(b.elem).size().trailing_zeros();
     let r = RReg {
         buf,
-        elem: off / sz,
+        elem: off >> shift,
     };
-    match c.ctx.memory.ptr(rank, &r, len / sz) {
+    match c.ctx.memory.ptr(rank, &r, len >> shift) {
         Ok((p, _)) => p,
         Err(e) => {
             c.fail(e);
@@ -307,10 +338,14 @@ unsafe extern "C" fn signal<F: Fabric>(
     }
 }
 
+#[inline]
 fn cmp_of(code: u32) -> Option<Cmp> {
-    [Cmp::Eq, Cmp::Ne, Cmp::Gt, Cmp::Ge, Cmp::Lt, Cmp::Le]
-        .into_iter()
-        .find(|c| c.code() == code)
+    const ALL: [Cmp; 6] = [Cmp::Eq, Cmp::Ne, Cmp::Gt, Cmp::Ge, Cmp::Lt, Cmp::Le];
+    // The codes are small integers; look the likely slot up first, then search.
+    match ALL.get(code as usize) {
+        Some(c) if c.code() == code => Some(*c),
+        _ => ALL.into_iter().find(|c| c.code() == code),
+    }
 }
 
 unsafe extern "C" fn wait<F: Fabric>(
@@ -463,10 +498,52 @@ unsafe extern "C" fn trace_step<F: Fabric>(c: *mut c_void, step: u32, flags: u32
     } else {
         rs.elems() * size
     };
-    tr.step(ps, bytes, c.traced_until);
+    let since = *c.traced_until.get_or_insert_with(Instant::now);
+    tr.step(ps, bytes, since);
     if flags & abi::TRACE_LAST != 0 {
-        c.traced_until = Instant::now();
+        c.traced_until = Some(Instant::now());
     }
+}
+
+/// The intrinsic table for a fabric type, one static per `F` (a launch passes its address).
+struct Table<F>(std::marker::PhantomData<F>);
+
+impl<F: Fabric> Table<F> {
+    const INTRINSICS: Intrinsics = Intrinsics {
+        region: region::<F>,
+        signal: signal::<F>,
+        wait: wait::<F>,
+        matmul: matmul_step::<F>,
+        host_coll: host_coll::<F>,
+        stage_out: stage_out::<F>,
+        copy_nt,
+        trace: trace_step::<F>,
+    };
+}
+
+/// The kernel's size and counts arguments built by name from the launch sizes, into the plan
+/// state's vectors: for a resolution without a key (never reused), where the launch path
+/// cannot pass the key instead.
+#[cold]
+#[inline(never)]
+fn marshal<F: Fabric>(
+    ctx: &StepContext<'_, F>,
+    sizes: &mut Vec<u64>,
+    counts: &mut Vec<u64>,
+) -> Result<(*const u64, *const u64), ExecError> {
+    sizes.clear();
+    for v in &ctx.plan.size_vars {
+        let x = ctx.sizes.vars.get(&v.name).copied().ok_or_else(|| {
+            ExecError::from(symsched_plan::PlanError::UnboundSize(v.name.clone()))
+        })?;
+        sizes.push(x);
+    }
+    counts.clear();
+    let Some(m) = &ctx.sizes.counts else {
+        return Ok((sizes.as_ptr(), std::ptr::null()));
+    };
+    counts.extend(m.iter().flatten());
+    Ok((sizes.as_ptr(), counts.as_ptr()))
 }
 
 impl super::Backend for Jit {
@@ -486,37 +563,36 @@ impl super::Backend for Jit {
             trace: ctx.trace.is_some(),
             fault: current_fault(),
         };
-        let kernel = state
-            .kernel(plan, me, sig, &ctx.opts.jit_cache_dir)?
-            .clone();
-        state.sizes.clear();
-        for v in &plan.size_vars {
-            let x = ctx.sizes.vars.get(&v.name).copied().ok_or_else(|| {
-                ExecError::from(symsched_plan::PlanError::UnboundSize(v.name.clone()))
-            })?;
-            state.sizes.push(x);
-        }
-        state.counts.clear();
-        if let Some(m) = &ctx.sizes.counts {
-            state.counts.extend(m.iter().flatten());
-        }
-        let intrinsics = Intrinsics {
-            region: region::<F>,
-            signal: signal::<F>,
-            wait: wait::<F>,
-            matmul: matmul_step::<F>,
-            host_coll: host_coll::<F>,
-            stage_out: stage_out::<F>,
-            copy_nt,
-            trace: trace_step::<F>,
-        };
+        let at = state.kernel(plan, me, sig, &ctx.opts.jit_cache_dir)?;
         let JitState {
+            kernels,
             step_at,
             sizes,
             counts,
             mm,
             ..
         } = state;
+        let kernel = &kernels[at].kernel;
+        // The size variables in plan order, then the counts matrix row by row: what the
+        // resolution is keyed by, so a launch passes that and looks nothing up by name.
+        let nv = plan.size_vars.len();
+        let pp = (plan.group_size as usize).pow(2);
+        let (sizes_ptr, counts_ptr) = match ctx.resolved.key.as_deref() {
+            Some(k) if k.len() == nv || (k.len() == nv + pp && ctx.sizes.counts.is_some()) => (
+                k.as_ptr(),
+                if k.len() > nv {
+                    k[nv..].as_ptr()
+                } else {
+                    std::ptr::null()
+                },
+            ),
+            _ => marshal(ctx, sizes, counts)?,
+        };
+        // The plan's counters on this rank, for the kernel's first look at a wait.
+        let (signals, stride) = ctx
+            .fabric
+            .signal_words(ctx.signals.base, plan.signals.len() as u32)
+            .unwrap_or((std::ptr::null(), 0));
         let mut call = CallCtx {
             ctx,
             steps: plan
@@ -526,23 +602,21 @@ impl super::Backend for Jit {
             step_at,
             mm,
             error: None,
-            traced_until: Instant::now(),
+            traced_until: None,
         };
         let mut args = KernelArgs {
             ctx: &mut call as *mut CallCtx<'_, '_, F> as *mut c_void,
-            intrinsics: &intrinsics,
-            sizes: sizes.as_ptr(),
-            counts: if ctx.sizes.counts.is_some() {
-                counts.as_ptr()
-            } else {
-                std::ptr::null()
-            },
+            intrinsics: &Table::<F>::INTRINSICS,
+            sizes: sizes_ptr,
+            counts: counts_ptr,
             epoch: ctx.signals.epoch,
             nt_min_bytes: if ctx.opts.nt_copy {
                 ctx.opts.nt_min_bytes as u64
             } else {
                 abi::NT_NEVER
             },
+            signals,
+            signal_stride: stride as u64,
             status: Default::default(),
         };
         // SAFETY: the table's functions honour the ABI for this call: `call` outlives it and

@@ -322,6 +322,19 @@ impl Fabric for LocalFabric {
         Ok(())
     }
 
+    fn signal_words(&self, first: u32, count: u32) -> Option<(*const u64, usize)> {
+        let pad = self.group.slots.get(self.rank as usize)?;
+        let end = first.checked_add(count)?;
+        if count == 0 || end as usize > pad.len() {
+            return None;
+        }
+        // One `Slot` per counter, contiguous: the counters lie a slot's size apart.
+        Some((
+            pad[first as usize].0.as_ptr() as *const u64,
+            std::mem::size_of::<Slot>(),
+        ))
+    }
+
     fn wait(&self, slot: u32, cmp: Cmp, target: u64, ctx: &WaitContext) -> Result<u64, ExecError> {
         let s = self.slot(self.rank, slot)?;
         let v = s.load(Ordering::Acquire);

@@ -66,6 +66,15 @@ pub trait Fabric: Send + Sync {
     /// Block until the local `slot` compares true against `target` (acquire), or the deadline
     /// passes; returns the observed value.
     fn wait(&self, slot: u32, cmp: Cmp, target: u64, ctx: &WaitContext) -> Result<u64, ExecError>;
+    /// Where this rank's counters of slots `first .. first + count` lie, when they lie at a
+    /// fixed stride in memory this process can read: the address of `first`'s counter and the
+    /// stride in bytes. A compiled kernel looks at a counter there (acquire) before it calls
+    /// [`Fabric::wait`], which it then does only when the wait must block; `None` (the
+    /// default): every wait goes through [`Fabric::wait`].
+    fn signal_words(&self, first: u32, count: u32) -> Option<(*const u64, usize)> {
+        let _ = (first, count);
+        None
+    }
     /// Fail when the group was marked aborted by a member (see [`crate::abort`]); an
     /// implementation without failure propagation is always usable.
     fn check_usable(&self) -> Result<(), ExecError> {
