@@ -107,6 +107,10 @@ pub const STANDARD_LIBRARY: &[(&str, &str)] = &[
         include_str!("../../examples/allgather_pull.sched"),
     ),
     (
+        "examples/allgather_one_shot.sched",
+        include_str!("../../examples/allgather_one_shot.sched"),
+    ),
+    (
         "examples/reduce_scatter_push.sched",
         include_str!("../../examples/reduce_scatter_push.sched"),
     ),

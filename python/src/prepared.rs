@@ -274,6 +274,43 @@ impl PyPrepared {
         })
     }
 
+    /// Run the launch `iters` times back to back in one native call (the GIL released once)
+    /// and return the seconds they took: what a launch costs below the Python call, which
+    /// `scripts/latency_layers.py` takes apart from `run`'s cost (`iters = 0` measures the
+    /// call itself). With `send_counts` and `recv_counts`, each launch is `run_counts`'s eager
+    /// alltoallv. Every rank must call it with the same `iters`.
+    #[pyo3(signature = (buffers, iters, send_counts=None, recv_counts=None))]
+    fn run_repeat(
+        &self,
+        py: Python<'_>,
+        buffers: Vec<(usize, usize)>,
+        iters: u32,
+        send_counts: Option<Vec<u64>>,
+        recv_counts: Option<Vec<u64>>,
+    ) -> PyResult<f64> {
+        let eager = match (&send_counts, &recv_counts) {
+            (Some(s), Some(r)) if self.needs_counts && self.eager_plan() => Some((s, r)),
+            (None, None) if !self.needs_counts => None,
+            _ => {
+                let name = &self.plan.plan().schedule;
+                return Err(errors::value(format!(
+                    "run_repeat of `{name}`: counts go with an eager alltoallv plan only"
+                )));
+            }
+        };
+        py.detach(move || -> PyResult<f64> {
+            let t0 = std::time::Instant::now();
+            for _ in 0..iters {
+                // SAFETY: as in `run`: live tensors kept alive by the caller, not aliased.
+                match eager {
+                    Some((s, r)) => unsafe { self.run_eager(&buffers, s, r)? },
+                    None => unsafe { self.launch(&buffers, &self.sizes)? },
+                }
+            }
+            Ok(t0.elapsed().as_secs_f64())
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "Prepared(schedule={}, group={:?}, rank={})",

@@ -39,7 +39,8 @@ def _grad(*ts: Any) -> bool:
 
 def shmem_allgather(output_tensor: Any, input_tensor: Any, group: Any = None) -> None:
     """``output_tensor`` ← every rank's ``input_tensor`` concatenated in group-rank order."""
-    if _grad(input_tensor):
+    # inlined _grad, as in shmem_allreduce: a hot entry point
+    if _grad_enabled() and isinstance(input_tensor, _Tensor) and _fw.requires_grad(input_tensor):
         _fw.copy_into(output_tensor, F.all_gather(_fw.reshape(input_tensor, (-1,)), group))
         return
     coll.allgather(output_tensor, input_tensor, group)
@@ -48,7 +49,8 @@ def shmem_allgather(output_tensor: Any, input_tensor: Any, group: Any = None) ->
 def shmem_reduce_scatter(output_tensor: Any, input_tensor: Any, op: ReduceOpLike = "sum", group: Any = None,
                          low_precision_dtype: Any = None) -> None:
     """``output_tensor`` ← this rank's block of the reduction of every rank's ``input_tensor``."""
-    if _grad(input_tensor):
+    # inlined _grad, as in shmem_allreduce: a hot entry point
+    if _grad_enabled() and isinstance(input_tensor, _Tensor) and _fw.requires_grad(input_tensor):
         y = F.reduce_scatter(_fw.reshape(input_tensor, (-1,)), op, group, low_precision_dtype)
         _fw.copy_into(output_tensor, y)
         return

@@ -197,6 +197,11 @@ ALLGATHER_PULL_MIN_BYTES = Knob(
     "all-gather into a private output (and reduce_scatter's backward): pull at or above this many "
     "output bytes, push below; symmetric outputs and groups of one always push")
 
+ALLGATHER_ONE_SHOT_MAX_BYTES = Knob(
+    "SYMSCHED_ALLGATHER_ONE_SHOT_MAX_BYTES", 32 * 1024, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
+    "all-gather (and reduce_scatter's backward): the one-shot schedule below this many output bytes (one "
+    "signal round, a landing copy), push or pull at or above", shown_default="32K")
+
 MC2_AG_PULL = Knob(
     "SYMSCHED_MC2_AG_PULL", True, flag, "0/1 (false/true, no/yes, off/on)", PER_CALL,
     "fused_all_gather_matmul with a private `gather_out` runs `allgather_matmul_pull` (0: the push form)",
@@ -249,7 +254,8 @@ NODE_ID = Knob(
 
 #: Every knob, in table order.
 ALL: Tuple[Knob, ...] = (LOW_PRECISION_DTYPE, ALLREDUCE_ONE_SHOT_MAX_BYTES, ALLREDUCE_PULL_MIN_BYTES,
-                         ALLREDUCE_ORDER, ALLGATHER_PULL_MIN_BYTES, MC2_AG_PULL, MC2_RS_PULL, MATMUL_ENGINE, MATMUL_BLAS,
+                         ALLREDUCE_ORDER, ALLGATHER_PULL_MIN_BYTES, ALLGATHER_ONE_SHOT_MAX_BYTES,
+                         MC2_AG_PULL, MC2_RS_PULL, MATMUL_ENGINE, MATMUL_BLAS,
                          CHECK_BINDINGS, TRACE, JOB_ID, RANK, NODE_ID)
 
 

@@ -43,6 +43,7 @@ HIERARCHICAL: Dict[str, str] = {
     "reduce_scatter_push_wire": "reduce_scatter_hier",
     "allgather_push": "allgather_hier",
     "allgather_pull": "allgather_hier",
+    "allgather_one_shot": "allgather_hier",
 }
 
 

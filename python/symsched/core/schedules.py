@@ -37,20 +37,35 @@ def allreduce(nbytes: int, wire: Optional[str]) -> str:
 
 
 def allgather_candidates() -> Tuple[str, ...]:
-    """The all-gather schedules this build's standard library has (pull is newer than push)."""
-    return tuple(s for s in ("allgather_push", "allgather_pull") if has_schedule(s))
+    """The all-gather schedules this build's standard library has (pull is newer than push,
+    one-shot newer than pull)."""
+    return tuple(s for s in ("allgather_push", "allgather_pull", "allgather_one_shot") if has_schedule(s))
+
+
+def allgather_one_shot(nbytes: int, group_size: int) -> bool:
+    """Whether an all-gather of ``nbytes`` output bytes runs the one-shot schedule (given the
+    build has it): below ``SYMSCHED_ALLGATHER_ONE_SHOT_MAX_BYTES``, with a peer. It does not
+    depend on the kind of output, so a call below the threshold need not look that up."""
+    return group_size > 1 and nbytes < knobs.ALLGATHER_ONE_SHOT_MAX_BYTES.get()
 
 
 def allgather(nbytes: int, symmetric_output: bool, group_size: int,
-              candidates: Sequence[str] = ("allgather_push", "allgather_pull")) -> str:
+              candidates: Sequence[str] = ("allgather_push", "allgather_pull", "allgather_one_shot")) -> str:
     """An all-gather of ``nbytes`` output bytes among ``candidates``.
 
-    The push schedule puts into every peer's output, so a private output is staged (copied in
-    and out of the heap, with a barrier); the pull schedule reads peers' staged inputs into an
-    output only its owner writes, which the executor then uses in place. The choice depends on
-    a per-rank property of the output: every rank of a group must pass the same kind of output
-    (symmetric or not), as already required for roles peers access. A group of one has no peer:
-    push is then a single local copy, and pull's staging copy would be pure overhead."""
+    Small messages take the one-shot schedule (:func:`allgather_one_shot`): every rank puts its
+    input into a landing slot of each peer (free since the previous launch's exit credit) and
+    copies the landed slots into its output, one signal round per call for any kind of output;
+    push and pull need two or three (push waits for the peer to enter the launch before it
+    writes into the peer's output). Above it, the push schedule puts into every peer's output,
+    so a private output is staged (copied in and out of the heap, with a barrier); the pull
+    schedule reads peers' staged inputs into an output only its owner writes, which the executor
+    then uses in place. That choice depends on a per-rank property of the output: every rank of
+    a group must pass the same kind of output (symmetric or not), as already required for roles
+    peers access. A group of one has no peer: push is then a single local copy, and pull's
+    staging copy would be pure overhead."""
+    if "allgather_one_shot" in candidates and allgather_one_shot(nbytes, group_size):
+        return "allgather_one_shot"
     if ("allgather_pull" in candidates and not symmetric_output and group_size > 1
             and nbytes >= knobs.ALLGATHER_PULL_MIN_BYTES.get()):
         return "allgather_pull"
