@@ -3,8 +3,8 @@
 //! `docs/language-spec.md`).
 //!
 //! - E0401: an output block holds the wrong combination of inputs (missing, extra or repeated
-//!   contributions); the primary label is the step that carried a wrong contribution out of its
-//!   input, when there is one;
+//!   contributions); the primary label is the put or get that carried an extra contribution
+//!   (without one, the step that took it out of its input), the last write a secondary label;
 //! - E0402: an output block holds an unspecified value (never written, or computed from
 //!   unspecified data);
 //! - E0403: a role's chunking does not align with the collective's blocks;
@@ -687,50 +687,91 @@ fn compare(
             .collect();
         terms.sort();
         terms.dedup();
-        for t in terms {
-            let (a, b) = (count_of(w, t), count_of(f, t));
-            if a == b {
-                continue;
-            }
-            let what = format!(
-                "{at}holds {{{}}} {}, expected {}",
+        // (term, expected count, found count) of every term that differs.
+        let wrong: Vec<(&Term, u32, u32)> = terms
+            .into_iter()
+            .map(|t| (t, count_of(w, t), count_of(f, t)))
+            .filter(|(_, a, b)| a != b)
+            .collect();
+        let what = |(t, a, b): (&Term, u32, u32)| {
+            format!(
+                "holds {{{}}} {}, expected {}",
                 term_text(prog, &t.atom, &t.ops),
                 times(b),
                 times(a)
-            );
-            // A contribution that should not be there: point at the step that carried it out
-            // of its input, the last write stays a secondary label.
-            if b > a && a == 0 {
-                let chain = carriers(prog, run, loc, t.atom);
-                if let Some(&first) = chain.last() {
-                    if Some(first) != writer {
-                        let mut d = step_error(
-                            prog,
-                            "E0401",
-                            first,
-                            format!(
-                                "[postcondition] {place} {what}: {} carries it there",
-                                step_text(prog, first)
-                            ),
-                            format!("carries {} here", term_text(prog, &t.atom, &[])),
-                        );
-                        if let Some(w) = writer {
-                            d = d.with_label(prog.step(w).span, "last write of this output");
-                        }
-                        if chain.len() > 2 {
-                            let via: Vec<String> = chain[1..chain.len() - 1]
-                                .iter()
-                                .rev()
-                                .map(|s| step_text(prog, *s))
-                                .collect();
-                            d = d.with_note(format!("then moved by {}", via.join(", then ")));
-                        }
-                        return Some(d.with_note(requires.clone()));
+            )
+        };
+        // A contribution that is there too often (or should not be there at all) was carried by
+        // some step: name it, rather than a missing one, which no step points at.
+        let Some(&extra) = wrong.iter().find(|(_, a, b)| b > a) else {
+            let Some(&first) = wrong.first() else {
+                continue;
+            };
+            return Some(diag("E0401", format!("{at}{}", what(first))));
+        };
+        let t = extra.0;
+        let chain = carriers(prog, run, loc, t.atom);
+        // The transfer nearest the output that moved it (the put or get that carried the wrong
+        // chunk); without one, the step that took it out of its input.
+        let culprit = chain
+            .iter()
+            .copied()
+            .find(|s| matches!(prog.step(*s).op, Op::Put { .. } | Op::Get { .. }))
+            .or_else(|| chain.last().copied());
+        let Some(culprit) = culprit else {
+            return Some(diag("E0401", format!("{at}{}", what(extra))));
+        };
+        let atom = term_text(prog, &t.atom, &[]);
+        let (verb, label) = match prog.step(culprit).op {
+            Op::Put { .. } | Op::Get { .. } => ("carries it there", format!("carries {atom} here")),
+            Op::Reduce { .. } => ("folds it in", format!("folds {atom} in here")),
+            _ => ("copies it there", format!("copies {atom} here")),
+        };
+        let mut d = step_error(
+            prog,
+            "E0401",
+            culprit,
+            format!(
+                "[postcondition] {place} {at}{}: {} {verb}",
+                what(extra),
+                step_text(prog, culprit)
+            ),
+            label,
+        );
+        match writer {
+            Some(wr) if wr != culprit => {
+                d = d.with_label(prog.step(wr).span, "last write of this output");
+                // The steps between them, in the order they ran.
+                if let Some(k) = chain.iter().position(|s| *s == culprit) {
+                    if k > 1 {
+                        let via: Vec<String> = chain[1..k]
+                            .iter()
+                            .rev()
+                            .map(|s| step_text(prog, *s))
+                            .collect();
+                        d = d.with_note(format!("then moved by {}", via.join(", then ")));
                     }
                 }
             }
-            return Some(diag("E0401", what));
+            _ => {}
         }
+        let missing: Vec<String> = wrong
+            .iter()
+            .filter(|(_, a, b)| a > b)
+            .take(SHOWN_PIECES)
+            .map(|&(t, a, b)| {
+                format!(
+                    "{{{}}} {} (expected {})",
+                    term_text(prog, &t.atom, &t.ops),
+                    times(b),
+                    times(a)
+                )
+            })
+            .collect();
+        if !missing.is_empty() {
+            d = d.with_note(format!("it also holds {}", missing.join(", ")));
+        }
+        return Some(d.with_note(requires.clone()));
     }
     None
 }
@@ -890,6 +931,60 @@ mod tests {
             );
         }
         b.build()
+    }
+
+    #[test]
+    fn a_wrong_chunk_is_blamed_on_the_put_that_carried_it() {
+        // All-to-all through a landing scratch: each rank sends its peer its own block instead
+        // of the peer's, and the peer copies what landed into `out`. The copy is the last write
+        // of the wrong output block; the put carried the wrong chunk.
+        let p = 2;
+        let mut b = Builder::collective(
+            CollectiveKind::Alltoall,
+            p,
+            &[("in", p), ("out", p), ("land", p)],
+        );
+        b.signals(&[("ready", SignalMode::Add)]);
+        let mut puts = Vec::new();
+        for r in 0..p {
+            b.copy(r, reg(0, r, 1), reg(1, r, 1));
+            puts.push(b.put_sig(r, reg(0, r, 1), reg(2, r, 1), 1 - r, 0, 1));
+        }
+        let mut copies = Vec::new();
+        for r in 0..p {
+            b.wait(r, 0, Cmp::Ge, 1);
+            copies.push(b.copy(r, reg(2, 1 - r, 1), reg(1, 1 - r, 1)));
+        }
+        let prog = b.build();
+        let d = run(&prog);
+        assert_eq!(d[0].code, "E0401", "{d:?}");
+        assert!(
+            d[0].message
+                .contains("rank 0 `out` block 1 holds {r1:in[1]} once, expected never"),
+            "{}",
+            d[0].message
+        );
+        assert_eq!(
+            d[0].labels[0].0,
+            prog.step(puts[1]).span,
+            "{:?}",
+            d[0].labels
+        );
+        assert_eq!(d[0].labels[0].1, "carries r1:in[1] here");
+        assert_eq!(
+            d[0].labels[1].0,
+            prog.step(copies[0]).span,
+            "{:?}",
+            d[0].labels
+        );
+        assert_eq!(d[0].labels[1].1, "last write of this output");
+        assert!(
+            d[0].notes
+                .iter()
+                .any(|n| n == "it also holds {r1:in[0]} never (expected once)"),
+            "{:?}",
+            d[0].notes
+        );
     }
 
     #[test]
