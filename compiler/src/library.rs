@@ -5,9 +5,11 @@
 use crate::diag::{Diagnostic, FileId, SourceMap, Span};
 use crate::front::ast::Schedule;
 use crate::front::codes;
-use crate::front::resolve::{resolve, ResolvedSchedule};
+use crate::front::declared::DeclaredSig;
+use crate::front::resolve::{resolve_collective, resolve_with, ResolvedSchedule};
 use crate::ir::instantiate::{self, ScheduleLookup};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use symsched_plan::CollectiveKind;
 
 /// One declared param of a schedule.
@@ -40,6 +42,9 @@ pub struct Library {
     sources: SourceMap,
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
+    /// Collectives the sources declare, by name; a schedule sees those of its own file and of
+    /// files added before it.
+    collectives: HashMap<String, Arc<DeclaredSig>>,
 }
 
 impl ScheduleLookup for Library {
@@ -61,6 +66,43 @@ impl Library {
         let file = self.sources.add(name, text);
         let ast = crate::front::parse(file, text)?;
         let mut diags = Vec::new();
+        let mut declared: HashMap<String, Arc<DeclaredSig>> = HashMap::new();
+        for c in &ast.collectives {
+            let name = &c.name.name;
+            let prev = declared
+                .get(name)
+                .or_else(|| self.collectives.get(name))
+                .map(|d| d.decl.name.span);
+            if let Some(prev) = prev {
+                diags.push(
+                    Diagnostic::error(
+                        codes::E_DUPLICATE,
+                        format!("collective `{name}` is declared twice"),
+                    )
+                    .with_label(c.name.span, "declared again here")
+                    .with_label(prev, "first declared here"),
+                );
+                continue;
+            }
+            if CollectiveKind::from_name(name).is_some() {
+                diags.push(
+                    Diagnostic::error(
+                        codes::E_DUPLICATE,
+                        format!("`{name}` is a built-in collective"),
+                    )
+                    .with_label(c.name.span, "declared again here")
+                    .with_help("give the declared collective another name"),
+                );
+                continue;
+            }
+            match resolve_collective(c) {
+                Ok(sig) => {
+                    declared.insert(name.clone(), Arc::new(sig));
+                }
+                Err(d) => diags.extend(d),
+            }
+        }
+        let lookup = |n: &str| declared.get(n).or_else(|| self.collectives.get(n)).cloned();
         let mut resolved = Vec::new();
         let mut local: HashMap<&str, Span> = HashMap::new();
         for s in &ast.schedules {
@@ -84,7 +126,7 @@ impl Library {
                 );
             }
             local.insert(&s.name.name, s.name.span);
-            match resolve(s) {
+            match resolve_with(s, &lookup) {
                 Ok(r) => resolved.push(r),
                 Err(d) => diags.extend(d),
             }
@@ -92,6 +134,7 @@ impl Library {
         if !diags.is_empty() {
             return Err(diags);
         }
+        self.collectives.extend(declared);
         for (s, r) in ast.schedules.into_iter().zip(resolved) {
             self.by_name.insert(s.name.name.clone(), self.entries.len());
             self.entries.push(Entry {

@@ -84,6 +84,7 @@ fn one_rank(chunk: SizeExpr, steps: Vec<Op>, signals: usize) -> Plan {
         duals: vec![],
         source_hash: "0".repeat(64),
         folds: Default::default(),
+        declared: None,
     }
 }
 

@@ -87,6 +87,7 @@ fn conversion_plan() -> Plan {
         duals: vec![],
         source_hash: "0".repeat(64),
         folds: Default::default(),
+        declared: None,
     }
 }
 

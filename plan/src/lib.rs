@@ -25,11 +25,13 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 mod access;
+mod declared;
 mod dtype;
 mod extent;
 mod fold;
 mod reduce_op;
 pub use access::{Accesses, Owner, RegionAccess};
+pub use declared::{BlockRef, DeclaredCollective, DeclaredRole, PostBlock};
 pub use dtype::{DType, UnknownName};
 pub use extent::*;
 pub use fold::*;
@@ -76,6 +78,10 @@ pub struct Plan {
     /// without it read as empty.
     #[serde(default, skip_serializing_if = "FoldTable::is_empty")]
     pub folds: FoldTable,
+    /// The chunk map of a collective the source declares (`collective NAME(…) { … }`), set
+    /// exactly when [`Plan::collective`] is [`CollectiveKind::Declared`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<DeclaredCollective>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -93,9 +99,15 @@ pub enum CollectiveKind {
     Sendrecv,
     AllgatherMatmul,
     MatmulReduceScatter,
+    /// A collective the source declares by its chunk map ([`Plan::declared`]); `reduces` when
+    /// some output block combines several input blocks.
+    Declared {
+        reduces: bool,
+    },
 }
 
 impl CollectiveKind {
+    /// The built-in collectives.
     pub const ALL: [CollectiveKind; 10] = [
         CollectiveKind::Allgather,
         CollectiveKind::ReduceScatter,
@@ -122,9 +134,11 @@ impl CollectiveKind {
             CollectiveKind::Sendrecv => "sendrecv",
             CollectiveKind::AllgatherMatmul => "allgather_matmul",
             CollectiveKind::MatmulReduceScatter => "matmul_reduce_scatter",
+            CollectiveKind::Declared { .. } => "declared",
         }
     }
 
+    /// A built-in collective by its source name (declared ones are looked up in the source).
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|c| c.name() == name)
     }
@@ -137,6 +151,7 @@ impl CollectiveKind {
                 | CollectiveKind::Allreduce
                 | CollectiveKind::Reduce
                 | CollectiveKind::MatmulReduceScatter
+                | CollectiveKind::Declared { reduces: true }
         )
     }
 }
@@ -415,6 +430,47 @@ impl Plan {
         serde_json::to_string_pretty(self).expect("plan types serialize infallibly")
     }
 
+    /// A declared collective's map comes with its kind and names only role blocks that exist,
+    /// so a reference can index by it.
+    fn check_declared(&self) -> Result<(), String> {
+        let d = match (&self.declared, self.collective) {
+            (None, CollectiveKind::Declared { .. }) => {
+                return Err("a declared collective without its chunk map".into())
+            }
+            (None, _) => return Ok(()),
+            (Some(d), CollectiveKind::Declared { reduces }) if reduces == d.reduces() => d,
+            (Some(_), _) => {
+                return Err("a chunk map that disagrees with the plan's collective".into())
+            }
+        };
+        let ok = |b: &BlockRef| {
+            b.rank < self.group_size
+                && d.roles
+                    .get(b.role as usize)
+                    .is_some_and(|r| b.block < r.blocks)
+                && self
+                    .buffers
+                    .get(b.role as usize)
+                    .is_some_and(|x| x.role != BufferRole::Scratch)
+        };
+        let sorted = d
+            .post
+            .windows(2)
+            .all(|w| DeclaredCollective::order(&w[0].at) < DeclaredCollective::order(&w[1].at));
+        match d
+            .post
+            .iter()
+            .find(|b| !ok(&b.at) || b.sources.is_empty() || !b.sources.iter().all(ok))
+        {
+            Some(b) => Err(format!(
+                "declared block {} of role {} on rank {} names a block that does not exist",
+                b.at.block, b.at.role, b.at.rank
+            )),
+            None if !sorted => Err("declared chunk map not sorted".into()),
+            None => Ok(()),
+        }
+    }
+
     /// Checks every id and rank the steps use, so executors can index without further checks.
     pub fn check_consistency(&self) -> Result<(), PlanError> {
         let bad = |m: String| Err(PlanError::Inconsistent(m));
@@ -426,6 +482,7 @@ impl Plan {
             ));
         }
         self.folds.check().map_err(PlanError::Inconsistent)?;
+        self.check_declared().map_err(PlanError::Inconsistent)?;
         let chunk_ok = |rank: u32, buffer: u32, chunk: u32| {
             rank < self.group_size
                 && self

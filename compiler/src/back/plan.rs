@@ -54,6 +54,7 @@ pub fn emit_plan(prog: &Program, source_hash: &str, folds: FoldTable) -> Plan {
         duals: prog.duals.iter().map(|(d, _)| d.clone()).collect(),
         source_hash: source_hash.to_string(),
         folds,
+        declared: prog.declared.as_deref().cloned(),
     }
 }
 
@@ -152,6 +153,7 @@ pub(crate) mod tests {
                 span(4, 9),
             )],
             header_span: span(0, 9),
+            declared: None,
         }
     }
 

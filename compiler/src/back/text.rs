@@ -22,7 +22,7 @@ pub fn emit_ir(prog: &Program) -> String {
         out,
         "schedule {} implements {}",
         prog.schedule,
-        prog.collective.name()
+        prog.collective_name()
     );
     let _ = writeln!(out, "group_size {}", prog.group_size);
     let params: Vec<String> = prog

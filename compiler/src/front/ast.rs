@@ -16,6 +16,33 @@ pub struct Ident {
 #[derive(Debug, Clone, PartialEq)]
 pub struct File {
     pub schedules: Vec<Schedule>,
+    /// `collective NAME(…)(…) { … }` declarations, in source order.
+    pub collectives: Vec<CollectiveDecl>,
+}
+
+/// `collective NAME(PARAMS) (ROLES) { ITEMS }`: a collective declared by its chunk map. The
+/// items are `let`, `for`, `if` and [`StmtKind::Map`] statements (the resolver refuses others).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectiveDecl {
+    pub name: Ident,
+    pub params: Vec<Param>,
+    pub has_param_parens: bool,
+    pub roles: Vec<RoleDecl>,
+    pub items: Vec<Stmt>,
+    /// From `collective` to the `)` closing the role list.
+    pub header_span: Span,
+    pub span: Span,
+    pub body_open: u32,
+    pub close_brace: u32,
+}
+
+/// `ROLE[INDEX] @ RANK`: one block of a role on one rank, in a chunk map.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkAst {
+    pub role: Ident,
+    pub index: Expr,
+    pub rank: Expr,
+    pub span: Span,
 }
 
 /// `schedule NAME(PARAMS) implements COLL(ROLES) [over nodes(L)] [dual …] { ITEMS }`.
@@ -299,6 +326,13 @@ pub enum StmtKind {
         group: Ident,
     },
     Barrier,
+    /// `DST = SRC;` (DST holds SRC after the call) or `DST += SRC;` (SRC is one more operand of
+    /// DST's reduction); only in a collective declaration.
+    Map {
+        dst: ChunkAst,
+        op: UpdateOp,
+        src: ChunkAst,
+    },
     Use {
         callee: Ident,
         args: Vec<UseArg>,

@@ -84,3 +84,16 @@ pub const E_SIGNAL_SLOTS: &str = "E0316";
 pub const E_SIZE_OVERFLOW: &str = "E0317";
 /// A `require` condition does not hold for this group size and param binding.
 pub const E_REQUIRE: &str = "E0318";
+
+/// A chunk map names no role of its collective declaration.
+pub const E_UNKNOWN_ROLE: &str = "E0218";
+/// A statement outside its place: a chunk map in a schedule, or a schedule statement (put,
+/// signal, declaration, …) in a collective declaration.
+pub const E_MISPLACED: &str = "E0219";
+/// A collective declaration whose chunk map writes no role (nothing to prove).
+pub const E_NO_OUTPUT: &str = "E0220";
+
+/// A declared collective maps one block twice (`=` twice, `=` and `+=`, one source added twice).
+pub const E_MAPPED_TWICE: &str = "E0319";
+/// A declared collective reduces blocks of different roles into one block.
+pub const E_MIXED_REDUCE: &str = "E0320";

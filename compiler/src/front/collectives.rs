@@ -32,6 +32,8 @@ pub fn roles(kind: CollectiveKind) -> &'static [RoleSpec] {
         | CollectiveKind::Sendrecv => X,
         CollectiveKind::AllgatherMatmul => AGMM,
         CollectiveKind::MatmulReduceScatter => MMRS,
+        // Its roles are the declaration's (`super::declared`).
+        CollectiveKind::Declared { .. } => &[],
     }
 }
 
@@ -69,6 +71,7 @@ pub fn size_vars(kind: CollectiveKind) -> Vec<SizeVar> {
             v("k", "inner dimension (columns of `a`, rows of `b`)"),
             v("n", "columns of `b`"),
         ],
+        CollectiveKind::Declared { .. } => super::declared::size_vars(),
     }
 }
 

@@ -22,11 +22,28 @@ pub fn format_source(name: &str, text: &str) -> Result<String, Vec<Diagnostic>> 
         last_end: 0,
         at_block_start: true,
     };
-    for (i, s) in file.schedules.iter().enumerate() {
-        p.leading(s.span.start as usize, i > 0);
-        p.schedule(s);
+    // Schedules and collective declarations, in source order.
+    let mut items: Vec<(u32, Option<&Schedule>, Option<&CollectiveDecl>)> = file
+        .schedules
+        .iter()
+        .map(|s| (s.span.start, Some(s), None))
+        .chain(
+            file.collectives
+                .iter()
+                .map(|c| (c.span.start, None, Some(c))),
+        )
+        .collect();
+    items.sort_by_key(|(start, _, _)| *start);
+    for (i, (start, s, c)) in items.iter().enumerate() {
+        p.leading(*start as usize, i > 0);
+        if let Some(s) = s {
+            p.schedule(s);
+        }
+        if let Some(c) = c {
+            p.collective(c);
+        }
     }
-    p.leading(text.len(), !file.schedules.is_empty());
+    p.leading(text.len(), !items.is_empty());
     let mut out = p.out;
     while out.ends_with("\n\n") {
         out.pop();
@@ -193,37 +210,26 @@ impl Printer<'_> {
         }
     }
 
+    fn collective(&mut self, c: &CollectiveDecl) {
+        self.inner(c.body_open as usize);
+        let head = format!(
+            "collective {}{}({})",
+            c.name.name,
+            params_text(&c.params, c.has_param_parens),
+            roles_text(&c.roles)
+        );
+        self.line(&format!("{head} {{"), c.body_open as usize + 1);
+        self.body(&c.items, c.close_brace as usize);
+        self.line("}", c.close_brace as usize + 1);
+    }
+
     fn schedule(&mut self, s: &Schedule) {
         // Comments inside the header move before it.
         self.inner(s.body_open as usize);
         let mut head = format!("schedule {}", s.name.name);
-        if s.has_param_parens {
-            let ps: Vec<String> = s
-                .params
-                .iter()
-                .map(|p| {
-                    let r = match &p.range {
-                        ParamRange::Span(a, b) => format!("{}..{}", expr(a), expr(b)),
-                        ParamRange::Divisors(e) => format!("divisors({})", expr(e)),
-                    };
-                    format!("{} in {r}", p.name.name)
-                })
-                .collect();
-            head.push_str(&format!("({})", ps.join(", ")));
-        }
-        let roles: Vec<String> = s
-            .roles
-            .iter()
-            .map(|r| {
-                let mode = if r.inout { "inout " } else { "" };
-                format!("{mode}{}: [{}]", r.name.name, expr(&r.chunks))
-            })
-            .collect();
-        head.push_str(&format!(
-            " implements {}({})",
-            s.collective.name,
-            roles.join(", ")
-        ));
+        head.push_str(&params_text(&s.params, s.has_param_parens));
+        let roles = roles_text(&s.roles);
+        head.push_str(&format!(" implements {}({roles})", s.collective.name));
         if let Some(l) = &s.over_nodes {
             head.push_str(&format!(" over nodes({})", expr(l)));
         }
@@ -385,8 +391,48 @@ fn size(s: &SizeAst) -> String {
     }
 }
 
+/// `(a in 0..P, b in divisors(P))`, or nothing when written without parentheses.
+fn params_text(params: &[Param], parens: bool) -> String {
+    if !parens {
+        return String::new();
+    }
+    let ps: Vec<String> = params
+        .iter()
+        .map(|p| {
+            let r = match &p.range {
+                ParamRange::Span(a, b) => format!("{}..{}", expr(a), expr(b)),
+                ParamRange::Divisors(e) => format!("divisors({})", expr(e)),
+            };
+            format!("{} in {r}", p.name.name)
+        })
+        .collect();
+    format!("({})", ps.join(", "))
+}
+
+fn roles_text(roles: &[RoleDecl]) -> String {
+    roles
+        .iter()
+        .map(|r| {
+            let mode = if r.inout { "inout " } else { "" };
+            format!("{mode}{}: [{}]", r.name.name, expr(&r.chunks))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn chunk(c: &ChunkAst) -> String {
+    format!("{}[{}] @ {}", c.role.name, expr(&c.index), expr(&c.rank))
+}
+
 fn simple(st: &Stmt) -> String {
     match &st.kind {
+        StmtKind::Map { dst, op, src } => {
+            let op = match op {
+                UpdateOp::Add => "+=",
+                UpdateOp::Set => "=",
+            };
+            format!("{} {op} {};", chunk(dst), chunk(src))
+        }
         StmtKind::Scratch {
             name,
             chunks,

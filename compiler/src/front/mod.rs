@@ -6,6 +6,7 @@
 pub mod ast;
 pub mod codes;
 pub mod collectives;
+pub mod declared;
 pub mod fmt;
 pub mod parser;
 pub mod resolve;

@@ -36,13 +36,19 @@ pub fn parse(file: FileId, text: &str) -> Result<File, Vec<Diagnostic>> {
         too_deep: false,
     };
     let mut schedules = Vec::new();
+    let mut collectives = Vec::new();
     for p in top.into_inner() {
-        if p.as_rule() == Rule::schedule {
-            schedules.push(b.schedule(p));
+        match p.as_rule() {
+            Rule::schedule => schedules.push(b.schedule(p)),
+            Rule::collective_decl => collectives.push(b.collective(p)),
+            _ => {}
         }
     }
     if b.diags.is_empty() {
-        Ok(File { schedules })
+        Ok(File {
+            schedules,
+            collectives,
+        })
     } else {
         Err(b.diags)
     }
@@ -99,6 +105,7 @@ fn rule_text(r: Rule) -> Option<&'static str> {
     Some(match r {
         Rule::EOI => "end of file",
         Rule::schedule | Rule::kw_schedule => "`schedule`",
+        Rule::collective_decl | Rule::kw_collective => "`collective`",
         Rule::kw_implements => "`implements`",
         Rule::kw_dual => "`dual`",
         Rule::kw_identity => "`identity`",
@@ -386,6 +393,7 @@ fn is_noise(r: Rule) -> bool {
             | Rule::dot
             | Rule::assign
             | Rule::kw_schedule
+            | Rule::kw_collective
             | Rule::kw_implements
             | Rule::kw_dual
             | Rule::kw_identity
@@ -500,22 +508,7 @@ impl Builder {
                     header_end = q.as_span().end();
                     collective = Some(self.ident(q));
                 }
-                Rule::roles => {
-                    for r in sig(q) {
-                        let rspan = self.span(&r);
-                        let inout = has_child(&r, Rule::kw_inout);
-                        let mut it = sig(r).into_iter().filter(|x| x.as_rule() != Rule::kw_inout);
-                        let (Some(n), Some(e)) = (it.next(), it.next()) else {
-                            continue;
-                        };
-                        roles.push(RoleDecl {
-                            name: self.ident(n),
-                            chunks: self.expr(e),
-                            inout,
-                            span: rspan,
-                        });
-                    }
-                }
+                Rule::roles => roles = self.roles(q),
                 Rule::over_nodes => {
                     if let Some(e) = sig(q).into_iter().next() {
                         over_nodes = Some(self.expr(e));
@@ -556,6 +549,85 @@ impl Builder {
             span,
             body_open,
             close_brace,
+        }
+    }
+
+    fn roles(&mut self, q: Pair<'_, Rule>) -> Vec<RoleDecl> {
+        let mut roles = Vec::new();
+        for r in sig(q) {
+            let rspan = self.span(&r);
+            let inout = has_child(&r, Rule::kw_inout);
+            let mut it = sig(r).into_iter().filter(|x| x.as_rule() != Rule::kw_inout);
+            let (Some(n), Some(e)) = (it.next(), it.next()) else {
+                continue;
+            };
+            roles.push(RoleDecl {
+                name: self.ident(n),
+                chunks: self.expr(e),
+                inout,
+                span: rspan,
+            });
+        }
+        roles
+    }
+
+    fn collective(&mut self, p: Pair<'_, Rule>) -> CollectiveDecl {
+        let span = self.span(&p);
+        let has_param_parens = has_child(&p, Rule::params);
+        let mut name = None;
+        let mut params = Vec::new();
+        let mut roles = Vec::new();
+        let mut items = Vec::new();
+        let mut header_end = span.end as usize;
+        let mut close_brace = span.end.saturating_sub(1);
+        let mut body_open = span.start;
+        for q in p.into_inner() {
+            match q.as_rule() {
+                Rule::rparen => header_end = q.as_span().end(),
+                Rule::ident => name = Some(self.ident(q)),
+                Rule::params => {
+                    for pr in sig(q) {
+                        params.push(self.param(pr));
+                    }
+                }
+                Rule::roles => roles = self.roles(q),
+                Rule::body => {
+                    body_open = q.as_span().start() as u32;
+                    close_brace = (q.as_span().end() as u32).saturating_sub(1);
+                    for it in sig(q) {
+                        items.push(self.stmt(it));
+                    }
+                }
+                _ => {}
+            }
+        }
+        CollectiveDecl {
+            name: name.unwrap_or(Ident {
+                name: String::new(),
+                span,
+            }),
+            params,
+            has_param_parens,
+            roles,
+            items,
+            header_span: Span::new(self.file, span.start as usize, header_end),
+            span,
+            body_open,
+            close_brace,
+        }
+    }
+
+    fn chunk_ref(&mut self, p: Pair<'_, Rule>) -> ChunkAst {
+        let span = self.span(&p);
+        let mut it = sig(p).into_iter();
+        let role = self.next_ident(&mut it, span);
+        let index = self.next_expr(&mut it, span);
+        let rank = self.next_expr(&mut it, span);
+        ChunkAst {
+            role,
+            index,
+            rank,
+            span,
         }
     }
 
@@ -974,6 +1046,33 @@ impl Builder {
                     None => LocalOp::Copy(unreachable_region(span)),
                 };
                 StmtKind::Assign { dst, op }
+            }
+            Rule::chunk_map => {
+                let mut dst = None;
+                let mut src = None;
+                let mut op = UpdateOp::Set;
+                for q in sig(p) {
+                    match q.as_rule() {
+                        Rule::update_op => op = Self::update_op(&q),
+                        Rule::chunk_ref if dst.is_none() => dst = Some(self.chunk_ref(q)),
+                        Rule::chunk_ref => src = Some(self.chunk_ref(q)),
+                        _ => {}
+                    }
+                }
+                let blank = || ChunkAst {
+                    role: Ident {
+                        name: String::new(),
+                        span,
+                    },
+                    index: zero(span),
+                    rank: zero(span),
+                    span,
+                };
+                StmtKind::Map {
+                    dst: dst.unwrap_or_else(blank),
+                    op,
+                    src: src.unwrap_or_else(blank),
+                }
             }
             _ => StmtKind::Barrier,
         };

@@ -9,14 +9,20 @@
 use super::ast::*;
 use super::codes;
 use super::collectives;
+use super::declared::DeclaredSig;
 use crate::diag::{Diagnostic, Span};
 use std::collections::HashMap;
-use symsched_plan::{CollectiveKind, HostCollOp, SignalMode};
+use std::sync::Arc;
+use symsched_plan::{BufferRole, CollectiveKind, HostCollOp, SignalMode};
 
 /// What resolution learned about a schedule, used by instantiation.
 #[derive(Debug, Clone)]
 pub struct ResolvedSchedule {
+    /// For a declared collective, `Declared` with whether its map has a `+=` (instantiation
+    /// sets it from the map for one P).
     pub kind: CollectiveKind,
+    /// The declaration of a collective the source declares.
+    pub declared: Option<Arc<DeclaredSig>>,
     /// Mode of every declared signal (Add when never updated).
     pub signal_modes: HashMap<String, SignalMode>,
     /// Whether the body contains `barrier;` (then an internal `__barrier` slot exists).
@@ -111,20 +117,97 @@ struct Resolver<'a> {
     modes: HashMap<String, (SignalMode, Span)>,
     uses_barrier: bool,
     size_vars: Vec<String>,
+    /// Checking a collective declaration (only `let`, `for`, `if` and chunk maps) rather than
+    /// a schedule.
+    declaring: bool,
+    /// Collectives declared so far, by name.
+    collectives: &'a dyn Fn(&str) -> Option<Arc<DeclaredSig>>,
+    declared: Option<Arc<DeclaredSig>>,
 }
 
-/// Resolve and type-check one schedule.
+/// Resolve and type-check one schedule of a built-in collective.
 pub fn resolve(sched: &Schedule) -> Result<ResolvedSchedule, Vec<Diagnostic>> {
-    let mut r = Resolver {
-        sched,
-        globals: HashMap::new(),
-        param_order: Vec::new(),
-        scopes: Vec::new(),
-        diags: Vec::new(),
-        modes: HashMap::new(),
-        uses_barrier: false,
-        size_vars: Vec::new(),
+    resolve_with(sched, &|_| None)
+}
+
+impl<'a> Resolver<'a> {
+    fn new(
+        sched: &'a Schedule,
+        collectives: &'a dyn Fn(&str) -> Option<Arc<DeclaredSig>>,
+        declaring: bool,
+    ) -> Resolver<'a> {
+        Resolver {
+            sched,
+            globals: HashMap::new(),
+            param_order: Vec::new(),
+            scopes: Vec::new(),
+            diags: Vec::new(),
+            modes: HashMap::new(),
+            uses_barrier: false,
+            size_vars: Vec::new(),
+            declaring,
+            collectives,
+            declared: None,
+        }
+    }
+}
+
+/// Resolve and type-check a collective declaration (its params, roles and chunk map).
+pub fn resolve_collective(decl: &CollectiveDecl) -> Result<DeclaredSig, Vec<Diagnostic>> {
+    // The declaration is checked as a schedule whose body may hold only chunk maps and the
+    // statements that compute their indices.
+    let sched = Schedule {
+        name: decl.name.clone(),
+        params: decl.params.clone(),
+        has_param_parens: decl.has_param_parens,
+        collective: Ident {
+            name: String::new(),
+            span: decl.name.span,
+        },
+        roles: decl.roles.clone(),
+        over_nodes: None,
+        duals: Vec::new(),
+        items: decl.items.clone(),
+        header_span: decl.header_span,
+        span: decl.span,
+        body_open: decl.body_open,
+        close_brace: decl.close_brace,
     };
+    let none = |_: &str| None;
+    let mut r = Resolver::new(&sched, &none, true);
+    r.header();
+    r.scopes.push(Vec::new());
+    for item in &sched.items {
+        r.stmt(item, true);
+    }
+    r.scopes.pop();
+    let sig = DeclaredSig::new(decl.clone());
+    if r.diags.is_empty() && !sig.access.iter().any(|a| *a != BufferRole::Input) {
+        r.err(
+            Diagnostic::error(
+                codes::E_NO_OUTPUT,
+                format!(
+                    "collective `{}` writes no role: its chunk map has no statement",
+                    decl.name.name
+                ),
+            )
+            .with_label(decl.header_span, "declared here")
+            .with_help("say what each output block holds: `out[i] @ r = in[j] @ q;`"),
+        );
+    }
+    if r.diags.is_empty() {
+        Ok(sig)
+    } else {
+        Err(r.diags)
+    }
+}
+
+/// Resolve and type-check one schedule; `collectives` finds the collectives declared so far.
+pub fn resolve_with(
+    sched: &Schedule,
+    collectives: &dyn Fn(&str) -> Option<Arc<DeclaredSig>>,
+) -> Result<ResolvedSchedule, Vec<Diagnostic>> {
+    let mut r = Resolver::new(sched, collectives, false);
     let kind = r.header();
     r.declarations();
     r.scopes.push(Vec::new());
@@ -145,6 +228,7 @@ pub fn resolve(sched: &Schedule) -> Result<ResolvedSchedule, Vec<Diagnostic>> {
     }
     Ok(ResolvedSchedule {
         kind,
+        declared: r.declared,
         signal_modes,
         uses_barrier: r.uses_barrier,
     })
@@ -212,8 +296,37 @@ impl<'a> Resolver<'a> {
         let all = Ctx::Static {
             params_visible: s.params.len(),
         };
+        if self.declaring {
+            for role in &s.roles {
+                self.expr_ty(&role.chunks, Ty::Int, all);
+                if role.inout {
+                    self.err(
+                        Diagnostic::error(
+                            codes::E_INOUT_ROLE,
+                            format!(
+                                "role `{}` of a collective declaration is marked `inout`",
+                                role.name.name
+                            ),
+                        )
+                        .with_label(role.span, "`inout` here")
+                        .with_help("remove it: the chunk map says which roles are read and written; a schedule may write `inout` on an input role"),
+                    );
+                }
+                self.declare(&role.name, Global::Role { counts: false });
+            }
+            return None;
+        }
+        let declared = match CollectiveKind::from_name(&s.collective.name) {
+            Some(_) => None,
+            None => (self.collectives)(&s.collective.name),
+        };
+        if let Some(sig) = &declared {
+            self.declared_header(sig);
+            self.declared = declared.clone();
+        }
         let kind = CollectiveKind::from_name(&s.collective.name);
         match kind {
+            None if declared.is_some() => {}
             None => {
                 let names: Vec<&str> = CollectiveKind::ALL.iter().map(|k| k.name()).collect();
                 self.err(
@@ -222,7 +335,8 @@ impl<'a> Resolver<'a> {
                         format!("unknown collective `{}`", s.collective.name),
                     )
                     .with_label(s.collective.span, "not a collective")
-                    .with_note(format!("known collectives: {}", names.join(", "))),
+                    .with_note(format!("known collectives: {}", names.join(", ")))
+                    .with_help("declare it before the schedule: `collective NAME(ROLES) { CHUNK MAP }` (docs/language.md)"),
                 );
             }
             Some(k) => {
@@ -274,11 +388,17 @@ impl<'a> Resolver<'a> {
         }
         for (i, role) in s.roles.iter().enumerate() {
             self.expr_ty(&role.chunks, Ty::Int, all);
-            let access = kind
-                .and_then(|k| collectives::roles(k).get(i))
-                .map(|r| r.access);
+            let access = match &declared {
+                Some(sig) => sig.access.get(i).copied(),
+                None => kind
+                    .and_then(|k| collectives::roles(k).get(i))
+                    .map(|r| r.access),
+            };
             if role.inout && access.is_some_and(|a| a != symsched_plan::BufferRole::Input) {
-                let k = kind.map(|k| k.name()).unwrap_or("?");
+                let k = match &declared {
+                    Some(sig) => sig.name().to_string(),
+                    None => kind.map(|k| k.name()).unwrap_or("?").to_string(),
+                };
                 self.err(
                     Diagnostic::error(
                         codes::E_INOUT_ROLE,
@@ -337,7 +457,64 @@ impl<'a> Resolver<'a> {
                 }
             }
         }
-        kind
+        match &declared {
+            Some(sig) => Some(CollectiveKind::Declared {
+                reduces: sig.reduces,
+            }),
+            None => kind,
+        }
+    }
+
+    /// The role count, params and size variables of a schedule implementing a declared
+    /// collective.
+    fn declared_header(&mut self, sig: &DeclaredSig) {
+        let s = self.sched;
+        let want = sig.decl.roles.len();
+        if want != s.roles.len() {
+            let names: Vec<&str> = sig
+                .decl
+                .roles
+                .iter()
+                .map(|r| r.name.name.as_str())
+                .collect();
+            let span = s
+                .roles
+                .first()
+                .map(|r| r.span.join(s.roles[s.roles.len() - 1].span))
+                .unwrap_or(s.collective.span);
+            self.err(
+                Diagnostic::error(
+                    codes::E_ROLE_COUNT,
+                    format!(
+                        "`{}` takes {want} role(s), found {}",
+                        sig.name(),
+                        s.roles.len()
+                    ),
+                )
+                .with_label(span, "roles declared here")
+                .with_label(sig.decl.header_span, "the collective is declared here")
+                .with_help(format!(
+                    "declare the roles ({}) in this order",
+                    names.join(", ")
+                )),
+            );
+        }
+        for req in sig.params() {
+            if !s.params.iter().any(|p| p.name.name == req) {
+                self.err(
+                    Diagnostic::error(
+                        codes::E_MISSING_PARAM,
+                        format!("`{}` needs a param `{req}`", sig.name()),
+                    )
+                    .with_label(s.name.span, format!("declare `{req}` here"))
+                    .with_label(sig.decl.header_span, "the collective declares it here"),
+                );
+            }
+        }
+        self.size_vars = super::declared::size_vars()
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
     }
 
     /// Declarations are global to the schedule; collect them before checking statements.
@@ -651,7 +828,67 @@ impl<'a> Resolver<'a> {
 
     fn stmt(&mut self, s: &Stmt, top: bool) {
         let _ = top;
+        let in_decl = matches!(
+            s.kind,
+            StmtKind::Let { .. }
+                | StmtKind::For { .. }
+                | StmtKind::If { .. }
+                | StmtKind::Map { .. }
+        );
+        if self.declaring && !in_decl {
+            self.err(
+                Diagnostic::error(
+                    codes::E_MISPLACED,
+                    "a collective declaration holds only its chunk map",
+                )
+                .with_label(s.span, "not a chunk map, `let`, `for` or `if`")
+                .with_help("write the steps in a schedule that `implements` the collective"),
+            );
+            return;
+        }
         match &s.kind {
+            StmtKind::Map { dst, src, .. } => {
+                if !self.declaring {
+                    self.err(
+                        Diagnostic::error(
+                            codes::E_MISPLACED,
+                            "a chunk map belongs in a collective declaration",
+                        )
+                        .with_label(s.span, "a postcondition, not a step")
+                        .with_help("declare it in `collective NAME(ROLES) { … }`; a schedule moves data with put, get and local ops"),
+                    );
+                    return;
+                }
+                for c in [dst, src] {
+                    match self.globals.get(&c.role.name) {
+                        Some((Global::Role { .. }, _)) => {}
+                        _ => {
+                            let roles: Vec<String> = self
+                                .sched
+                                .roles
+                                .iter()
+                                .map(|r| format!("`{}`", r.name.name))
+                                .collect();
+                            self.unknown(
+                                Diagnostic::error(
+                                    codes::E_UNKNOWN_ROLE,
+                                    format!(
+                                        "`{}` is not a role of collective `{}`",
+                                        c.role.name, self.sched.name.name
+                                    ),
+                                )
+                                .with_label(c.role.span, "not a role")
+                                .with_note(format!("its roles: {}", roles.join(", "))),
+                                &c.role.name,
+                                |g| matches!(g, Global::Role { .. }),
+                                false,
+                            );
+                        }
+                    }
+                    self.expr_ty(&c.index, Ty::Int, Ctx::Rank);
+                    self.expr_ty(&c.rank, Ty::Int, Ctx::Rank);
+                }
+            }
             // Declarations were checked by `declarations`.
             StmtKind::Scratch { .. }
             | StmtKind::Signals { .. }
@@ -820,6 +1057,17 @@ impl<'a> Resolver<'a> {
             ExprKind::Int(_) | ExprKind::P => Some(Ty::Int),
             ExprKind::Bool(_) => Some(Ty::Bool),
             ExprKind::Rank => {
+                if self.declaring {
+                    self.err(
+                        Diagnostic::error(
+                            codes::E_MISPLACED,
+                            "`rank` has no value in a collective declaration",
+                        )
+                        .with_label(e.span, "no executing rank here")
+                        .with_help("name ranks with a loop variable: `for r in 0..P { … @ r … }`"),
+                    );
+                    return None;
+                }
                 if let Ctx::Static { .. } = ctx {
                     self.not_static(e.span, "`rank`");
                     return None;

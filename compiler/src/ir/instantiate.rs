@@ -48,12 +48,12 @@ fn err(
 // ------------------------------------------------------------------ static evaluation
 
 /// Environment of expressions that are the same on every rank: P and params.
-struct StaticEnv<'a> {
-    p: i64,
-    params: &'a [(String, i64)],
+pub(super) struct StaticEnv<'a> {
+    pub(super) p: i64,
+    pub(super) params: &'a [(String, i64)],
 }
 
-fn lookup_param(params: &[(String, i64)], name: &str) -> Option<i64> {
+pub(super) fn lookup_param(params: &[(String, i64)], name: &str) -> Option<i64> {
     params
         .iter()
         .rev()
@@ -148,7 +148,7 @@ enum Val {
     Bool(bool),
 }
 
-trait Env {
+pub(super) trait Env {
     fn rank(&self) -> i64;
     fn p(&self) -> i64;
     fn name(&self, n: &str) -> Option<i64>;
@@ -282,14 +282,14 @@ fn eval(e: &Expr, env: &dyn Env) -> Result<Val, Diagnostic> {
     })
 }
 
-fn eval_int(e: &Expr, env: &dyn Env) -> Result<i64, Diagnostic> {
+pub(super) fn eval_int(e: &Expr, env: &dyn Env) -> Result<i64, Diagnostic> {
     match eval(e, env)? {
         Val::Int(v) => Ok(v),
         Val::Bool(_) => Err(type_error(e.span)),
     }
 }
 
-fn eval_bool(e: &Expr, env: &dyn Env) -> Result<bool, Diagnostic> {
+pub(super) fn eval_bool(e: &Expr, env: &dyn Env) -> Result<bool, Diagnostic> {
     match eval(e, env)? {
         Val::Bool(b) => Ok(b),
         Val::Int(_) => Err(type_error(e.span)),
@@ -301,7 +301,7 @@ fn eval_bool(e: &Expr, env: &dyn Env) -> Result<bool, Diagnostic> {
 pub const MAX_COUNT: i64 = 1 << 20;
 
 /// A positive count (chunks, array length, group block) from a static expression.
-fn positive(e: &Expr, env: &dyn Env, what: &str) -> Result<u32, Diagnostic> {
+pub(super) fn positive(e: &Expr, env: &dyn Env, what: &str) -> Result<u32, Diagnostic> {
     let v = eval_int(e, env)?;
     if !(1..=MAX_COUNT).contains(&v) {
         return Err(err(
@@ -317,7 +317,7 @@ fn positive(e: &Expr, env: &dyn Env, what: &str) -> Result<u32, Diagnostic> {
 // ------------------------------------------------------------------ params
 
 /// The values of param `index` of `sched` given the earlier params' values.
-fn param_values(param: &Param, env: &StaticEnv<'_>) -> Result<Vec<i64>, Diagnostic> {
+pub(super) fn param_values(param: &Param, env: &StaticEnv<'_>) -> Result<Vec<i64>, Diagnostic> {
     match &param.range {
         ParamRange::Span(a, b) => {
             let (a, b) = (eval_int(a, env)?, eval_int(b, env)?);
@@ -755,6 +755,26 @@ pub fn instantiate(
         }
     };
 
+    // A declared collective's chunk map for this P and binding: its roles' access and blocks.
+    let declared = match &res.declared {
+        Some(sig) => Some(std::sync::Arc::new(
+            super::declared::instantiate_map(sig, p, &bound).map_err(|d| {
+                vec![d.with_note(format!(
+                    "in the chunk map of `{}` at P = {p}, for schedule `{}`",
+                    sig.name(),
+                    sched.name.name
+                ))]
+            })?,
+        )),
+        None => None,
+    };
+    let kind = match &declared {
+        Some(d) => CollectiveKind::Declared {
+            reduces: d.reduces(),
+        },
+        None => res.kind,
+    };
+
     let mut b = Builder {
         lookup,
         buffers: Vec::new(),
@@ -778,7 +798,11 @@ pub fn instantiate(
                 "write `[P]`",
             )]);
         }
-        let access = match collectives::roles(res.kind).get(i).map(|r| r.access) {
+        let signature = match &declared {
+            Some(d) => d.roles.get(i).map(|r| r.access),
+            None => collectives::roles(res.kind).get(i).map(|r| r.access),
+        };
+        let access = match signature {
             // `inout`: the schedule may overwrite the caller's input.
             Some(BufferRole::Input) if role.inout => BufferRole::InOut,
             Some(a) => a,
@@ -789,7 +813,12 @@ pub fn instantiate(
             name: role.name.name.clone(),
             role: access,
             chunks: k,
-            extent: collectives::role_extent(res.kind, i, p as u64),
+            extent: match &declared {
+                Some(d) => Extent::Split {
+                    total: SizeExpr::var("n").scaled(u64::from(d.roles[i].blocks)),
+                },
+                None => collectives::role_extent(res.kind, i, p as u64),
+            },
             elem: ElemClass::Data,
         });
         b.buffer_spans.push(role.span);
@@ -897,11 +926,15 @@ pub fn instantiate(
 
     let mut prog = Program {
         schedule: sched.name.name.clone(),
-        collective: res.kind,
+        collective: kind,
         group_size: p,
         params: bound.into_iter().collect(),
         hierarchy,
-        size_vars: collectives::size_vars(res.kind),
+        size_vars: match &declared {
+            Some(_) => crate::front::declared::size_vars(),
+            None => collectives::size_vars(res.kind),
+        },
+        declared,
         buffers: b.buffers,
         buffer_spans: b.buffer_spans,
         signals: b.signals,
@@ -925,7 +958,7 @@ const ITERATION: &str = "in the iteration where ";
 
 /// Name the loop variables' values in an error raised inside a loop body, outermost first
 /// (`in the iteration where a = 1, b = 3`).
-fn in_iteration(mut d: Diagnostic, var: &str, value: i64) -> Diagnostic {
+pub(super) fn in_iteration(mut d: Diagnostic, var: &str, value: i64) -> Diagnostic {
     if d.code == codes::E_TOO_LARGE {
         // It names the loop nest and its trip counts already.
         return d;
@@ -1362,6 +1395,15 @@ impl<'a> Builder<'a> {
             | StmtKind::Signals { .. }
             | StmtKind::Group { .. }
             | StmtKind::Require { .. } => {}
+            // The resolver refuses a chunk map in a schedule.
+            StmtKind::Map { .. } => {
+                return Err(err(
+                    codes::E_MISPLACED,
+                    "a chunk map belongs in a collective declaration",
+                    s.span,
+                    "not a step",
+                ))
+            }
             StmtKind::Let { name, value } => {
                 let v = eval_int(value, f)?;
                 f.locals.push((name.name.as_str(), v));

@@ -22,6 +22,7 @@ use symsched_plan::{
 pub const CREDIT_SLOT_PREFIX: &str = "__credit";
 
 pub mod credits;
+pub mod declared;
 pub mod graph;
 pub mod instantiate;
 pub mod limits;
@@ -52,6 +53,8 @@ pub struct Program {
     pub duals: Vec<(DualDecl, Span)>,
     /// Span of the schedule header (name and `implements` clause), for whole-schedule findings.
     pub header_span: Span,
+    /// The chunk map of a declared collective (`collective` is then `Declared`).
+    pub declared: Option<std::sync::Arc<symsched_plan::DeclaredCollective>>,
 }
 
 /// One step of one rank.
@@ -78,6 +81,14 @@ impl fmt::Display for StepRef {
 }
 
 impl Program {
+    /// The collective's source name (a declared collective's own name).
+    pub fn collective_name(&self) -> &str {
+        match &self.declared {
+            Some(d) => &d.name,
+            None => self.collective.name(),
+        }
+    }
+
     pub fn step(&self, at: StepRef) -> &Step {
         &self.ranks[at.rank as usize][at.index as usize]
     }

@@ -47,7 +47,7 @@ pub fn check_program(
                             "E0443",
                             format!(
                                 "[dual] `identity assuming replicated` is only valid for allreduce, not {}",
-                                prog.collective.name()
+                                prog.collective_name()
                             ),
                         )
                         .with_label(*span, "declared here")

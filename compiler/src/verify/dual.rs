@@ -126,7 +126,7 @@ impl CoordSet {
 
 fn linear_inputs(prog: &Program) -> Vec<usize> {
     let kind = prog.collective;
-    role_access(kind)
+    role_access(prog)
         .iter()
         .enumerate()
         .filter(|(i, a)| {
@@ -140,8 +140,8 @@ fn linear_inputs(prog: &Program) -> Vec<usize> {
 /// copy of `a`, an auxiliary result whose gradient the MC2 backward does not take).
 fn outputs(prog: &Program) -> Vec<usize> {
     let kind = prog.collective;
-    (0..role_access(kind).len())
-        .filter(|&i| is_output_role(kind, i))
+    (0..role_access(prog).len())
+        .filter(|&i| is_output_role(prog, i))
         .filter(|&i| !(kind == CollectiveKind::AllgatherMatmul && i == 2))
         .collect()
 }
@@ -200,9 +200,9 @@ fn shape_error(fwd: &Program, bwd: &Program, decl_span: Span, why: String) -> Di
         format!(
             "[dual] `{}` ({}) cannot be the adjoint of `{}` ({}): {why}",
             bwd.schedule,
-            bwd.collective.name(),
+            bwd.collective_name(),
             fwd.schedule,
-            fwd.collective.name()
+            fwd.collective_name()
         ),
     )
     .with_label(decl_span, "dual declared here")

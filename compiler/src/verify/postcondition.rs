@@ -3,8 +3,8 @@
 //! `docs/language-spec.md`).
 //!
 //! - E0401: an output block holds the wrong combination of inputs (missing, extra or repeated
-//!   contributions); the primary label is the step that carried a wrong contribution out of its
-//!   input, when there is one;
+//!   contributions); the primary label is the put or get that carried an extra contribution
+//!   (without one, the step that took it out of its input), the last write a secondary label;
 //! - E0402: an output block holds an unspecified value (never written, or computed from
 //!   unspecified data);
 //! - E0403: a role's chunking does not align with the collective's blocks;
@@ -23,20 +23,25 @@ use std::rc::Rc;
 use symsched_plan::{BufferRole, CollectiveKind, Op, Rank};
 
 /// Role access per collective, in signature order (a role declared `inout` is `InOut` in the
-/// program instead of `Input`).
-pub(super) fn role_access(kind: CollectiveKind) -> &'static [BufferRole] {
+/// program instead of `Input`); a declared collective's come from its chunk map.
+pub(super) fn role_access(prog: &Program) -> Vec<BufferRole> {
     use BufferRole::*;
-    match kind {
+    match prog.collective {
         CollectiveKind::Allgather
         | CollectiveKind::ReduceScatter
         | CollectiveKind::Alltoall
-        | CollectiveKind::Alltoallv => &[Input, Output],
+        | CollectiveKind::Alltoallv => vec![Input, Output],
         CollectiveKind::Allreduce
         | CollectiveKind::Broadcast
         | CollectiveKind::Reduce
-        | CollectiveKind::Sendrecv => &[InOut],
-        CollectiveKind::AllgatherMatmul => &[Input, Input, Output, Output],
-        CollectiveKind::MatmulReduceScatter => &[Input, Input, Output],
+        | CollectiveKind::Sendrecv => vec![InOut],
+        CollectiveKind::AllgatherMatmul => vec![Input, Input, Output, Output],
+        CollectiveKind::MatmulReduceScatter => vec![Input, Input, Output],
+        CollectiveKind::Declared { .. } => prog
+            .declared
+            .iter()
+            .flat_map(|d| d.roles.iter().map(|r| r.access))
+            .collect(),
     }
 }
 
@@ -48,8 +53,18 @@ pub(super) fn operand_roles(kind: CollectiveKind) -> &'static [usize] {
     }
 }
 
-/// Number of blocks of each role (P for the roles the table splits into per-rank blocks).
-pub(super) fn role_blocks(kind: CollectiveKind, role: usize, p: u32) -> u32 {
+/// Number of blocks of each role (P for the roles the table splits into per-rank blocks; a
+/// declared collective's from its declaration).
+pub(super) fn role_blocks(prog: &Program, role: usize) -> u32 {
+    let kind = prog.collective;
+    let p = prog.group_size;
+    if let CollectiveKind::Declared { .. } = kind {
+        return prog
+            .declared
+            .as_ref()
+            .and_then(|d| d.roles.get(role))
+            .map_or(1, |r| r.blocks);
+    }
     let per_rank = match kind {
         CollectiveKind::Allgather => role == 1,
         CollectiveKind::ReduceScatter => role == 0,
@@ -170,8 +185,24 @@ fn expected_with(
             .collect()
     };
     let all = |f: &dyn Fn(Rank) -> Vec<Lin>| sum_blocks((0..p).map(f).collect());
-    let blocks = role_blocks(kind, role, p);
+    let blocks = role_blocks(prog, role);
     Ok(match (kind, role) {
+        (CollectiveKind::Declared { .. }, _) => {
+            let mut v: Vec<Expected> = vec![None; blocks as usize];
+            if let Some(d) = &prog.declared {
+                for b in d.post_of(role as u32, r) {
+                    let parts = b
+                        .sources
+                        .iter()
+                        .map(|s| units(s.rank, s.role as usize, s.block))
+                        .collect();
+                    if let Some(slot) = v.get_mut(b.at.block as usize) {
+                        *slot = Some(sum_blocks(parts));
+                    }
+                }
+            }
+            v
+        }
         (CollectiveKind::Allgather, 1) => (0..p).map(|j| Some(units(j, 0, 0))).collect(),
         (CollectiveKind::ReduceScatter, 1) => vec![Some(all(&|j| units(j, 0, r)))],
         (CollectiveKind::Allreduce, 0) => vec![Some(all(&|j| units(j, 0, 0)))],
@@ -202,9 +233,9 @@ fn expected_with(
 }
 
 /// Whether role `role` is an output of the collective (written, its final contents specified).
-pub(super) fn is_output_role(kind: CollectiveKind, role: usize) -> bool {
+pub(super) fn is_output_role(prog: &Program, role: usize) -> bool {
     matches!(
-        role_access(kind).get(role),
+        role_access(prog).get(role),
         Some(BufferRole::Output | BufferRole::InOut)
     )
 }
@@ -212,14 +243,14 @@ pub(super) fn is_output_role(kind: CollectiveKind, role: usize) -> bool {
 /// Signature and chunking checks (E0403, E0404).
 pub(super) fn shape_errors(prog: &Program) -> Vec<Diagnostic> {
     let kind = prog.collective;
-    let access = role_access(kind);
+    let access = role_access(prog);
     let mut out = Vec::new();
     for (i, want) in access.iter().enumerate() {
         let matches =
             |b: BufferRole| b == *want || (*want == BufferRole::Input && b == BufferRole::InOut);
         match prog.buffers.get(i) {
             Some(b) if matches(b.role) => {
-                let blocks = role_blocks(kind, i, prog.group_size);
+                let blocks = role_blocks(prog, i);
                 if blocks > 1 && b.chunks != blocks {
                     let span = prog
                         .buffer_spans
@@ -259,7 +290,7 @@ pub(super) fn shape_errors(prog: &Program) -> Vec<Diagnostic> {
 /// The chunks of block `j` of role `role`.
 pub(super) fn block_chunks(prog: &Program, role: usize, j: u32) -> std::ops::Range<u32> {
     let k = prog.buffers[role].chunks;
-    let blocks = role_blocks(prog.collective, role, prog.group_size);
+    let blocks = role_blocks(prog, role);
     if blocks == 1 {
         0..k
     } else {
@@ -305,9 +336,8 @@ pub(super) fn check(prog: &Program, hb: &HappensBefore) -> Proved {
 
 /// Every (rank, role, chunk) an output role's postcondition specifies, in order.
 pub(super) fn specified_outputs(prog: &Program) -> Vec<(Rank, usize, u32)> {
-    let kind = prog.collective;
     let mut out = Vec::new();
-    for role in (0..role_access(kind).len()).filter(|&i| is_output_role(kind, i)) {
+    for role in (0..role_access(prog).len()).filter(|&i| is_output_role(prog, i)) {
         for r in 0..prog.group_size {
             let Ok(specified) = specified_blocks(prog, role, r) else {
                 continue;
@@ -327,10 +357,9 @@ pub(super) fn specified_outputs(prog: &Program) -> Vec<(Rank, usize, u32)> {
 /// W0404, one per output role: the first (rank, block) whose value is not the sequential
 /// rank-order fold of its contributions, labelled at the step where that order is first left.
 fn fold_order(prog: &Program, run: &mut Outcome) -> Vec<Diagnostic> {
-    let kind = prog.collective;
     let mut out = Vec::new();
-    for role in (0..role_access(kind).len()).filter(|&i| is_output_role(kind, i)) {
-        let blocks = role_blocks(kind, role, prog.group_size);
+    for role in (0..role_access(prog).len()).filter(|&i| is_output_role(prog, i)) {
+        let blocks = role_blocks(prog, role);
         let mut first: Option<(Rank, u32, NodeId)> = None;
         let (mut bad_chunks, mut all_chunks) = (0usize, 0usize);
         let mut distinct: HashSet<NodeId> = HashSet::new();
@@ -462,7 +491,7 @@ fn class_name(c: symsched_plan::ElemClass) -> &'static str {
 fn contents(prog: &Program, run: &mut Outcome) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let kind = prog.collective;
-    for role in (0..role_access(kind).len()).filter(|&i| is_output_role(kind, i)) {
+    for role in (0..role_access(prog).len()).filter(|&i| is_output_role(prog, i)) {
         // These postconditions do not depend on the rank: compute them once, and compare each
         // distinct value once (replicas of one value are one node).
         let shared = matches!(
@@ -597,7 +626,7 @@ fn compare(
     loc: Atom,
 ) -> Option<Diagnostic> {
     let name = &prog.buffers[role].name;
-    let blocks = role_blocks(prog.collective, role, prog.group_size);
+    let blocks = role_blocks(prog, role);
     let place = if blocks == 1 {
         format!("rank {r} `{name}`")
     } else {
@@ -606,7 +635,7 @@ fn compare(
     let writer = run.writer(loc);
     let requires = format!(
         "{} requires: {}",
-        prog.collective.name(),
+        prog.collective_name(),
         pieces_text(prog, want)
     );
     let diag = |code: &'static str, what: String| {
@@ -658,50 +687,91 @@ fn compare(
             .collect();
         terms.sort();
         terms.dedup();
-        for t in terms {
-            let (a, b) = (count_of(w, t), count_of(f, t));
-            if a == b {
-                continue;
-            }
-            let what = format!(
-                "{at}holds {{{}}} {}, expected {}",
+        // (term, expected count, found count) of every term that differs.
+        let wrong: Vec<(&Term, u32, u32)> = terms
+            .into_iter()
+            .map(|t| (t, count_of(w, t), count_of(f, t)))
+            .filter(|(_, a, b)| a != b)
+            .collect();
+        let what = |(t, a, b): (&Term, u32, u32)| {
+            format!(
+                "holds {{{}}} {}, expected {}",
                 term_text(prog, &t.atom, &t.ops),
                 times(b),
                 times(a)
-            );
-            // A contribution that should not be there: point at the step that carried it out
-            // of its input, the last write stays a secondary label.
-            if b > a && a == 0 {
-                let chain = carriers(prog, run, loc, t.atom);
-                if let Some(&first) = chain.last() {
-                    if Some(first) != writer {
-                        let mut d = step_error(
-                            prog,
-                            "E0401",
-                            first,
-                            format!(
-                                "[postcondition] {place} {what}: {} carries it there",
-                                step_text(prog, first)
-                            ),
-                            format!("carries {} here", term_text(prog, &t.atom, &[])),
-                        );
-                        if let Some(w) = writer {
-                            d = d.with_label(prog.step(w).span, "last write of this output");
-                        }
-                        if chain.len() > 2 {
-                            let via: Vec<String> = chain[1..chain.len() - 1]
-                                .iter()
-                                .rev()
-                                .map(|s| step_text(prog, *s))
-                                .collect();
-                            d = d.with_note(format!("then moved by {}", via.join(", then ")));
-                        }
-                        return Some(d.with_note(requires.clone()));
+            )
+        };
+        // A contribution that is there too often (or should not be there at all) was carried by
+        // some step: name it, rather than a missing one, which no step points at.
+        let Some(&extra) = wrong.iter().find(|(_, a, b)| b > a) else {
+            let Some(&first) = wrong.first() else {
+                continue;
+            };
+            return Some(diag("E0401", format!("{at}{}", what(first))));
+        };
+        let t = extra.0;
+        let chain = carriers(prog, run, loc, t.atom);
+        // The transfer nearest the output that moved it (the put or get that carried the wrong
+        // chunk); without one, the step that took it out of its input.
+        let culprit = chain
+            .iter()
+            .copied()
+            .find(|s| matches!(prog.step(*s).op, Op::Put { .. } | Op::Get { .. }))
+            .or_else(|| chain.last().copied());
+        let Some(culprit) = culprit else {
+            return Some(diag("E0401", format!("{at}{}", what(extra))));
+        };
+        let atom = term_text(prog, &t.atom, &[]);
+        let (verb, label) = match prog.step(culprit).op {
+            Op::Put { .. } | Op::Get { .. } => ("carries it there", format!("carries {atom} here")),
+            Op::Reduce { .. } => ("folds it in", format!("folds {atom} in here")),
+            _ => ("copies it there", format!("copies {atom} here")),
+        };
+        let mut d = step_error(
+            prog,
+            "E0401",
+            culprit,
+            format!(
+                "[postcondition] {place} {at}{}: {} {verb}",
+                what(extra),
+                step_text(prog, culprit)
+            ),
+            label,
+        );
+        match writer {
+            Some(wr) if wr != culprit => {
+                d = d.with_label(prog.step(wr).span, "last write of this output");
+                // The steps between them, in the order they ran.
+                if let Some(k) = chain.iter().position(|s| *s == culprit) {
+                    if k > 1 {
+                        let via: Vec<String> = chain[1..k]
+                            .iter()
+                            .rev()
+                            .map(|s| step_text(prog, *s))
+                            .collect();
+                        d = d.with_note(format!("then moved by {}", via.join(", then ")));
                     }
                 }
             }
-            return Some(diag("E0401", what));
+            _ => {}
         }
+        let missing: Vec<String> = wrong
+            .iter()
+            .filter(|(_, a, b)| a > b)
+            .take(SHOWN_PIECES)
+            .map(|&(t, a, b)| {
+                format!(
+                    "{{{}}} {} (expected {})",
+                    term_text(prog, &t.atom, &t.ops),
+                    times(b),
+                    times(a)
+                )
+            })
+            .collect();
+        if !missing.is_empty() {
+            d = d.with_note(format!("it also holds {}", missing.join(", ")));
+        }
+        return Some(d.with_note(requires.clone()));
     }
     None
 }
@@ -861,6 +931,60 @@ mod tests {
             );
         }
         b.build()
+    }
+
+    #[test]
+    fn a_wrong_chunk_is_blamed_on_the_put_that_carried_it() {
+        // All-to-all through a landing scratch: each rank sends its peer its own block instead
+        // of the peer's, and the peer copies what landed into `out`. The copy is the last write
+        // of the wrong output block; the put carried the wrong chunk.
+        let p = 2;
+        let mut b = Builder::collective(
+            CollectiveKind::Alltoall,
+            p,
+            &[("in", p), ("out", p), ("land", p)],
+        );
+        b.signals(&[("ready", SignalMode::Add)]);
+        let mut puts = Vec::new();
+        for r in 0..p {
+            b.copy(r, reg(0, r, 1), reg(1, r, 1));
+            puts.push(b.put_sig(r, reg(0, r, 1), reg(2, r, 1), 1 - r, 0, 1));
+        }
+        let mut copies = Vec::new();
+        for r in 0..p {
+            b.wait(r, 0, Cmp::Ge, 1);
+            copies.push(b.copy(r, reg(2, 1 - r, 1), reg(1, 1 - r, 1)));
+        }
+        let prog = b.build();
+        let d = run(&prog);
+        assert_eq!(d[0].code, "E0401", "{d:?}");
+        assert!(
+            d[0].message
+                .contains("rank 0 `out` block 1 holds {r1:in[1]} once, expected never"),
+            "{}",
+            d[0].message
+        );
+        assert_eq!(
+            d[0].labels[0].0,
+            prog.step(puts[1]).span,
+            "{:?}",
+            d[0].labels
+        );
+        assert_eq!(d[0].labels[0].1, "carries r1:in[1] here");
+        assert_eq!(
+            d[0].labels[1].0,
+            prog.step(copies[0]).span,
+            "{:?}",
+            d[0].labels
+        );
+        assert_eq!(d[0].labels[1].1, "last write of this output");
+        assert!(
+            d[0].notes
+                .iter()
+                .any(|n| n == "it also holds {r1:in[0]} never (expected once)"),
+            "{:?}",
+            d[0].notes
+        );
     }
 
     #[test]

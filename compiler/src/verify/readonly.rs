@@ -51,7 +51,7 @@ pub(super) fn check(prog: &Program) -> Vec<Diagnostic> {
                     "[contract] {} writes `{region}` of {whose} `{}`, a read-only input of {}: the caller's input would be corrupted",
                     step_text(prog, at),
                     b.name,
-                    prog.collective.name()
+                    prog.collective_name()
                 ),
                 "writes a read-only input",
             )

@@ -63,6 +63,7 @@ impl Builder {
             exit_signals: vec![Vec::new(); p as usize],
             duals: Vec::new(),
             header_span: Span::new(0, 10_000, 10_001),
+            declared: None,
         };
         Builder { prog, next_span: 0 }
     }
@@ -293,5 +294,7 @@ fn role_table(kind: CollectiveKind, p: u64) -> (Vec<BufferRole>, Vec<Extent>) {
                 split(mul("m", "n")),
             ],
         ),
+        // Hand-built programs of declared collectives set their roles themselves.
+        CollectiveKind::Declared { .. } => (Vec::new(), Vec::new()),
     }
 }

@@ -193,6 +193,7 @@ impl B {
             duals: vec![],
             source_hash: "hand-built".into(),
             folds: Default::default(),
+            declared: None,
         };
         plan.check_consistency()
             .expect("hand-built plan is consistent");

@@ -255,11 +255,17 @@ pub fn expected(
                 out[r][2] = Some(fold(types, op, &refs, p, m * n)?);
             }
         }
+        CollectiveKind::Declared { .. } => declared(plan, types, op, sizes, before, &mut out)?,
     }
     proved_folds(plan, types, op, sizes, before, &mut out)?;
     // An input role the schedule declares `inout` may be overwritten: no promise after the call.
     for (i, b) in plan.buffers.iter().enumerate() {
-        if b.role == BufferRole::InOut && signature_input(plan.collective, i) {
+        let declared_input = plan.declared.as_ref().is_some_and(|d| {
+            d.roles
+                .get(i)
+                .is_some_and(|r| r.access == BufferRole::Input)
+        });
+        if b.role == BufferRole::InOut && (declared_input || signature_input(plan.collective, i)) {
             for o in out.iter_mut() {
                 if let Some(slot) = o.get_mut(i) {
                     *slot = None;
@@ -268,6 +274,69 @@ pub fn expected(
         }
     }
     Ok(out)
+}
+
+/// A declared collective's outputs from its chunk map: a copied block is its source, a reduced
+/// one the rank-order fold of its sources (divided by P for `avg`, as the executor does for
+/// every output of a reducing collective); blocks the map does not specify are unspecified.
+fn declared(
+    plan: &Plan,
+    types: ElemTypes,
+    op: ReduceOp,
+    sizes: &LaunchSizes,
+    before: &[Vec<Vec<u8>>],
+    out: &mut [Vec<Option<Vec<u8>>>],
+) -> Result<(), ExecError> {
+    let d = plan
+        .declared
+        .as_ref()
+        .ok_or_else(|| ExecError::Runtime("a declared collective without its chunk map".into()))?;
+    let es = types.data.size();
+    let n = sizes.vars.get("n").copied().unwrap_or(0) as usize;
+    let block = |rank: u32, role: u32, j: u32| -> Result<&[u8], ExecError> {
+        let v = before
+            .get(rank as usize)
+            .and_then(|r| r.get(role as usize))
+            .ok_or_else(|| ExecError::Runtime("declared source of a missing role".into()))?;
+        v.get(j as usize * n * es..(j as usize + 1) * n * es)
+            .ok_or_else(|| ExecError::Runtime("declared source block past its role".into()))
+    };
+    for (i, role) in d.roles.iter().enumerate() {
+        if role.access == BufferRole::Input {
+            continue;
+        }
+        for (r, o) in out.iter_mut().enumerate() {
+            let specified = d.post_of(i as u32, r as u32);
+            let Some(slot) = o.get_mut(i) else {
+                continue;
+            };
+            if specified.len() != role.blocks as usize {
+                // Some block is unspecified: the comparison skips the role on this rank.
+                *slot = None;
+                continue;
+            }
+            let Some(buf) = slot.as_mut() else {
+                continue;
+            };
+            for b in specified {
+                let srcs = b
+                    .sources
+                    .iter()
+                    .map(|s| block(s.rank, s.role, s.block))
+                    .collect::<Result<Vec<&[u8]>, _>>()?;
+                let v = if b.reduce {
+                    fold(types, op, &srcs, plan.group_size, n)?
+                } else {
+                    srcs[0].to_vec()
+                };
+                let j = b.at.block as usize;
+                if let Some(dst) = buf.get_mut(j * n * es..(j + 1) * n * es) {
+                    dst.copy_from_slice(&v);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether role `i` of `kind` is an input of its signature (an `inout` declaration makes it
@@ -533,6 +602,9 @@ pub fn bus_factor(kind: CollectiveKind, p: u32) -> f64 {
         | CollectiveKind::Alltoallv
         | CollectiveKind::AllgatherMatmul
         | CollectiveKind::MatmulReduceScatter => (p - 1.0) / p,
-        CollectiveKind::Broadcast | CollectiveKind::Reduce | CollectiveKind::Sendrecv => 1.0,
+        CollectiveKind::Broadcast
+        | CollectiveKind::Reduce
+        | CollectiveKind::Sendrecv
+        | CollectiveKind::Declared { .. } => 1.0,
     }
 }
