@@ -4,45 +4,18 @@
 //! rank's kernel fails to be stored (`JitFailure::Compile` with an i/o error). Skipped (with a
 //! message) when no C compiler is installed.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use symsched_runtime::launcher::{launch, LaunchSpec};
 
+mod common;
+
 #[test]
 fn a_jit_failure_is_unavailable_in_c_and_the_interpreter_runs_the_launch() {
-    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    // `cargo build` uplifts the cdylib into the profile dir; `cargo test` alone leaves it in
-    // deps/ next to this test binary.
-    let exe = std::env::current_exe().expect("exe");
-    let deps_dir = exe.parent().expect("deps dir").to_path_buf();
-    let profile_dir = deps_dir.parent().expect("profile dir").to_path_buf();
-    let lib_dir = [&profile_dir, &deps_dir]
-        .into_iter()
-        .find(|d| d.join("libsymsched.so").exists())
-        .unwrap_or_else(|| panic!("libsymsched.so not built in {}", profile_dir.display()))
-        .clone();
-    if Command::new("cc").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: no C compiler");
+    let Some(prog) = common::build("jit_unavailable") else {
         return;
-    }
-    let out_dir = std::env::temp_dir().join(format!("symsched-capi-jit-{}", std::process::id()));
-    std::fs::create_dir_all(&out_dir).expect("tmp dir");
-    let bin = out_dir.join("jit_unavailable");
-    let st = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Werror", "-o"])
-        .arg(&bin)
-        .arg(crate_dir.join("tests/c/jit_unavailable.c"))
-        .arg("-I")
-        .arg(crate_dir.join("../include"))
-        .arg("-L")
-        .arg(&lib_dir)
-        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
-        .arg("-lsymsched")
-        .status()
-        .expect("cc runs");
-    assert!(st.success(), "C compilation failed");
+    };
+    let (out_dir, bin) = (&prog.dir, &prog.bin);
     let plan = symsched_compiler::pipeline::compile(
         &symsched_compiler::pipeline::standard_library(),
         "allreduce_one_shot",
@@ -57,7 +30,7 @@ fn a_jit_failure_is_unavailable_in_c_and_the_interpreter_runs_the_launch() {
     // The cache directory would be <file>/symsched/jit: it cannot be created.
     let not_a_dir = out_dir.join("cache-is-a-file");
     std::fs::write(&not_a_dir, b"not a directory").expect("file written");
-    let mut spec = LaunchSpec::new(2, &bin, Vec::<String>::new());
+    let mut spec = LaunchSpec::new(2, bin, Vec::<String>::new());
     for (k, v) in [
         ("SYMSCHED_JIT_PLAN", plan_path.clone().into_os_string()),
         ("XDG_CACHE_HOME", not_a_dir.clone().into_os_string()),
@@ -70,7 +43,6 @@ fn a_jit_failure_is_unavailable_in_c_and_the_interpreter_runs_the_launch() {
     spec.capture = true;
     spec.timeout = Some(Duration::from_secs(120));
     let o = launch(&spec).expect("launch");
-    let _ = std::fs::remove_dir_all(&out_dir);
     let text: String = o
         .output
         .iter()
