@@ -1,8 +1,11 @@
 //! The `symsched` binary end to end: exit codes, messages and outputs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use symsched_plan::Plan;
+
+mod common;
+use common::{arg as s, symsched, text, wrong_elements};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
@@ -10,21 +13,6 @@ fn examples() -> PathBuf {
 
 fn example(name: &str) -> PathBuf {
     examples().join(format!("{name}.sched"))
-}
-
-fn symsched(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_symsched"))
-        .args(args)
-        .output()
-        .expect("symsched runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
 }
 
 /// Runs `symsched ARGS` (a `run … --check`), requires success and a passed check; returns stdout.
@@ -361,11 +349,8 @@ fn check_and_run_check_agree_on_a_fold_out_of_rank_order() {
 #[test]
 fn the_reference_follows_the_plan_fold_table() {
     use std::collections::BTreeMap;
-    use std::time::Duration;
     use symsched_compiler::library::Library;
     use symsched_compiler::pipeline::{compile, CompileOptions};
-    use symsched_runtime::exec::harness::{run_local, sizes_for, RunSpec};
-    use symsched_runtime::exec::{DType, ElemTypes, ReduceOp};
     let mut lib = Library::new();
     let text = std::fs::read_to_string(rotating_ring()).expect("readable");
     lib.add_source("ring.sched", &text).expect("parses");
@@ -379,22 +364,7 @@ fn the_reference_follows_the_plan_fold_table() {
     .expect("compiles")
     .plan;
     assert_eq!(plan.folds.outputs.len(), 16, "every chunk of every rank");
-    let spec = RunSpec {
-        types: ElemTypes::new(DType::F32, None).expect("f32"),
-        op: ReduceOp::Sum,
-        sizes: sizes_for(&plan, 4097, &[]),
-        warmup: 0,
-        iters: 1,
-        check: true,
-        staged: false,
-    };
-    let wrong = |plan: &Plan| -> u64 {
-        run_local(plan, &spec, 1 << 22, Duration::from_secs(60))
-            .expect("runs")
-            .iter()
-            .map(|r| r.wrong)
-            .sum()
-    };
+    let wrong = |plan: &Plan| wrong_elements(plan, 4097);
     assert_eq!(wrong(&plan), 0);
     // Without the table the reference folds in rank order and the same results fail in f32:
     // what `run --check` did before plans carried their fold order.

@@ -5,33 +5,17 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::Duration;
 use symsched_compiler::library::Library;
 use symsched_compiler::pipeline::{compile, CompileOptions};
 use symsched_plan::{CollectiveKind, Plan};
-use symsched_runtime::exec::harness::{run_local, sizes_for, RunSpec};
-use symsched_runtime::exec::{DType, ElemTypes, ReduceOp};
+
+mod common;
+use common::{arg as path, symsched, text, wrong_elements};
 
 fn schedule_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/schedules")
         .join(name)
-}
-
-fn symsched(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_symsched"))
-        .args(args)
-        .output()
-        .expect("symsched runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
 }
 
 #[test]
@@ -195,22 +179,7 @@ fn the_reference_is_derived_from_the_declared_map() {
     )
     .expect("compiles")
     .plan;
-    let spec = RunSpec {
-        types: ElemTypes::new(DType::F32, None).expect("f32"),
-        op: ReduceOp::Sum,
-        sizes: sizes_for(&plan, 4097, &[]),
-        warmup: 0,
-        iters: 1,
-        check: true,
-        staged: false,
-    };
-    let wrong = |plan: &Plan| -> u64 {
-        run_local(plan, &spec, 1 << 22, Duration::from_secs(60))
-            .expect("runs")
-            .iter()
-            .map(|r| r.wrong)
-            .sum()
-    };
+    let wrong = |plan: &Plan| wrong_elements(plan, 4097);
     assert_eq!(wrong(&plan), 0);
     // A map that says rank 2 receives rank 0's block (the schedule delivers rank 1's): the same
     // run now fails on rank 2, so the comparison reads the map.
