@@ -7,7 +7,7 @@
 //! a reduction of blocks of different roles (E0320), a param outside the declared range
 //! (E0305), a map too large to check (E0315).
 
-use super::instantiate::{
+use super::eval::{
     eval_bool, eval_int, in_iteration, lookup_param, param_values, positive, Env, StaticEnv,
 };
 use crate::diag::{Diagnostic, Span};

@@ -23,6 +23,7 @@ pub const CREDIT_SLOT_PREFIX: &str = "__credit";
 
 pub mod credits;
 pub mod declared;
+mod eval;
 pub mod graph;
 pub mod instantiate;
 pub mod limits;
