@@ -340,31 +340,8 @@ impl<'a> Resolver<'a> {
                 );
             }
             Some(k) => {
-                let spec = collectives::roles(k);
-                if spec.len() != s.roles.len() {
-                    let names: Vec<&str> = spec.iter().map(|r| r.name).collect();
-                    let span = s
-                        .roles
-                        .first()
-                        .map(|r| r.span.join(s.roles[s.roles.len() - 1].span))
-                        .unwrap_or(s.collective.span);
-                    self.err(
-                        Diagnostic::error(
-                            codes::E_ROLE_COUNT,
-                            format!(
-                                "`{}` takes {} role(s), found {}",
-                                k.name(),
-                                spec.len(),
-                                s.roles.len()
-                            ),
-                        )
-                        .with_label(span, "roles declared here")
-                        .with_help(format!(
-                            "declare the roles ({}) in this order",
-                            names.join(", ")
-                        )),
-                    );
-                }
+                let names: Vec<&str> = collectives::roles(k).iter().map(|r| r.name).collect();
+                self.check_role_count(k.name(), &names, None);
                 for req in collectives::required_params(k) {
                     if !s.params.iter().any(|p| p.name.name == *req) {
                         self.err(
@@ -465,40 +442,47 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// E0203 when the schedule does not declare one role per role of its collective (`names`,
+    /// in order); `declared_at` points at a user-declared collective's header.
+    fn check_role_count(&mut self, collective: &str, names: &[&str], declared_at: Option<Span>) {
+        let s = self.sched;
+        if names.len() == s.roles.len() {
+            return;
+        }
+        let span = s
+            .roles
+            .first()
+            .map(|r| r.span.join(s.roles[s.roles.len() - 1].span))
+            .unwrap_or(s.collective.span);
+        let mut d = Diagnostic::error(
+            codes::E_ROLE_COUNT,
+            format!(
+                "`{collective}` takes {} role(s), found {}",
+                names.len(),
+                s.roles.len()
+            ),
+        )
+        .with_label(span, "roles declared here");
+        if let Some(at) = declared_at {
+            d = d.with_label(at, "the collective is declared here");
+        }
+        self.err(d.with_help(format!(
+            "declare the roles ({}) in this order",
+            names.join(", ")
+        )));
+    }
+
     /// The role count, params and size variables of a schedule implementing a declared
     /// collective.
     fn declared_header(&mut self, sig: &DeclaredSig) {
         let s = self.sched;
-        let want = sig.decl.roles.len();
-        if want != s.roles.len() {
-            let names: Vec<&str> = sig
-                .decl
-                .roles
-                .iter()
-                .map(|r| r.name.name.as_str())
-                .collect();
-            let span = s
-                .roles
-                .first()
-                .map(|r| r.span.join(s.roles[s.roles.len() - 1].span))
-                .unwrap_or(s.collective.span);
-            self.err(
-                Diagnostic::error(
-                    codes::E_ROLE_COUNT,
-                    format!(
-                        "`{}` takes {want} role(s), found {}",
-                        sig.name(),
-                        s.roles.len()
-                    ),
-                )
-                .with_label(span, "roles declared here")
-                .with_label(sig.decl.header_span, "the collective is declared here")
-                .with_help(format!(
-                    "declare the roles ({}) in this order",
-                    names.join(", ")
-                )),
-            );
-        }
+        let names: Vec<&str> = sig
+            .decl
+            .roles
+            .iter()
+            .map(|r| r.name.name.as_str())
+            .collect();
+        self.check_role_count(sig.name(), &names, Some(sig.decl.header_span));
         for req in sig.params() {
             if !s.params.iter().any(|p| p.name.name == req) {
                 self.err(
