@@ -5,7 +5,7 @@ use std::process::Command;
 use symsched_plan::Plan;
 
 mod common;
-use common::{arg as s, symsched, text, wrong_elements};
+use common::{arg as s, compile_file, symsched, text, wrong_elements};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
@@ -348,21 +348,7 @@ fn check_and_run_check_agree_on_a_fold_out_of_rank_order() {
 
 #[test]
 fn the_reference_follows_the_plan_fold_table() {
-    use std::collections::BTreeMap;
-    use symsched_compiler::library::Library;
-    use symsched_compiler::pipeline::{compile, CompileOptions};
-    let mut lib = Library::new();
-    let text = std::fs::read_to_string(rotating_ring()).expect("readable");
-    lib.add_source("ring.sched", &text).expect("parses");
-    let plan = compile(
-        &lib,
-        "allreduce_ring_rotating",
-        4,
-        &BTreeMap::new(),
-        &CompileOptions::default(),
-    )
-    .expect("compiles")
-    .plan;
+    let plan = compile_file(&rotating_ring(), "allreduce_ring_rotating", 4);
     assert_eq!(plan.folds.outputs.len(), 16, "every chunk of every rank");
     let wrong = |plan: &Plan| wrong_elements(plan, 4097);
     assert_eq!(wrong(&plan), 0);

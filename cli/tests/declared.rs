@@ -6,11 +6,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use symsched_compiler::library::Library;
-use symsched_compiler::pipeline::{compile, CompileOptions};
 use symsched_plan::{CollectiveKind, Plan};
 
 mod common;
-use common::{arg as path, symsched, text, wrong_elements};
+use common::{arg as path, compile_file, symsched, text, wrong_elements};
 
 fn schedule_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -167,18 +166,7 @@ fn run_check_passes_bit_for_bit_at_two_to_four_ranks() {
 
 #[test]
 fn the_reference_is_derived_from_the_declared_map() {
-    let mut lib = Library::new();
-    let src = std::fs::read_to_string(schedule_file("all_to_next.sched")).expect("reads");
-    lib.add_source("all_to_next.sched", &src).expect("parses");
-    let plan = compile(
-        &lib,
-        "all_to_next_push",
-        3,
-        &BTreeMap::new(),
-        &CompileOptions::default(),
-    )
-    .expect("compiles")
-    .plan;
+    let plan = compile_file(&schedule_file("all_to_next.sched"), "all_to_next_push", 3);
     let wrong = |plan: &Plan| wrong_elements(plan, 4097);
     assert_eq!(wrong(&plan), 0);
     // A map that says rank 2 receives rank 0's block (the schedule delivers rank 1's): the same

@@ -1,10 +1,13 @@
-//! What the binary's end-to-end tests share: running `symsched`, reading its output, and
-//! counting the elements a plan's checked run gets wrong.
+//! What the binary's end-to-end tests share: running `symsched`, reading its output, compiling
+//! a schedule file in-process, and counting the elements a plan's checked run gets wrong.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use symsched_compiler::library::Library;
+use symsched_compiler::pipeline::{compile, CompileOptions};
 use symsched_plan::Plan;
 use symsched_runtime::exec::harness::{run_local, sizes_for, RunSpec};
 use symsched_runtime::exec::{DType, ElemTypes, ReduceOp};
@@ -25,6 +28,26 @@ pub fn text(bytes: &[u8]) -> String {
 /// A path as a command-line argument.
 pub fn arg(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
+}
+
+/// The plan of `schedule` at `p` ranks, compiled from the schedule file `file` alone.
+pub fn compile_file(file: &Path, schedule: &str, p: u32) -> Plan {
+    let mut lib = Library::new();
+    let src = std::fs::read_to_string(file).expect("readable");
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("file name");
+    lib.add_source(name, &src).expect("parses");
+    compile(
+        &lib,
+        schedule,
+        p,
+        &BTreeMap::new(),
+        &CompileOptions::default(),
+    )
+    .expect("compiles")
+    .plan
 }
 
 /// Elements wrong on all ranks after one checked f32 sum launch of `plan` at `count` elements,
