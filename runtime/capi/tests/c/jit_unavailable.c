@@ -6,15 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "symsched.h"
-
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    SymschedStatus st_ = (call);                                                      \
-    if (st_ != SYMSCHED_STATUS_OK) {                                                  \
-      printf("FAIL %s -> %d: %s\n", #call, (int)st_, symsched_last_error());          \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
+#include "test_util.h"
 
 int main(void) {
   SymschedRuntime *rt = NULL;
@@ -24,13 +16,8 @@ int main(void) {
   for (int i = 0; i < n; i++) ranks[i] = (uint32_t)i;
   SymschedGroup *g = NULL;
   CHECK(symsched_group_create(rt, ranks, (size_t)n, false, &g));
-  const char *path = getenv("SYMSCHED_JIT_PLAN");
-  FILE *f = path ? fopen(path, "rb") : NULL;
-  if (!f) { printf("FAIL plan file\n"); return 1; }
-  static char plan[1 << 20];
-  size_t len = fread(plan, 1, sizeof plan - 1, f);
-  fclose(f);
-  plan[len] = 0;
+  const char *plan = read_plan("SYMSCHED_JIT_PLAN");
+  if (!plan) return 1;
   size_t x = 0;
   CHECK(symsched_malloc(rt, 16, &x));
   float *xs = (float *)symsched_peer_ptr(g, (uint32_t)rank, x, 16);

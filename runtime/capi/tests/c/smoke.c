@@ -6,15 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "symsched.h"
-
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    SymschedStatus st_ = (call);                                                      \
-    if (st_ != SYMSCHED_STATUS_OK) {                                                  \
-      printf("FAIL %s -> %d: %s\n", #call, (int)st_, symsched_last_error());          \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
+#include "test_util.h"
 
 int main(void) {
   SymschedRuntime *rt = NULL;
@@ -50,13 +42,8 @@ int main(void) {
   if (symsched_check_plan_version(9999) != SYMSCHED_STATUS_VERSION) { printf("FAIL version\n"); return 1; }
   if (symsched_launch_plan(g, "{}", "{}") != SYMSCHED_STATUS_INVALID_ARGUMENT) { printf("FAIL bad plan\n"); return 1; }
   /* A compiled allreduce on 4 floats, twice: results and back-to-back epochs. */
-  const char *path = getenv("SYMSCHED_SMOKE_PLAN");
-  FILE *f = path ? fopen(path, "rb") : NULL;
-  if (!f) { printf("FAIL plan file\n"); return 1; }
-  static char plan[1 << 20];
-  size_t len = fread(plan, 1, sizeof plan - 1, f);
-  fclose(f);
-  plan[len] = 0;
+  const char *plan = read_plan("SYMSCHED_SMOKE_PLAN");
+  if (!plan) return 1;
   size_t x = 0;
   CHECK(symsched_malloc(rt, 16, &x));
   float *xs = (float *)symsched_peer_ptr(g, (uint32_t)rank, x, 16);
