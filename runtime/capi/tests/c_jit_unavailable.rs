@@ -16,17 +16,7 @@ fn a_jit_failure_is_unavailable_in_c_and_the_interpreter_runs_the_launch() {
         return;
     };
     let (out_dir, bin) = (&prog.dir, &prog.bin);
-    let plan = symsched_compiler::pipeline::compile(
-        &symsched_compiler::pipeline::standard_library(),
-        "allreduce_one_shot",
-        2,
-        &Default::default(),
-        &Default::default(),
-    )
-    .expect("allreduce_one_shot compiles for 2 ranks")
-    .plan;
-    let plan_path = out_dir.join("plan.json");
-    std::fs::write(&plan_path, plan.to_json()).expect("plan written");
+    let plan_path = prog.write_plan("allreduce_one_shot", 2);
     // The cache directory would be <file>/symsched/jit: it cannot be created.
     let not_a_dir = out_dir.join("cache-is-a-file");
     std::fs::write(&not_a_dir, b"not a directory").expect("file written");

@@ -12,19 +12,8 @@ fn c_program_runs_on_two_ranks() {
     let Some(prog) = common::build("smoke") else {
         return;
     };
-    let (out_dir, bin) = (&prog.dir, &prog.bin);
-    let lib = symsched_compiler::pipeline::standard_library();
-    let plan = symsched_compiler::pipeline::compile(
-        &lib,
-        "allreduce_one_shot",
-        2,
-        &Default::default(),
-        &Default::default(),
-    )
-    .expect("allreduce_one_shot compiles for 2 ranks")
-    .plan;
-    let plan_path = out_dir.join("plan.json");
-    std::fs::write(&plan_path, plan.to_json()).expect("plan written");
+    let bin = &prog.bin;
+    let plan_path = prog.write_plan("allreduce_one_shot", 2);
     let mut spec = LaunchSpec::new(2, bin, Vec::<String>::new());
     spec.env.push((
         "SYMSCHED_SMOKE_PLAN".into(),

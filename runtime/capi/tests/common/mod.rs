@@ -1,4 +1,5 @@
-//! Building a C test program against the committed header and the shared library.
+//! Building a C test program against the committed header and the shared library, and the
+//! plan file it launches.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,4 +52,23 @@ pub fn build(name: &str) -> Option<CProgram> {
         .expect("cc runs");
     assert!(st.success(), "C compilation failed");
     Some(CProgram { dir, bin })
+}
+
+impl CProgram {
+    /// Writes the standard library's `schedule` for `p` ranks as `plan.json` beside the program
+    /// and returns its path.
+    pub fn write_plan(&self, schedule: &str, p: u32) -> PathBuf {
+        let plan = symsched_compiler::pipeline::compile(
+            &symsched_compiler::pipeline::standard_library(),
+            schedule,
+            p,
+            &Default::default(),
+            &Default::default(),
+        )
+        .unwrap_or_else(|e| panic!("{schedule} compiles for {p} ranks: {e:?}"))
+        .plan;
+        let path = self.dir.join("plan.json");
+        std::fs::write(&path, plan.to_json()).expect("plan written");
+        path
+    }
 }
