@@ -333,7 +333,7 @@ impl<F: Fabric> Executor<F> {
                 regs.agreement
                     .publish(&self.fabric, st.agree_seq, Err(&e))?;
                 // Every peer refuses this launch too (it sees this rank's invalid word).
-                Self::finish_refused(&self.fabric, lp, signals, false)?;
+                self.finish_refused(lp, signals, false)?;
                 st.epoch += 1;
                 return Err(e);
             }
@@ -378,7 +378,7 @@ impl<F: Fabric> Executor<F> {
             .check(&self.fabric, &lp.plan, &published, &mut st.bound);
         if let Err(e) = verdict {
             if matches!(e, ExecError::Disagreement(_)) {
-                Self::finish_refused(&self.fabric, lp, signals, early)?;
+                self.finish_refused(lp, signals, early)?;
                 st.epoch += 1;
             }
             return Err(e);
@@ -415,22 +415,19 @@ impl<F: Fabric> Executor<F> {
     #[cold]
     #[inline(never)]
     fn finish_refused(
-        fabric: &F,
+        &self,
         lp: &LoadedPlan,
         signals: LaunchSignals<'_>,
         entry_sent: bool,
     ) -> Result<(), ExecError> {
-        let prog = &lp.plan.ranks[fabric.rank() as usize];
         if !entry_sent {
-            for u in &prog.entry_signals {
-                signals.send(fabric, u)?;
-            }
+            self.send_entry_signals(lp, signals)?;
         }
-        for u in &prog.exit_signals {
-            signals.send(fabric, u)?;
-        }
+        self.send_exit_signals(lp, signals)?;
+        let me = self.fabric.rank();
         for &(slot, n) in &lp.step_adds {
-            fabric.signal(fabric.rank(), signals.base + slot, SignalMode::Add, n)?;
+            self.fabric
+                .signal(me, signals.base + slot, SignalMode::Add, n)?;
         }
         Ok(())
     }
