@@ -45,6 +45,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """Install the MindSpore adapter and load the API on the first use of one of its names (PEP
     562); afterwards the names are plain module attributes."""
+    if name == "graph":  # the graph-mode ops (symsched.mindspore.graph)
+        return importlib.import_module(f"{__name__}.graph")
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     api = importlib.import_module(f"{__name__}.api")

@@ -22,6 +22,8 @@ from . import autograd, groups, launch, mccl, mode, profiler, tensors
 _Tensor = ms.Tensor
 _record = autograd.recording
 _ctx, _GRAPH, _jit_context = mode._ctx, mode._GRAPH, mode._jit_context  # noqa: SLF001 - the inlined guard
+#: Graph-mode kernels hand the core numpy arrays (``mode.kernels``): accepted only while one runs.
+_kernels = mode.kernels
 
 
 def _zeros(shape: Tuple[int, ...], dtype: Any) -> ms.Tensor:
@@ -29,6 +31,16 @@ def _zeros(shape: Tuple[int, ...], dtype: Any) -> ms.Tensor:
     if dtype in (ms.float8_e4m3fn, ms.float8_e5m2):
         dtype = ms.uint8
     return ms.ops.zeros(tuple(shape), dtype)
+
+
+def _numpy_span(a: np.ndarray, arg: str, names: Any) -> Span:
+    """The span of a numpy array a graph-mode kernel hands the core (its dtype as the MindSpore
+    dtype of the tensor it came from)."""
+    dtype = tensors.FROM_NUMPY.get(a.dtype)
+    if dtype is None:
+        raise SymschedArgumentError(f"`{arg}` has dtype {a.dtype}, which symsched's graph-mode ops cannot carry")
+    return Span(int(a.ctypes.data), a.nbytes, a.size, a.itemsize, dtype, names.get(dtype), tuple(a.shape),
+                bool(a.flags.c_contiguous))
 
 
 def _partial(t: ms.Tensor) -> bool:
@@ -63,9 +75,13 @@ class MindSporeAdapter(_adapter.FrameworkAdapter):
         if isinstance(t, _Tensor) and t.is_contiguous() and _ctx._mode != _GRAPH and _jit_context() is None:
             # data_ptr() last: it drains MindSpore's op queue (tensors module docstring)
             return t.dtype, t.size, t.data_ptr()
+        if _kernels[0] and isinstance(t, np.ndarray) and t.flags.c_contiguous:
+            return tensors.FROM_NUMPY[t.dtype], t.size, t.ctypes.data
         return None
 
     def span(self, t: Any, arg: str) -> Span:
+        if _kernels[0] and isinstance(t, np.ndarray):
+            return _numpy_span(t, arg, self.dtype_names)
         mode.check(arg)
         t = tensors.check_tensor(t, arg)
         dtype = t.dtype
@@ -105,6 +121,8 @@ class MindSporeAdapter(_adapter.FrameworkAdapter):
 
     @staticmethod
     def concat(tensors_: Sequence[Any]) -> Any:
+        if tensors_ and isinstance(tensors_[0], np.ndarray):  # inside a graph-mode kernel
+            return np.concatenate([t.reshape(-1) for t in tensors_])
         return ms.ops.cat([t.reshape(-1) for t in tensors_])
 
     @staticmethod

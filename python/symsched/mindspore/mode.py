@@ -57,6 +57,12 @@ def _pijit_code() -> Optional[Any]:
 
 
 _PIJIT_FN = _pijit_code()
+
+#: How many graph-mode kernels (:mod:`symsched.mindspore.graph`) are running right now. A kernel
+#: runs inside a compiled graph (the mode reads GRAPH_MODE) on a MindSpore worker thread, and
+#: hands the core numpy arrays, not tensors: the adapter accepts those only while this is non-zero,
+#: and the PyNative guard does not apply to them.
+kernels = [0]
 _MAX_FRAMES = 256
 
 
@@ -86,13 +92,17 @@ def why_not_pynative(deep: bool = False) -> Optional[str]:
 def _raise(op: str, why: str) -> None:
     raise GraphModeError(
         f"symsched {op}: {why}. symsched runs only in PyNative mode: under graph mode or ms.jit MindSpore "
-        f"silently zeroes the gradients through it (and a traced graph replays a stale result). Call it "
-        f"outside ms.jit with mindspore.set_context(mode=mindspore.PYNATIVE_MODE)")
+        f"silently zeroes the gradients through it (and a traced graph replays a stale result). Inside "
+        f"GRAPH_MODE or @mindspore.jit use the graph-mode ops of symsched.mindspore.graph (AllReduce, "
+        f"AllGather ...); elsewhere call it in mindspore.PYNATIVE_MODE outside ms.jit")
 
 
 def check(op: str) -> None:
-    """Raise :class:`GraphModeError` under ``GRAPH_MODE`` or while ``ms.jit`` traces."""
+    """Raise :class:`GraphModeError` under ``GRAPH_MODE`` or while ``ms.jit`` traces (not inside a
+    graph-mode kernel of :mod:`symsched.mindspore.graph`, which is how graphs run collectives)."""
     if _ctx is not None and _ctx._mode != _GRAPH and _jit_context() is None:  # noqa: SLF001
+        return
+    if kernels[0]:
         return
     why = why_not_pynative()
     if why is not None:

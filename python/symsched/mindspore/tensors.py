@@ -64,6 +64,12 @@ _NUMPY: Dict[Any, Tuple[Any, Any]] = {
 
 ITEMSIZE: Dict[Any, int] = {d: np.dtype(n).itemsize for d, (n, _) in _NUMPY.items()}
 
+#: numpy dtype -> MindSpore dtype, for the arrays a graph-mode kernel receives (MindSpore hands a
+#: pyfunc kernel numpy arrays of the tensors' own dtypes; bfloat16 is not among them, see
+#: :mod:`symsched.mindspore.graph`).
+FROM_NUMPY: Dict[Any, Any] = {np.dtype(n): d for d, (n, view) in _NUMPY.items()
+                              if view is None and d in DATA_DTYPES}
+
 
 def dtype_label(dtype: Any) -> str:
     """``float32``, ``bfloat16`` … as MindSpore prints them in lower case (for messages)."""
@@ -145,3 +151,4 @@ def span_of(t: Any, arg: str, dtypes: Sequence[Any] = tuple(DATA_DTYPES)) -> Spa
     shape = tuple(t.shape)
     nbytes = math.prod(shape) * ITEMSIZE[dtype]
     return Span(ptr=int(t.data_ptr()), nbytes=nbytes, dtype=dtype, name=DATA_DTYPES.get(dtype, ""), shape=shape)
+
