@@ -152,8 +152,9 @@ def send_recv(rank: int, world: int, args: Any) -> dict:
 
 
 def cost(rank: int, world: int, args: Any) -> dict:
-    """Per-call time of an 8-byte all_reduce: PyNative functional vs the graph op in @ms.jit and
-    under GRAPH_MODE, alternating rounds in one run (no asserts: the caller reports them)."""
+    """Per-call time of an 8-byte all_reduce: the in-place PyNative call (cached fast path), the
+    PyNative functional form, and the graph op in @ms.jit and under GRAPH_MODE, in alternating
+    rounds of one run (no asserts: the caller reports them)."""
     symm.init()
     G = symm.graph
     iters = int(args or 200)
@@ -165,17 +166,22 @@ def cost(rank: int, world: int, args: Any) -> dict:
         return op(t)
 
     def timed(fn: Callable[[], Any]) -> float:
-        symm.barrier()
         t0 = time.perf_counter()
         for _ in range(iters):
             y = fn()
         y.asnumpy()
         return (time.perf_counter() - t0) / iters * 1e6
 
-    res = {"pynative": [], "jit": [], "graph": []}
+    res = {"inplace": [], "pynative": [], "jit": [], "graph": []}
+    buf = ms.Tensor(np.ones(2, np.float32))
     for _ in range(3):
+        symm.barrier()
+        res["inplace"].append(timed(lambda: symm.shmem_allreduce(buf, "sum") or buf))
+        symm.barrier()
         res["pynative"].append(timed(lambda: F.all_reduce(x, "sum", backward="identity")))
+        symm.barrier()
         res["jit"].append(timed(lambda: jf(x)))
+        symm.barrier()
         ms.set_context(mode=ms.GRAPH_MODE)
         res["graph"].append(timed(lambda: op(x)))
         ms.set_context(mode=ms.PYNATIVE_MODE)

@@ -11,9 +11,11 @@ core, on ``mindspore.Tensor``::
 
 * ``group`` is a MindSpore group name (``mindspore.communication.create_group``), a list of
   world ranks, or None (WORLD); ranks passed to ops are group-local.
-* PyNative only: under ``GRAPH_MODE`` or inside ``ms.jit`` every call raises
+* The Python API is PyNative only: under ``GRAPH_MODE`` or inside ``ms.jit`` every call raises
   :class:`GraphModeError` (MindSpore would silently zero the gradients through it), and
-  MindSpore's graph compiler refuses to compile a graph that calls symsched.
+  MindSpore's graph compiler refuses to compile a graph that calls it. Inside a graph use the
+  graph-mode ops of ``symsched.mindspore.graph`` (``symm.graph.AllReduce(...)`` …), which
+  run on every call with their gradients.
 * Jobs: ``msrun`` (mccl on CPU), or ranks started by ``symsched launch`` (call
   :func:`init_mccl` there for MindSpore group names and mccl).
 

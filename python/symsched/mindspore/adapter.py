@@ -75,7 +75,7 @@ class MindSporeAdapter(_adapter.FrameworkAdapter):
         if isinstance(t, _Tensor) and t.is_contiguous() and _ctx._mode != _GRAPH and _jit_context() is None:
             # data_ptr() last: it drains MindSpore's op queue (tensors module docstring)
             return t.dtype, t.size, t.data_ptr()
-        if _kernels[0] and isinstance(t, np.ndarray) and t.flags.c_contiguous:
+        if _kernels[0] and isinstance(t, np.ndarray) and t.flags.c_contiguous and t.dtype in tensors.FROM_NUMPY:
             return tensors.FROM_NUMPY[t.dtype], t.size, t.ctypes.data
         return None
 

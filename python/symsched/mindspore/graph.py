@@ -24,8 +24,8 @@ Measured on MindSpore 2.10 CPU (``docs/mindspore.md``, Graph mode):
 * every op carries ``side_effect_mem``: the compiler keeps the ops of one graph in program
   order and never drops one whose result is unused (without it an unused op never ran). The
   gradient graph may run a backward op before the forward op when its input does not depend
-  on the forward's result (measured); each bprop therefore makes its backward depend on the
-  forward's output (``ops.depend``), so every rank runs them in the same order;
+  on the forward's result (measured); each backward op therefore takes the forward's output as
+  an input (unread), so it runs after the forward on every rank;
 * a kernel must not touch MindSpore tensors' data: under ``@ms.jit`` ``Tensor.data_ptr()``,
   ``asnumpy()`` and any PyNative op inside a kernel wait for the graph that runs the kernel
   (deadlock). The kernels therefore hand the core numpy arrays (the adapter accepts them while
@@ -53,7 +53,6 @@ from ..core.errors import SymschedArgumentError, SymschedTypeError
 
 __all__ = ["AllGather", "AllReduce", "AllToAll", "Broadcast", "ReduceScatter", "Recv", "Send"]
 
-_depend = ops.depend
 _kernels = mode.kernels
 _NP = {d: np.dtype(n) for d, n in ((ms.float32, "float32"), (ms.float64, "float64"), (ms.float16, "float16"),
                                    (ms.int32, "int32"), (ms.int64, "int64"))}
@@ -97,13 +96,14 @@ def _kernel(name: str, fn: Callable[..., np.ndarray], arity: int) -> Callable[..
             return run(a, b, c)
     else:  # pragma: no cover - every op here has one input, every backward three
         raise ValueError(f"no kernel of arity {arity}")
-    kernel.__name__ = kernel.__qualname__ = f"symsched_{name}"
+    kernel.__name__ = kernel.__qualname__ = "symsched_" + name.replace(".", "_")
     return kernel
 
 
-def _backward(name: str, group: Any, fn: Callable[..., np.ndarray], peer: Any = failure.NO_PEER
-              ) -> Callable[..., np.ndarray]:
-    """A backward kernel, guarded as a rule's backward is (a failure aborts the group)."""
+def _guarded(name: str, group: Any, fn: Callable[..., np.ndarray], arity: int,
+             peer: Any = failure.NO_PEER) -> Callable[..., np.ndarray]:
+    """A kernel guarded as the Python API's collectives are: a failure on this rank aborts the
+    group (a send/recv's pair), so its peers raise ``PeerAbortedError`` instead of waiting."""
 
     def guarded(*arrays: np.ndarray) -> np.ndarray:
         try:
@@ -112,18 +112,16 @@ def _backward(name: str, group: Any, fn: Callable[..., np.ndarray], peer: Any = 
             failure.fail(exc, name, group, peer)
             raise
 
-    return _kernel(name, guarded, 3)
+    return _kernel(name, guarded, arity)
 
 
-def _prim(name: str, kernel: Callable[..., np.ndarray], shape: Callable[..., Any], dtype: Callable[..., Any],
-          bprop: Optional[Callable[..., Any]] = None, **attrs: Any) -> Any:
-    """A pyfunc primitive with side effects (kept, and kept in program order, by the compiler)."""
-    if not kernel.__name__.startswith("symsched_"):
-        kernel = _kernel(name, kernel, 1)
-    op = ops.Custom(kernel, shape, dtype, func_type="pyfunc", bprop=bprop)
+def _prim(name: str, group: Any, fwd: Callable[..., np.ndarray], shape: Callable[..., Any],
+          dtype: Callable[..., Any], bprop: Optional[Callable[..., Any]] = None, peer: Any = failure.NO_PEER,
+          arity: int = 1) -> Any:
+    """A guarded pyfunc primitive with side effects (kept, and kept in program order, by the
+    compiler)."""
+    op = ops.Custom(_guarded(name, group, fwd, arity, peer), shape, dtype, func_type="pyfunc", bprop=bprop)
     op.add_prim_attr("side_effect_mem", True)
-    for k, v in attrs.items():
-        op.add_prim_attr(k, v)
     return op
 
 
@@ -138,8 +136,7 @@ def _second(*xs: Any) -> Any:
 def _grad_op(name: str, group: Any, fn: Callable[..., np.ndarray], peer: Any = failure.NO_PEER) -> Any:
     """The backward primitive ``(dout, x, out) -> dx`` (shape and dtype of ``x``): ``x`` gives the
     shape, ``out`` makes it run after the forward (the gradient graph may otherwise run it first)."""
-    return _prim(name.replace(".", "_"), _backward(name, group, lambda gy, x, _out: fn(_c(gy), x), peer),
-                 _second, _second)
+    return _prim(name, group, lambda gy, x, _out: fn(_c(gy), x), _second, _second, peer=peer, arity=3)
 
 
 def _dtype_of(d: Any) -> str:
@@ -203,7 +200,7 @@ class AllGather(_Op):
         def bprop(x: Any, out: Any, dout: Any) -> Any:
             return (back(dout, x, out),)
 
-        self.prim = _prim("all_gather", fwd, lambda s: [p] if not s else [p * s[0]] + list(s[1:]), _same, bprop)
+        self.prim = _prim("all_gather", g, fwd, lambda s: [p] if not s else [p * s[0]] + list(s[1:]), _same, bprop)
 
 
 def _name(a: np.ndarray) -> str:
@@ -254,7 +251,7 @@ class ReduceScatter(_Op):
         def bprop(x: Any, out: Any, dout: Any) -> Any:
             return (back(dout, x, out),)
 
-        self.prim = _prim("reduce_scatter", fwd, lambda s: [s[0] // p] + list(s[1:]) if s else s, _same, bprop)
+        self.prim = _prim("reduce_scatter", g, fwd, lambda s: [s[0] // p] + list(s[1:]) if s else s, _same, bprop)
 
 
 # ---------------------------------------------------------------------------------- all_reduce
@@ -306,8 +303,7 @@ class AllReduce(_Op):
             return gy * mask(x, y).astype(gy.dtype)
 
         def back_prim(name: str, fn: Callable[..., np.ndarray]) -> Any:
-            return _prim(name.replace(".", "_"),
-                         _backward(name, g, lambda gy, x, y: fn(_c(gy), _c(x), _c(y))), _second, _second)
+            return _prim(name, g, lambda gy, x, y: fn(_c(gy), _c(x), _c(y)), _second, _second, arity=3)
 
         if backward == rules.ADJOINT:
             back = back_prim("allreduce.backward", adjoint)
@@ -326,7 +322,7 @@ class AllReduce(_Op):
             def bprop(x: Any, out: Any, dout: Any) -> Any:
                 return (dout,)
 
-        self.prim = _prim("all_reduce", fwd, _same, _same, bprop)
+        self.prim = _prim("all_reduce", g, fwd, _same, _same, bprop)
 
 
 # ---------------------------------------------------------------------------------- all_to_all
@@ -391,7 +387,7 @@ class AllToAll(_Op):
                 raise SymschedArgumentError("`x` must have at least one dimension")
             return [sum(splits(s[0])[0])] + list(s[1:])
 
-        self.prim = _prim("all_to_all", fwd, shape, _same, bprop)
+        self.prim = _prim("all_to_all", g, fwd, shape, _same, bprop)
 
 
 # ----------------------------------------------------------------------------------- broadcast
@@ -427,7 +423,7 @@ class Broadcast(_Op):
         def bprop(x: Any, out: Any, dout: Any) -> Any:
             return (back(dout, x, out),)
 
-        self.prim = _prim("broadcast", fwd, _same, _same, bprop)
+        self.prim = _prim("broadcast", g, fwd, _same, _same, bprop)
 
 
 # ----------------------------------------------------------------------------------- send/recv
@@ -460,7 +456,7 @@ class Send(_Op):
         def bprop(x: Any, out: Any, dout: Any) -> Any:
             return (back(dout, x, out),)
 
-        self.prim = _prim("send", fwd, lambda s: [1], _same, bprop)
+        self.prim = _prim("send", g, fwd, lambda s: [1], _same, bprop, peer=dst)
 
 
 class Recv(_Op):
@@ -494,4 +490,4 @@ class Recv(_Op):
         def bprop(anchor: Any, out: Any, dout: Any) -> Any:
             return (back(dout, anchor, out),)
 
-        self.prim = _prim("recv", fwd, lambda s: shp, lambda d: dtype, bprop)
+        self.prim = _prim("recv", g, fwd, lambda s: shp, lambda d: dtype, bprop, peer=src)

@@ -1,4 +1,5 @@
-"""symsched runs in PyNative mode only; this module detects the other modes.
+"""symsched's Python API runs in PyNative mode only; this module detects the other modes (graph
+code uses the ops of :mod:`symsched.mindspore.graph` instead).
 
 Measured on MindSpore 2.10 CPU, with a function that writes a tensor's memory from Python:
 
