@@ -33,7 +33,8 @@ Measured on MindSpore 2.10 CPU (``docs/mindspore.md``, Graph mode):
 
 Groups are what the Python API takes (None = WORLD, a rank list, a MindSpore group name); the
 ops are made after ``symm.init()`` (the group's size fixes the output shapes). Data dtypes:
-float32, float64, float16, int32, int64 (MindSpore hands pyfunc kernels no bfloat16 arrays).
+float32, float64, float16, int32, int64 (bfloat16 and fp8: what MindSpore hands a pyfunc kernel
+for them was not measured, and the kernels refuse what they cannot map to a MindSpore dtype).
 """
 
 from __future__ import annotations
