@@ -60,6 +60,8 @@ def _cases(rank: int, world: int) -> List[tuple]:
             for b in ("adjoint", "identity"):
                 out.append((f"all_reduce {op} {b} {gname}", G.AllReduce(op, g, backward=b),
                             lambda t, g=g, op=op, b=b: F.all_reduce(t, op, g, backward=b), x))
+        out.append((f"copy_to_group {gname}", G.CopyToGroup(g), lambda t, g=g: F.copy_to_group(t, g), x))
+        out.append((f"reduce_from_group {gname}", G.ReduceFromGroup(g), lambda t, g=g: F.reduce_from_group(t, g), x))
         out.append((f"all_to_all {gname}", G.AllToAll(None, None, g), lambda t, g=g: F.all_to_all(t, None, None, g),
                     xa))
         out.append((f"broadcast {gname}", G.Broadcast(p - 1, g), lambda t, g=g, p=p: F.broadcast(t, p - 1, g), x))

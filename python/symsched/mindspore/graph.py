@@ -52,7 +52,8 @@ from ..core import coll, failure, rules, schedules, state
 from ..core.enums import ReduceOp, parse_reduce_op
 from ..core.errors import SymschedArgumentError, SymschedTypeError
 
-__all__ = ["AllGather", "AllReduce", "AllToAll", "Broadcast", "ReduceScatter", "Recv", "Send"]
+__all__ = ["AllGather", "AllReduce", "AllToAll", "Broadcast", "CopyToGroup", "ReduceFromGroup", "ReduceScatter",
+           "Recv", "Send"]
 
 _kernels = mode.kernels
 _NP = {d: np.dtype(n) for d, n in ((ms.float32, "float32"), (ms.float64, "float64"), (ms.float16, "float16"),
@@ -258,6 +259,16 @@ class ReduceScatter(_Op):
 # ---------------------------------------------------------------------------------- all_reduce
 
 
+def _adjoint(info: state.GroupInfo, gy: np.ndarray, op_name: str) -> np.ndarray:
+    """allreduce(sum) of a copy of ``gy`` by the dual of the forward's all-reduce schedule (the
+    PyNative rules' ``_adjoint``)."""
+    gx = np.array(gy, copy=True, order="C")
+    rules._run_dual(info, schedules.allreduce(gx.nbytes, None), {}, "allreduce", op_name,  # noqa: SLF001
+                    [(gx.ctypes.data, gx.nbytes)], _name(gx), {"n": gx.size}, reduce=ReduceOp.SUM,
+                    nbytes=gx.nbytes)
+    return gx
+
+
 class AllReduce(_Op):
     """``functional.all_reduce`` in a graph: the element-wise reduction over the group, on every
     rank. ``backward`` as in PyNative: ``'adjoint'`` (allreduce(sum) of the gradient, by the
@@ -290,10 +301,7 @@ class AllReduce(_Op):
 
         def adjoint(gy: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
             info = state.resolve_group(g)
-            gx = np.array(gy, copy=True, order="C")
-            rules._run_dual(info, schedules.allreduce(gx.nbytes, None), {}, "allreduce",  # noqa: SLF001
-                            "allreduce.backward", [(gx.ctypes.data, gx.nbytes)], _name(gx), {"n": gx.size},
-                            reduce=ReduceOp.SUM, nbytes=gx.nbytes)
+            gx = _adjoint(info, gy, "allreduce.backward")
             if r is ReduceOp.AVG:
                 gx = (gx / gx.dtype.type(info.size)).astype(gx.dtype)
             elif winners:
@@ -324,6 +332,34 @@ class AllReduce(_Op):
                 return (dout,)
 
         self.prim = _prim("all_reduce", g, fwd, _same, _same, bprop)
+
+
+class CopyToGroup(_Op):
+    """``functional.copy_to_group`` in a graph (Megatron's *f*): identity forward, allreduce(sum)
+    of the gradient backward."""
+
+    def __init__(self, group: Any = None) -> None:
+        super().__init__()
+        g = _group_arg(group)
+
+        def fwd(x: np.ndarray) -> np.ndarray:
+            return np.array(x, copy=True, order="C")
+
+        def bwd(gy: np.ndarray, x: np.ndarray) -> np.ndarray:
+            return _adjoint(state.resolve_group(g), gy, "copy_to_group.backward")
+
+        back = _grad_op("copy_to_group.backward", g, bwd)
+
+        def bprop(x: Any, out: Any, dout: Any) -> Any:
+            return (back(dout, x, out),)
+
+        self.prim = _prim("copy_to_group", g, fwd, _same, _same, bprop)
+
+
+def ReduceFromGroup(group: Any = None) -> AllReduce:  # noqa: N802 - an op maker, named as the ops
+    """``functional.reduce_from_group`` in a graph (Megatron's *g*): allreduce(sum) forward,
+    identity backward."""
+    return AllReduce("sum", group, backward=rules.IDENTITY)
 
 
 # ---------------------------------------------------------------------------------- all_to_all

@@ -92,8 +92,8 @@ def why_not_pynative(deep: bool = False) -> Optional[str]:
 
 def _raise(op: str, why: str) -> None:
     raise GraphModeError(
-        f"symsched {op}: {why}. symsched runs only in PyNative mode: under graph mode or ms.jit MindSpore "
-        f"silently zeroes the gradients through it (and a traced graph replays a stale result). Inside "
+        f"symsched {op}: {why}. symsched's Python API runs only in PyNative mode: under graph mode or ms.jit "
+        f"MindSpore silently zeroes the gradients through it (and a traced graph replays a stale result). Inside "
         f"GRAPH_MODE or @mindspore.jit use the graph-mode ops of symsched.mindspore.graph (AllReduce, "
         f"AllGather ...); elsewhere call it in mindspore.PYNATIVE_MODE outside ms.jit")
 
