@@ -121,15 +121,15 @@ pub fn chunk_factor_block(kind: CollectiveKind, index: usize, p: u64) -> Option<
 }
 
 /// The extent of a role of `chunks` chunks over `blocks` blocks of `block` elements: a split of
-/// the whole when there is one chunk per block (the two rules coincide), else the per-block split
-/// of the plan's remainder rule (`Extent::Blocks`). `None` when `chunks` is not a multiple of
-/// `blocks`.
+/// the whole when there is one chunk per block or one block (the two rules then coincide), else
+/// the per-block split of the plan's remainder rule (`Extent::Blocks`). `None` when `chunks` is
+/// not a multiple of `blocks`.
 pub fn blocked_extent(block: SizeExpr, blocks: u64, chunks: u32) -> Option<Extent> {
     let chunks = u64::from(chunks);
     if blocks == 0 || chunks % blocks != 0 || chunks < blocks {
         return None;
     }
-    Some(if chunks == blocks {
+    Some(if chunks == blocks || blocks == 1 {
         Extent::Split {
             total: block.scaled(blocks),
         }
@@ -144,6 +144,34 @@ pub fn blocked_extent(block: SizeExpr, blocks: u64, chunks: u32) -> Option<Exten
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_factor_splits_per_block() {
+        let n = || SizeExpr::var("n");
+        assert_eq!(
+            blocked_extent(n(), 4, 4),
+            Some(Extent::Split {
+                total: n().scaled(4)
+            })
+        );
+        assert_eq!(
+            blocked_extent(n(), 1, 2),
+            Some(Extent::Split { total: n() })
+        );
+        assert_eq!(
+            blocked_extent(n(), 4, 8),
+            Some(Extent::Blocks {
+                block: n(),
+                blocks: 4
+            })
+        );
+        assert_eq!(blocked_extent(n(), 4, 9), None);
+        assert_eq!(blocked_extent(n(), 4, 2), None);
+        assert!(chunk_factor_block(CollectiveKind::Allgather, 1, 4).is_some());
+        assert!(chunk_factor_block(CollectiveKind::Allgather, 0, 4).is_none());
+        assert!(chunk_factor_block(CollectiveKind::AllgatherMatmul, 2, 4).is_none());
+        assert!(chunk_factor_block(CollectiveKind::Alltoallv, 1, 4).is_none());
+    }
 
     #[test]
     fn every_collective_has_roles_and_extents() {
