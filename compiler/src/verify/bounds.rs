@@ -444,6 +444,54 @@ mod tests {
         );
     }
 
+    fn blocks(b: &mut Builder, buffer: u32, blocks: u32) {
+        b.extent(
+            buffer,
+            Extent::Blocks {
+                block: SizeExpr::var("n"),
+                blocks,
+            },
+        );
+    }
+
+    #[test]
+    fn a_chunk_into_the_same_place_of_a_block_is_fine() {
+        // `in: [2]` (n split in two) into block 1 of `out: [2 * P]` (two blocks of n, each
+        // split in two): chunk c goes to chunk 2 + c, a whole `in` to the whole block.
+        let mut b = Builder::new(2, &[("in", 2), ("out", 4)], &[]);
+        blocks(&mut b, 1, 2);
+        b.put(0, reg(0, 0, 1), reg(1, 2, 1), 1);
+        b.put(0, reg(0, 1, 1), reg(1, 3, 1), 1);
+        b.put(1, reg(0, 0, 2), reg(1, 2, 2), 0);
+        b.put(1, reg(1, 2, 1), reg(1, 0, 1), 0);
+        assert!(check(&b.build()).is_empty());
+    }
+
+    #[test]
+    fn a_first_half_into_a_second_half_may_not_fit() {
+        let mut b = Builder::new(2, &[("in", 2), ("out", 4)], &[]);
+        blocks(&mut b, 1, 2);
+        let bad = b.put(0, reg(0, 0, 1), reg(1, 3, 1), 1);
+        let d = check(&b.build());
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].code, "E0432");
+        assert_eq!(d[0].span(), Some(b.build().step(bad).span));
+        assert!(
+            d[0].notes.iter().any(|n| n.contains("at n = 1")),
+            "{:?}",
+            d[0].notes
+        );
+    }
+
+    #[test]
+    fn a_block_chunk_fits_a_slot_of_its_capacity() {
+        let mut b = Builder::new(2, &[("in", 4), ("land", 4)], &[]);
+        blocks(&mut b, 0, 2);
+        scratch_of(&mut b, 1, 2);
+        b.put(0, reg(0, 3, 1), reg(1, 0, 1), 1);
+        assert!(check(&b.build()).is_empty());
+    }
+
     #[test]
     fn split_chunk_into_slot_of_capacity_is_fine() {
         let mut b = Builder::new(2, &[("x", 4), ("land", 4)], &[]);
