@@ -287,7 +287,7 @@ fn covers(prog: &Program, other: (Region, Rank), data: (Region, Rank)) -> Proof 
         // Whole blocks of a per-block split.
         (Extent::Blocks { block, .. }, None) => {
             let per = b.extent.chunks_per_block(b.chunks).max(1);
-            (r.first % per == 0 && r.count % per == 0)
+            (r.first.is_multiple_of(per) && r.count.is_multiple_of(per))
                 .then(|| ((r.count / per) as u64, simplify(block)))
         }
         _ => None,
