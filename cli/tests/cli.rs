@@ -268,6 +268,40 @@ fn run_checks_every_rank_against_the_reference() {
 
 /// The generated Ascend C kernel, compiled against the host simulation, run by every rank
 /// process on the real runtime, gives the reference result.
+/// A chunk factor (two or three chunks per rank's block; built-in collectives and a declared
+/// one): with n not a multiple of K every block's chunks differ in length, so a whole-buffer
+/// split would misplace every block after the first.
+#[test]
+fn run_with_a_chunk_factor_matches_the_reference_at_odd_counts() {
+    let files = [
+        example("reduce_scatter_push_k2"),
+        example("allgather_push_k2"),
+        test_schedule("alltoall_push_k3.sched"),
+        test_schedule("transpose_k2.sched"),
+    ];
+    for file in &files {
+        for (ranks, counts) in [("2", "1,7,2002"), ("3", "3003,3009")] {
+            let stdout = run_checked(&[
+                "run",
+                s(file),
+                "--ranks",
+                ranks,
+                "--count",
+                counts,
+                "--iters",
+                "2",
+                "--timeout",
+                "120",
+                "--check",
+            ]);
+            assert!(
+                stdout.contains(if ranks == "2" { "2002" } else { "3009" }),
+                "{stdout}"
+            );
+        }
+    }
+}
+
 #[test]
 fn run_on_the_simulated_device_matches_the_reference() {
     run_checked(&[

@@ -143,6 +143,14 @@ pub const STANDARD_LIBRARY: &[(&str, &str)] = &[
         include_str!("../../examples/reduce_scatter_push_wire.sched"),
     ),
     (
+        "examples/reduce_scatter_push_k2.sched",
+        include_str!("../../examples/reduce_scatter_push_k2.sched"),
+    ),
+    (
+        "examples/allgather_push_k2.sched",
+        include_str!("../../examples/allgather_push_k2.sched"),
+    ),
+    (
         "examples/alltoall_push.sched",
         include_str!("../../examples/alltoall_push.sched"),
     ),

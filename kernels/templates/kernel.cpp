@@ -352,6 +352,16 @@ protected:
         default: return 0;
         }
     }
+{%- if has_blocks %}
+    __aicore__ inline uint32_t BlockChunks(uint32_t b) const {
+        switch (b) {
+{%- for b in bufs %}
+        case {{ b.index }}: return {{ b.block_chunks }};
+{%- endfor %}
+        default: return 1;
+        }
+    }
+{%- endif %}
     __aicore__ inline uint64_t CountAt(uint32_t kind, uint32_t rank, uint32_t j) const {
         return kind == 2 ? counts_[rank * kGroupSize + j] : counts_[j * kGroupSize + rank];
     }
@@ -367,6 +377,17 @@ protected:
             uint64_t c = ExtentValue(b);
             return Span{i * c, c};
         }
+{%- if has_blocks %}
+        if (kind == 4) {
+            // K chunks per block: chunk i % K of block i / K, each block split on its own.
+            uint64_t blk = ExtentValue(b);
+            uint32_t per = BlockChunks(b);
+            uint64_t c = SymCeilDiv(blk, per);
+            uint64_t w = i % per;
+            uint64_t s = SymMin(w * c, blk);
+            return Span{(i / per) * blk + s, SymMin((w + 1) * c, blk) - s};
+        }
+{%- endif %}
         uint64_t off = 0;
         for (uint32_t j = 0; j < i; ++j) {
             off += CountAt(kind, rank, j);

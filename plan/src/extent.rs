@@ -5,6 +5,13 @@
 //! chunks may be short or empty (T = 10, K = 4 → 3, 3, 3, 1; T = 5, K = 4 → 2, 2, 1, 0), and
 //! every chunk fits in a slot of capacity `c`, which is what scratch buffers declared `of x` get.
 //!
+//! **Blocks (a chunk factor).** A role of a collective that holds one block per rank (all-gather
+//! `out`, reduce-scatter `in`, all-to-all `in` and `out`) may have `K` chunks per block: `B`
+//! blocks of `b` elements each, back to back, and each block ceil-split over its own `K` chunks
+//! (chunk `i` is chunk `i mod K` of block `i div K`). So block `j` always starts at element `j·b`
+//! whatever the remainder, and chunk `j·K + c` has the length of chunk `c` of a `K`-chunk split of
+//! `b` (b = 5, B = 2, K = 2 → 3, 2, 3, 2).
+//!
 //! A step moves as many elements as its *data* region holds: the source for put / get / copy /
 //! cast, the destination for reduce. Its other regions must be at least that long.
 
@@ -125,6 +132,20 @@ pub enum Extent {
     Uniform { chunk: SizeExpr },
     /// Runtime-sized chunks from the alltoallv count matrix.
     Counts { matrix: CountsMatrix },
+    /// `blocks` blocks of `block` elements, back to back; the chunks are split evenly over the
+    /// blocks (`chunks / blocks` per block, which the producer guarantees divides) and each
+    /// block is ceil-split over its own chunks.
+    Blocks { block: SizeExpr, blocks: u32 },
+}
+
+impl Extent {
+    /// Chunks per block of a [`Extent::Blocks`] extent over `chunks` chunks; 1 block otherwise.
+    pub fn chunks_per_block(&self, chunks: u32) -> u32 {
+        match self {
+            Extent::Blocks { blocks, .. } => chunks / (*blocks).max(1),
+            _ => chunks,
+        }
+    }
 }
 
 /// Runtime values extents are evaluated against.
@@ -176,6 +197,19 @@ impl BufferDecl {
                     len: c,
                 })
             }
+            Extent::Blocks { block, .. } => {
+                let b = block.eval(&sizes.vars)?;
+                let per = (self.extent.chunks_per_block(self.chunks) as u64).max(1);
+                let (j, w) = (i / per, i % per);
+                let c = b.div_ceil(per);
+                let start = (w * c).min(b);
+                let end = ((w + 1) * c).min(b);
+                let base = j.checked_mul(b).ok_or(PlanError::SizeOverflow)?;
+                Ok(ChunkSpan {
+                    offset: base + start,
+                    len: end - start,
+                })
+            }
             Extent::Counts { matrix } => {
                 let counts = sizes
                     .counts
@@ -213,6 +247,10 @@ impl BufferDecl {
         match &self.extent {
             // Split totals are exact even when trailing chunks are empty.
             Extent::Split { total } => total.eval(&sizes.vars),
+            Extent::Blocks { block, blocks } => block
+                .eval(&sizes.vars)?
+                .checked_mul(*blocks as u64)
+                .ok_or(PlanError::SizeOverflow),
             _ => Ok(last.offset + last.len),
         }
     }
@@ -280,6 +318,33 @@ mod tests {
         assert_eq!(b.total_len(0, &sizes(5)).unwrap(), 5);
         let r = b.region_span(1, 3, 0, &sizes(5)).unwrap();
         assert_eq!((r.offset, r.len), (2, 3));
+    }
+
+    #[test]
+    fn blocks_split_each_block_on_its_own() {
+        let mut b = split(4);
+        b.extent = Extent::Blocks {
+            block: SizeExpr::var("n"),
+            blocks: 2,
+        };
+        assert_eq!(b.extent.chunks_per_block(b.chunks), 2);
+        let spans = |n: u64| -> Vec<(u64, u64)> {
+            (0..4)
+                .map(|i| {
+                    let c = b.chunk_span(i, 0, &sizes(n)).unwrap();
+                    (c.offset, c.len)
+                })
+                .collect()
+        };
+        // Block 1 starts at n whatever the remainder.
+        assert_eq!(spans(5), vec![(0, 3), (3, 2), (5, 3), (8, 2)]);
+        assert_eq!(spans(1), vec![(0, 1), (1, 0), (1, 1), (2, 0)]);
+        assert_eq!(spans(0), vec![(0, 0), (0, 0), (0, 0), (0, 0)]);
+        assert_eq!(b.total_len(0, &sizes(5)).unwrap(), 10);
+        let r = b.region_span(1, 2, 0, &sizes(5)).unwrap();
+        assert_eq!((r.offset, r.len), (3, 5));
+        let r = b.region_span(4, 0, 0, &sizes(5)).unwrap();
+        assert_eq!((r.offset, r.len), (10, 0));
     }
 
     #[test]

@@ -483,6 +483,16 @@ impl Plan {
         }
         self.folds.check().map_err(PlanError::Inconsistent)?;
         self.check_declared().map_err(PlanError::Inconsistent)?;
+        for b in &self.buffers {
+            if let Extent::Blocks { blocks, .. } = &b.extent {
+                if *blocks == 0 || b.chunks % blocks != 0 {
+                    return bad(format!(
+                        "buffer `{}` has {} chunk(s), not a whole number per each of its {blocks} block(s)",
+                        b.name, b.chunks
+                    ));
+                }
+            }
+        }
         let chunk_ok = |rank: u32, buffer: u32, chunk: u32| {
             rank < self.group_size
                 && self

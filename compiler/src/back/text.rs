@@ -169,6 +169,7 @@ fn extent_text(e: &Extent) -> String {
     match e {
         Extent::Split { total } => format!("split {total}"),
         Extent::Uniform { chunk } => format!("each {chunk}"),
+        Extent::Blocks { block, blocks } => format!("{blocks} blocks of {block}, each split"),
         Extent::Counts { matrix } => match matrix {
             CountsMatrix::Send => "counts[rank][j]".to_string(),
             CountsMatrix::Recv => "counts[j][rank]".to_string(),

@@ -106,9 +106,72 @@ pub fn role_extent(kind: CollectiveKind, index: usize, p: u64) -> Extent {
     }
 }
 
+/// The block size and block count of role `index` when it holds one block per rank and may have
+/// a chunk factor (`[P*K]`, K chunks per block): all-gather `out`, reduce-scatter `in`,
+/// all-to-all `in` and `out`. The matmul collectives' per-rank blocks are matrices whose rows a
+/// chunk factor would cut, and alltoallv's chunks are its count matrix: `None`.
+pub fn chunk_factor_block(kind: CollectiveKind, index: usize, p: u64) -> Option<(SizeExpr, u64)> {
+    let per_rank = match kind {
+        CollectiveKind::Allgather => index == 1,
+        CollectiveKind::ReduceScatter => index == 0,
+        CollectiveKind::Alltoall => true,
+        _ => false,
+    };
+    per_rank.then(|| (SizeExpr::var("n"), p))
+}
+
+/// The extent of a role of `chunks` chunks over `blocks` blocks of `block` elements: a split of
+/// the whole when there is one chunk per block or one block (the two rules then coincide), else
+/// the per-block split of the plan's remainder rule (`Extent::Blocks`). `None` when `chunks` is
+/// not a multiple of `blocks`.
+pub fn blocked_extent(block: SizeExpr, blocks: u64, chunks: u32) -> Option<Extent> {
+    let chunks = u64::from(chunks);
+    if blocks == 0 || chunks % blocks != 0 || chunks < blocks {
+        return None;
+    }
+    Some(if chunks == blocks || blocks == 1 {
+        Extent::Split {
+            total: block.scaled(blocks),
+        }
+    } else {
+        Extent::Blocks {
+            block,
+            blocks: u32::try_from(blocks).ok()?,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_factor_splits_per_block() {
+        let n = || SizeExpr::var("n");
+        assert_eq!(
+            blocked_extent(n(), 4, 4),
+            Some(Extent::Split {
+                total: n().scaled(4)
+            })
+        );
+        assert_eq!(
+            blocked_extent(n(), 1, 2),
+            Some(Extent::Split { total: n() })
+        );
+        assert_eq!(
+            blocked_extent(n(), 4, 8),
+            Some(Extent::Blocks {
+                block: n(),
+                blocks: 4
+            })
+        );
+        assert_eq!(blocked_extent(n(), 4, 9), None);
+        assert_eq!(blocked_extent(n(), 4, 2), None);
+        assert!(chunk_factor_block(CollectiveKind::Allgather, 1, 4).is_some());
+        assert!(chunk_factor_block(CollectiveKind::Allgather, 0, 4).is_none());
+        assert!(chunk_factor_block(CollectiveKind::AllgatherMatmul, 2, 4).is_none());
+        assert!(chunk_factor_block(CollectiveKind::Alltoallv, 1, 4).is_none());
+    }
 
     #[test]
     fn every_collective_has_roles_and_extents() {

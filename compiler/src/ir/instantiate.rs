@@ -493,11 +493,22 @@ pub fn instantiate(
             name: role.name.name.clone(),
             role: access,
             chunks: k,
-            extent: match &declared {
-                Some(d) => Extent::Split {
-                    total: SizeExpr::var("n").scaled(u64::from(d.roles[i].blocks)),
-                },
-                None => collectives::role_extent(res.kind, i, p as u64),
+            extent: {
+                // A role holding one block per rank may have K chunks per block (a chunk
+                // factor): each block is then split on its own (the plan's remainder rule).
+                let blocked = match &declared {
+                    Some(d) => Some((SizeExpr::var("n"), u64::from(d.roles[i].blocks))),
+                    None => collectives::chunk_factor_block(res.kind, i, p as u64),
+                };
+                match blocked.and_then(|(b, j)| collectives::blocked_extent(b, j, k)) {
+                    Some(e) => e,
+                    None => match &declared {
+                        Some(d) => Extent::Split {
+                            total: SizeExpr::var("n").scaled(u64::from(d.roles[i].blocks)),
+                        },
+                        None => collectives::role_extent(res.kind, i, p as u64),
+                    },
+                }
             },
             elem: ElemClass::Data,
         });
@@ -730,6 +741,9 @@ impl<'a> Builder<'a> {
                             let under = &self.buffers[bind.id as usize];
                             match &under.extent {
                                 Extent::Split { total } => total.clone().ceil_div(under.chunks as u64),
+                                Extent::Blocks { block, .. } => block.clone().ceil_div(
+                                    under.extent.chunks_per_block(under.chunks) as u64,
+                                ),
                                 Extent::Uniform { chunk } => chunk.clone(),
                                 Extent::Counts { .. } => {
                                     return Err(err(

@@ -199,6 +199,7 @@ fn total(b: &BufferDecl) -> Option<SizeExpr> {
     match &b.extent {
         Extent::Split { total } => Some(total.clone()),
         Extent::Uniform { chunk } => Some(chunk.clone().scaled(b.chunks as u64)),
+        Extent::Blocks { block, blocks } => Some(block.clone().scaled(*blocks as u64)),
         Extent::Counts { .. } => None,
     }
 }
@@ -213,6 +214,7 @@ pub fn check_size_overflow(prog: &Program) -> Result<(), Diagnostic> {
         .filter(|b| b.role != BufferRole::Scratch)
         .filter_map(|b| match &b.extent {
             Extent::Split { total } | Extent::Uniform { chunk: total } => poly(total),
+            Extent::Blocks { block, .. } => poly(block),
             Extent::Counts { .. } => None,
         })
         .collect();

@@ -174,6 +174,10 @@ fn extent_text(b: &BufferDecl) -> String {
     match &b.extent {
         Extent::Split { total } => format!("{total} split into {} chunk(s)", b.chunks),
         Extent::Uniform { chunk } => format!("{} chunk(s) of {chunk}", b.chunks),
+        Extent::Blocks { block, blocks } => format!(
+            "{blocks} block(s) of {block}, each split into {} chunk(s)",
+            b.extent.chunks_per_block(b.chunks)
+        ),
         Extent::Counts { matrix } => format!("alltoallv counts ({matrix:?})").to_lowercase(),
     }
 }
@@ -215,9 +219,9 @@ fn simplify(e: &SizeExpr) -> SizeExpr {
 fn uniform_chunk(b: &BufferDecl) -> Option<SizeExpr> {
     match &b.extent {
         Extent::Uniform { chunk } => Some(simplify(chunk)),
-        Extent::Split { total } => {
-            let t = simplify(total);
-            let k = b.chunks as u64;
+        Extent::Split { .. } | Extent::Blocks { .. } => {
+            let (t, k) = period(b)?;
+            let k = k as u64;
             if k == 1 {
                 return Some(t);
             }
@@ -236,12 +240,29 @@ fn uniform_chunk(b: &BufferDecl) -> Option<SizeExpr> {
     }
 }
 
-/// Capacity of one chunk: ceil(total / K) for splits (every chunk fits), the chunk for uniform.
+/// Capacity of one chunk: ceil(total / K) for splits (every chunk fits), ceil(block / K) for
+/// K chunks per block, the chunk for uniform.
 fn capacity(b: &BufferDecl) -> Option<SizeExpr> {
     match &b.extent {
-        Extent::Split { total } => Some(simplify(&total.clone().ceil_div(b.chunks as u64))),
+        Extent::Split { .. } | Extent::Blocks { .. } => {
+            let (t, k) = period(b)?;
+            Some(simplify(&t.ceil_div(k as u64)))
+        }
         Extent::Uniform { chunk } => Some(simplify(chunk)),
         Extent::Counts { .. } => None,
+    }
+}
+
+/// The ceil split whose chunk lengths a split buffer repeats: `(T, K)` when chunk `i` has the
+/// length of chunk `i mod K` of `T` ceil-split over `K` chunks — a split of its total over its
+/// chunks, or one block of a per-block split.
+fn period(b: &BufferDecl) -> Option<(SizeExpr, u32)> {
+    match &b.extent {
+        Extent::Split { total } => Some((simplify(total), b.chunks)),
+        Extent::Blocks { block, .. } => {
+            Some((simplify(block), b.extent.chunks_per_block(b.chunks)))
+        }
+        _ => None,
     }
 }
 
@@ -263,10 +284,23 @@ fn covers(prog: &Program, other: (Region, Rank), data: (Region, Rank)) -> Proof 
         (Extent::Split { total }, None) if r.first == 0 && r.count == b.chunks => {
             Some((1, simplify(total)))
         }
+        // Whole blocks of a per-block split.
+        (Extent::Blocks { block, .. }, None) => {
+            let per = b.extent.chunks_per_block(b.chunks).max(1);
+            (r.first.is_multiple_of(per) && r.count.is_multiple_of(per))
+                .then(|| ((r.count / per) as u64, simplify(block)))
+        }
         _ => None,
     };
     if let (Some((md, bdd)), Some((mo, boo))) = (as_multiple(bd, d, &ud), as_multiple(bo, o, &uo)) {
         if bdd == boo && mo >= md {
+            return Proof::Holds;
+        }
+    }
+    // Both repeat one ceil split and the regions start at the same place in it: chunk by chunk
+    // the lengths are equal (a rank's `[K]` role against its block of a `[P*K]` one).
+    if let (Some((td, kd)), Some((to, ko))) = (period(bd), period(bo)) {
+        if td == to && kd == ko && kd > 0 && d.first % kd == o.first % kd && o.count >= d.count {
             return Proof::Holds;
         }
     }
@@ -282,7 +316,9 @@ fn covers(prog: &Program, other: (Region, Rank), data: (Region, Rank)) -> Proof 
         // Every chunk has the same exact length on both sides.
         _ if ud.is_some() && ud == uo => Some(o.count >= d.count),
         // Any chunk of a split fits in a slot of the split's capacity.
-        (Extent::Split { .. }, _) if uo.is_some() && uo == capacity(bd) => Some(o.count >= d.count),
+        (Extent::Split { .. } | Extent::Blocks { .. }, _) if uo.is_some() && uo == capacity(bd) => {
+            Some(o.count >= d.count)
+        }
         (_, Extent::Split { total: to }) if o.first == 0 && o.count >= 1 => {
             let whole = o.count == bo.chunks;
             match &bd.extent {
@@ -347,7 +383,9 @@ fn sample(
     let mut vars: BTreeSet<String> = BTreeSet::new();
     for b in [bd, bo] {
         match &b.extent {
-            Extent::Split { total: e } | Extent::Uniform { chunk: e } => vars.extend(e.vars()),
+            Extent::Split { total: e }
+            | Extent::Uniform { chunk: e }
+            | Extent::Blocks { block: e, .. } => vars.extend(e.vars()),
             // No symbolic reasoning about runtime counts beyond the entry rule.
             Extent::Counts { .. } => return None,
         }
@@ -404,6 +442,54 @@ mod tests {
                 chunk: SizeExpr::var("n").ceil_div(k),
             },
         );
+    }
+
+    fn blocks(b: &mut Builder, buffer: u32, blocks: u32) {
+        b.extent(
+            buffer,
+            Extent::Blocks {
+                block: SizeExpr::var("n"),
+                blocks,
+            },
+        );
+    }
+
+    #[test]
+    fn a_chunk_into_the_same_place_of_a_block_is_fine() {
+        // `in: [2]` (n split in two) into block 1 of `out: [2 * P]` (two blocks of n, each
+        // split in two): chunk c goes to chunk 2 + c, a whole `in` to the whole block.
+        let mut b = Builder::new(2, &[("in", 2), ("out", 4)], &[]);
+        blocks(&mut b, 1, 2);
+        b.put(0, reg(0, 0, 1), reg(1, 2, 1), 1);
+        b.put(0, reg(0, 1, 1), reg(1, 3, 1), 1);
+        b.put(1, reg(0, 0, 2), reg(1, 2, 2), 0);
+        b.put(1, reg(1, 2, 1), reg(1, 0, 1), 0);
+        assert!(check(&b.build()).is_empty());
+    }
+
+    #[test]
+    fn a_first_half_into_a_second_half_may_not_fit() {
+        let mut b = Builder::new(2, &[("in", 2), ("out", 4)], &[]);
+        blocks(&mut b, 1, 2);
+        let bad = b.put(0, reg(0, 0, 1), reg(1, 3, 1), 1);
+        let d = check(&b.build());
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].code, "E0432");
+        assert_eq!(d[0].span(), Some(b.build().step(bad).span));
+        assert!(
+            d[0].notes.iter().any(|n| n.contains("at n = 1")),
+            "{:?}",
+            d[0].notes
+        );
+    }
+
+    #[test]
+    fn a_block_chunk_fits_a_slot_of_its_capacity() {
+        let mut b = Builder::new(2, &[("in", 4), ("land", 4)], &[]);
+        blocks(&mut b, 0, 2);
+        scratch_of(&mut b, 1, 2);
+        b.put(0, reg(0, 3, 1), reg(1, 0, 1), 1);
+        assert!(check(&b.build()).is_empty());
     }
 
     #[test]

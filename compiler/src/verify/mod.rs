@@ -1,10 +1,10 @@
 //! The verifier: proves properties of one instantiated [`Program`] (one group size, one binding
 //! of its params), symbolically. Rules and codes are documented in `docs/verifier.md`.
 //!
-//! Order of the rules: structural checks that need no ordering (bounds, placement) first; then
-//! the happens-before graph; deadlock (a simulation); and only for programs that can run to
-//! completion, races, the entry rule, the host-collective mixing rule and the postcondition,
-//! which all need a happens-before-consistent order.
+//! Order of the rules: structural checks that need no ordering (the roles' shapes, bounds,
+//! placement) first; then the happens-before graph; deadlock (a simulation); and only for
+//! programs that can run to completion, races, the entry rule, the host-collective mixing rule
+//! and the postcondition, which all need a happens-before-consistent order.
 
 use crate::diag::{Diagnostic, Severity, Span};
 use crate::ir::{graph, Program, StepRef};
@@ -46,6 +46,12 @@ pub struct Report {
 /// and the collective's postcondition. Returns every refusal (errors only) or a report with
 /// warnings and notes.
 pub fn verify_program(prog: &Program) -> Result<Report, Vec<Diagnostic>> {
+    // A role whose chunking does not align with the collective's blocks (E0403) or a missing
+    // role (E0404) explains every extent mismatch the bounds rule would find after it.
+    let shape = postcondition::shape_errors(prog);
+    if !shape.is_empty() {
+        return Err(cap(shape));
+    }
     let mut errors = Vec::new();
     let structural = bounds::check(prog);
     let structurally_sound = structural.is_empty();

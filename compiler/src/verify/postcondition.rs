@@ -80,6 +80,20 @@ pub(super) fn role_blocks(prog: &Program, role: usize) -> u32 {
     }
 }
 
+/// Whether role `role` may have K chunks per block (a chunk factor), for the help of E0403:
+/// every per-rank-block role but the matmul collectives' (whose blocks are matrices) and
+/// alltoallv's (whose chunks are its counts). Instantiation gives exactly these roles a
+/// per-block extent.
+fn chunk_factor_allowed(prog: &Program, role: usize) -> bool {
+    role_blocks(prog, role) > 1
+        && !matches!(
+            prog.collective,
+            CollectiveKind::AllgatherMatmul
+                | CollectiveKind::MatmulReduceScatter
+                | CollectiveKind::Alltoallv
+        )
+}
+
 /// Expected contents of one output block: `None` when the collective leaves it unspecified.
 pub(super) type Expected = Option<Vec<Lin>>;
 
@@ -251,7 +265,11 @@ pub(super) fn shape_errors(prog: &Program) -> Vec<Diagnostic> {
         match prog.buffers.get(i) {
             Some(b) if matches(b.role) => {
                 let blocks = role_blocks(prog, i);
-                if blocks > 1 && b.chunks != blocks {
+                // K chunks per block (a chunk factor) align when the instantiation gave the
+                // role the per-block split of the remainder rule.
+                let chunk_factor = matches!(&b.extent, symsched_plan::Extent::Blocks { blocks: j, .. } if *j == blocks)
+                    && b.chunks.is_multiple_of(blocks);
+                if blocks > 1 && b.chunks != blocks && !chunk_factor {
                     let span = prog
                         .buffer_spans
                         .get(i)
@@ -268,7 +286,11 @@ pub(super) fn shape_errors(prog: &Program) -> Vec<Diagnostic> {
                             ),
                         )
                         .with_label(span, "declared here")
-                        .with_help(format!("declare it with {blocks} chunks (one per block)")),
+                        .with_help(if chunk_factor_allowed(prog, i) {
+                            format!("declare it with a multiple of {blocks} chunks: `[P]` (one per block) or `[P*K]` (K per block, a chunk factor)")
+                        } else {
+                            format!("declare it with {blocks} chunks (one per block); this role takes no chunk factor")
+                        }),
                     );
                 }
             }

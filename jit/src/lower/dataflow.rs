@@ -117,6 +117,14 @@ pub(crate) enum LenKey {
         chunk: SizeExpr,
         count: u32,
     },
+    /// A region of a per-block split crossing a block boundary, from its place in its block (a
+    /// region inside one block has the `Split` key of that block's split).
+    Blocks {
+        block: SizeExpr,
+        per: u32,
+        first: u32,
+        count: u32,
+    },
     Counts {
         matrix: CountsMatrix,
         rank: Rank,
@@ -141,6 +149,25 @@ pub(crate) fn len_key(plan: &Plan, rank: Rank, r: &Region) -> LenKey {
             chunk: chunk.clone(),
             count: r.count,
         },
+        Extent::Blocks { block, .. } => {
+            let per = b.extent.chunks_per_block(b.chunks).max(1);
+            let first = r.first % per;
+            if first + r.count <= per {
+                LenKey::Split {
+                    total: block.clone(),
+                    chunks: per,
+                    first,
+                    count: r.count,
+                }
+            } else {
+                LenKey::Blocks {
+                    block: block.clone(),
+                    per,
+                    first,
+                    count: r.count,
+                }
+            }
+        }
         Extent::Counts { matrix } => LenKey::Counts {
             matrix: *matrix,
             rank,

@@ -385,6 +385,30 @@ impl<'ctx> Extents<'ctx> {
                 };
                 Ok(Span { off: start, len })
             }
+            Extent::Blocks { block, .. } => {
+                // Chunk `w` of block `j`: the block's own ceil split, from `j · block`.
+                let per = decl.extent.chunks_per_block(decl.chunks).max(1);
+                let (t, c) = match self.split.get(&b) {
+                    Some(v) => *v,
+                    None => {
+                        let t = self.eval(cg, block, id)?;
+                        let c = self.eval(cg, &block.clone().ceil_div(per as u64), id)?;
+                        self.split.insert(b, (t, c));
+                        (t, c)
+                    }
+                };
+                let (j, w) = ((i / per) as u64, (i % per) as u64);
+                let start = if w == 0 {
+                    cg.i64c(0)
+                } else {
+                    Self::umin(cg, cg.mul_k(c, w)?, t)?
+                };
+                let end = Self::umin(cg, cg.mul_k(c, w + 1)?, t)?;
+                let len = cg.b.build_int_sub(end, start, "")?;
+                let base = cg.mul_k(t, j)?;
+                let off = cg.b.build_int_add(base, start, "")?;
+                Ok(Span { off, len })
+            }
             Extent::Uniform { chunk } => {
                 let c = self.eval(cg, chunk, id)?;
                 let off = match i {
@@ -439,6 +463,10 @@ impl<'ctx> Extents<'ctx> {
         }
         if let Extent::Split { total } = &decl.extent {
             return self.eval(cg, total, id);
+        }
+        if let Extent::Blocks { block, blocks } = &decl.extent {
+            let t = self.eval(cg, block, id)?;
+            return cg.mul_k(t, *blocks as u64);
         }
         let last = self.chunk(cg, b, decl.chunks - 1, rank, id)?;
         Ok(cg.b.build_int_add(last.off, last.len, "")?)

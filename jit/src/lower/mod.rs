@@ -417,7 +417,8 @@ pub fn lower<'ctx>(
     plan.check_consistency()?;
     for b in &plan.buffers {
         if let symsched_plan::Extent::Split { total: e }
-        | symsched_plan::Extent::Uniform { chunk: e } = &b.extent
+        | symsched_plan::Extent::Uniform { chunk: e }
+        | symsched_plan::Extent::Blocks { block: e, .. } = &b.extent
         {
             for v in e.vars() {
                 if !plan.size_vars.iter().any(|s| s.name == v) {

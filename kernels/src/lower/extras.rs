@@ -171,6 +171,18 @@ pub fn extras(
                 Extent::Split { .. } => 0,
                 Extent::Uniform { .. } => 1,
                 Extent::Counts { .. } => 2,
+                // The host stub's span rule knows splits and uniform chunks only.
+                Extent::Blocks { .. } if used => {
+                    return Err(KernelError::Unsupported {
+                        what: format!(
+                            "a hostcoll on `{}`, which has K chunks per block",
+                            decl.name
+                        ),
+                        rank: 0,
+                        step: 0,
+                    })
+                }
+                Extent::Blocks { .. } => 4,
             };
             let ht = match hccl_type(t) {
                 Some(h) => h,

@@ -127,10 +127,13 @@ pub struct BufView {
     pub class: String,
     pub class_code: u32,
     pub chunks: u32,
-    /// 0 split, 1 uniform, 2 counts-send, 3 counts-recv.
+    /// 0 split, 1 uniform, 2 counts-send, 3 counts-recv, 4 blocks (K chunks per block).
     pub extent_kind: u32,
-    /// C expression: the split total or the uniform chunk size ("0ull" for counts).
+    /// C expression: the split total, the uniform chunk size or the block size ("0ull" for
+    /// counts).
     pub extent_expr: String,
+    /// Chunks per block of a blocks extent (`chunks` otherwise).
+    pub block_chunks: u32,
     pub extent_doc: String,
 }
 
@@ -148,6 +151,8 @@ struct KernelTpl<'a> {
     x: &'a extras::Extras,
     /// Whether the kernel ends with the `avg` division pass (avg on a reducing collective).
     avg: bool,
+    /// Whether some buffer has K chunks per block (then the kernel has the blocks extent rule).
+    has_blocks: bool,
     version: &'a str,
 }
 
@@ -262,6 +267,14 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
                 expr::to_c(chunk, &plan.size_vars)?,
                 format!("uniform chunk {chunk}"),
             ),
+            Extent::Blocks { block, blocks } => (
+                4,
+                expr::to_c(block, &plan.size_vars)?,
+                format!(
+                    "{blocks} blocks of {block}, {} chunks each",
+                    b.extent.chunks_per_block(b.chunks)
+                ),
+            ),
             Extent::Counts { matrix } => match matrix {
                 CountsMatrix::Send => (2, "0ull".to_string(), "counts[rank][j]".to_string()),
                 CountsMatrix::Recv => (3, "0ull".to_string(), "counts[j][rank]".to_string()),
@@ -281,6 +294,7 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
             chunks: b.chunks,
             extent_kind: kind,
             extent_expr: expr,
+            block_chunks: b.extent.chunks_per_block(b.chunks),
             extent_doc: doc,
         });
     }
@@ -314,6 +328,7 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         reduce_call: opts.op.ascend_call(),
         x: &x,
         avg: opts.op == ReduceOp::Avg && plan.collective.reduces(),
+        has_blocks: bufs.iter().any(|b| b.extent_kind == 4),
         version,
     }
     .render()?;
