@@ -1246,3 +1246,161 @@ fn compact_buffers(
     }
     (kept, kept_spans)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::library::Library;
+
+    const ALLGATHER: &str = "
+schedule ag implements allgather(in: [1], out: [P]) dual derived {
+    signal done;
+    out[rank] = copy(in);
+    for i in 1..P {
+        let p = (rank + i) % P;
+        put in -> out[rank] @ p, signal done @ p += 1;
+    }
+    wait done >= P - 1;
+}
+schedule rd(root in 0..P) implements reduce(x: [1]) dual derived {
+    scratch land: [P] of x;
+    signal arrived;
+    if rank == root {
+        wait arrived >= P - 1;
+        x = reduce(land[0..rank], x, land[rank + 1..P]);
+    } else {
+        put x -> land[rank] @ root, signal arrived @ root += 1;
+    }
+}
+schedule mm implements allgather_matmul(a: [1], b: [1], g: [P], c: [P]) dual derived {
+    g[rank] = copy(a);
+    compute c[rank] = matmul(a, b);
+}
+";
+
+    fn lib() -> Library {
+        let mut lib = Library::new();
+        lib.add_source("t.sched", ALLGATHER).expect("loads");
+        lib
+    }
+
+    fn user_steps(prog: &Program, r: usize) -> Vec<&Op> {
+        prog.ranks[r]
+            .iter()
+            .map(|s| &s.op)
+            .filter(|op| match op {
+                Op::Wait { slot, .. } => !graph::is_credit_slot(prog, *slot),
+                _ => true,
+            })
+            .collect()
+    }
+
+    /// The gradient of a push all-gather is a push reduce-scatter: every rank sends block p of
+    /// its input to rank p, waits once for all P - 1 arrivals and folds in rank order.
+    #[test]
+    fn a_push_allgather_transposes_to_a_push_reduce_scatter() {
+        let lib = lib();
+        let fwd = lib.instantiate("ag", 4, &BTreeMap::new()).expect("forward");
+        assert_eq!(
+            fwd.duals[0].0,
+            DualDecl::Schedule {
+                name: "ag.dual".into(),
+                params: BTreeMap::new()
+            }
+        );
+        let bwd = lib
+            .instantiate("ag.dual", 4, &BTreeMap::new())
+            .expect("derived");
+        assert_eq!(bwd.collective, CollectiveKind::ReduceScatter);
+        assert_eq!(bwd.schedule, "ag.dual");
+        // Roles, then one landing buffer of P chunks (as a hand-written one).
+        let names: Vec<&str> = bwd.buffers.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["in", "out", "land_out#0"]);
+        for r in 0..4u32 {
+            let steps = user_steps(&bwd, r as usize);
+            let puts: Vec<(u32, Rank)> = steps
+                .iter()
+                .filter_map(|op| match op {
+                    Op::Put { src, peer, .. } => Some((src.first, *peer)),
+                    _ => None,
+                })
+                .collect();
+            // Block p of the gradient goes to p: the forward's put p -> r reversed.
+            let mut want: Vec<(u32, Rank)> = (1..4).map(|i| ((r + i) % 4, (r + i) % 4)).collect();
+            let mut got = puts.clone();
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "rank {r}");
+            let waits = steps
+                .iter()
+                .filter(|op| matches!(op, Op::Wait { .. }))
+                .count();
+            assert_eq!(waits, 1, "rank {r}: one wait for every arrival");
+            let Some(Op::Reduce { dst, srcs }) = steps.last() else {
+                panic!("rank {r} ends with its fold: {steps:?}");
+            };
+            assert_eq!(dst.buffer, 1);
+            assert_eq!(srcs.len(), 4);
+            // Its own block (from `in`) is folded at its rank's place.
+            let own = srcs.iter().position(|s| s.buffer == 0).expect("own block");
+            assert_eq!(own, r as usize);
+        }
+        crate::verify::verify_program(&bwd).expect("the derived dual verifies");
+        crate::verify::verify_dual(&fwd, &bwd, Span::default()).expect("it is the adjoint");
+    }
+
+    /// A reduce to the root transposes to a broadcast whose puts land straight in `x`.
+    #[test]
+    fn a_reduce_transposes_to_a_broadcast_without_landing_slots() {
+        let lib = lib();
+        let params = BTreeMap::from([("root".to_string(), 1)]);
+        let bwd = lib.instantiate("rd.dual", 3, &params).expect("derived");
+        assert_eq!(bwd.collective, CollectiveKind::Broadcast);
+        assert_eq!(bwd.params, params);
+        assert_eq!(bwd.buffers.len(), 1, "{:?}", bwd.buffers);
+        let root = user_steps(&bwd, 1);
+        assert_eq!(root.len(), 2, "{root:?}");
+        assert!(root
+            .iter()
+            .all(|op| matches!(op, Op::Put { dst, .. } if dst.buffer == 0)));
+        for r in [0, 2] {
+            let steps = user_steps(&bwd, r);
+            assert!(matches!(steps.as_slice(), [Op::Wait { .. }]), "{steps:?}");
+        }
+        crate::verify::verify_program(&bwd).expect("verifies");
+    }
+
+    /// A ring's rounds cannot share one counter: each incoming put gets its own slot.
+    #[test]
+    fn a_ring_gets_one_slot_per_incoming_put() {
+        let lib = crate::pipeline::standard_library();
+        let fwd = lib
+            .instantiate("allreduce_ring", 4, &BTreeMap::new())
+            .expect("forward");
+        let bwd = transpose(&fwd, Span::default()).expect("derived");
+        assert!(bwd.signals.iter().any(|s| s.name == "arrived[1]"));
+        crate::verify::verify_program(&bwd).expect("verifies");
+        crate::verify::verify_dual(&fwd, &bwd, Span::default()).expect("adjoint");
+    }
+
+    #[test]
+    fn sendrecv_params_swap_and_swap_back() {
+        let p = BTreeMap::from([("src".to_string(), 0), ("dst".to_string(), 3)]);
+        let d = dual_params(CollectiveKind::Sendrecv, &p);
+        assert_eq!(d["src"], 3);
+        assert_eq!(d["dst"], 0);
+        assert_eq!(dual_params(CollectiveKind::Sendrecv, &d), p);
+        assert_eq!(forward_name("x.dual"), Some("x"));
+        assert_eq!(forward_name(".dual"), None);
+    }
+
+    #[test]
+    fn a_matmul_forward_is_refused_with_its_reason() {
+        let lib = lib();
+        let d = lib
+            .instantiate("mm.dual", 2, &BTreeMap::new())
+            .expect_err("matmul has no derived transpose");
+        assert_eq!(d[0].code, E_UNTRANSPOSABLE);
+        assert!(d[0].message.contains("operand"), "{}", d[0].message);
+    }
+}
