@@ -1168,7 +1168,7 @@ impl<'a> Builder<'a> {
             collective: self.kind,
             group_size: fwd.group_size,
             params: dual_params(fwd.collective, &fwd.params),
-            hierarchy: fwd.hierarchy.clone(),
+            hierarchy: fwd.hierarchy,
             size_vars: collectives::size_vars(self.kind),
             buffers,
             buffer_spans,
