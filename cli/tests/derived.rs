@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+// Shared by the binary's test files; this one only runs the binary.
+#[allow(dead_code)]
 mod common;
 use common::{arg as s, symsched, text};
 
