@@ -3,11 +3,13 @@
 //! added, checked when a schedule is instantiated (files arrive one by one).
 
 use crate::diag::{Diagnostic, FileId, SourceMap, Span};
+use crate::front::ast::Dual;
 use crate::front::ast::Schedule;
 use crate::front::codes;
 use crate::front::declared::DeclaredSig;
 use crate::front::resolve::{resolve_collective, resolve_with, ResolvedSchedule};
 use crate::ir::instantiate::{self, ScheduleLookup};
+use crate::ir::transpose;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use symsched_plan::CollectiveKind;
@@ -184,10 +186,34 @@ impl Library {
         self.entries.iter().map(Self::info).collect()
     }
 
+    /// The schedule `name`: a source schedule, or the derived dual `F.dual` of a source
+    /// schedule `F` that declares `dual derived` (with the dual collective).
     pub fn schedule(&self, name: &str) -> Option<ScheduleInfo> {
-        self.by_name
-            .get(name)
-            .map(|&i| Self::info(&self.entries[i]))
+        if let Some(i) = self.by_name.get(name) {
+            return Some(Self::info(&self.entries[*i]));
+        }
+        let (fwd, kind) = self.derived(name)?;
+        Some(ScheduleInfo {
+            name: name.to_string(),
+            collective: kind,
+            ..Self::info(fwd)
+        })
+    }
+
+    /// The forward entry and dual collective of a derived dual's name, when its forward says
+    /// `dual derived`.
+    fn derived(&self, name: &str) -> Option<(&Entry, CollectiveKind)> {
+        let fwd = transpose::forward_name(name)?;
+        let e = &self.entries[*self.by_name.get(fwd)?];
+        let derives = e
+            .ast
+            .duals
+            .iter()
+            .any(|d| matches!(d, Dual::Derived { .. }));
+        Some((
+            e,
+            transpose::dual_collective(e.res.kind).filter(|_| derives)?,
+        ))
     }
 
     /// The parsed schedule (for tools that walk the AST).
@@ -210,6 +236,15 @@ impl Library {
         group_size: u32,
         fixed: &BTreeMap<String, i64>,
     ) -> Result<Vec<BTreeMap<String, i64>>, Vec<Diagnostic>> {
+        if let Some((fwd, _)) = self.derived(name) {
+            // The dual's binding is the forward's, mapped (sendrecv swaps src and dst).
+            let kind = fwd.res.kind;
+            let fixed = transpose::dual_params(kind, fixed);
+            return Ok(instantiate::param_space(&fwd.ast, group_size, &fixed)?
+                .iter()
+                .map(|b| transpose::dual_params(kind, b))
+                .collect());
+        }
         let (s, _) = self.find(name).ok_or_else(|| Self::unknown(name))?;
         instantiate::param_space(s, group_size, fixed)
     }
@@ -221,6 +256,12 @@ impl Library {
         group_size: u32,
         params: &BTreeMap<String, i64>,
     ) -> Result<crate::ir::Program, Vec<Diagnostic>> {
+        if let Some((fwd, _)) = self.derived(name) {
+            let fparams = transpose::dual_params(fwd.res.kind, params);
+            let prog = instantiate::instantiate(self, &fwd.ast.name.name, group_size, &fparams)?;
+            let span = transpose::derived_span(&prog).unwrap_or(prog.header_span);
+            return transpose::transpose(&prog, span).map_err(|d| vec![d]);
+        }
         instantiate::instantiate(self, name, group_size, params)
     }
 }

@@ -98,6 +98,9 @@ pub enum Dual {
     /// `identity WORDS…`; valid only when WORDS are exactly `assuming replicated` (checked by
     /// the resolver so a misspelling gets a precise diagnostic).
     Identity { words: Vec<Ident>, span: Span },
+    /// `derived`: the compiler builds the backward schedule by transposing this one
+    /// (`crate::ir::transpose`).
+    Derived { span: Span },
     /// `NAME` or `NAME(param = EXPR, …)`.
     Named {
         name: Ident,
@@ -110,7 +113,9 @@ pub enum Dual {
 impl Dual {
     pub fn span(&self) -> Span {
         match self {
-            Dual::Identity { span, .. } | Dual::Named { span, .. } => *span,
+            Dual::Identity { span, .. } | Dual::Derived { span } | Dual::Named { span, .. } => {
+                *span
+            }
         }
     }
 }

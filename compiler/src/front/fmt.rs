@@ -331,6 +331,7 @@ impl Printer<'_> {
 
 fn dual(d: &Dual) -> String {
     match d {
+        Dual::Derived { .. } => "derived".to_string(),
         Dual::Identity { words, .. } => {
             let mut s = "identity".to_string();
             for w in words {

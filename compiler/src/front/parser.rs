@@ -109,6 +109,7 @@ fn rule_text(r: Rule) -> Option<&'static str> {
         Rule::kw_implements => "`implements`",
         Rule::kw_dual => "`dual`",
         Rule::kw_identity => "`identity`",
+        Rule::kw_derived => "`derived`",
         Rule::kw_divisors => "`divisors`",
         Rule::kw_over | Rule::over_nodes => "`over`",
         Rule::kw_nodes => "`nodes`",
@@ -187,7 +188,7 @@ fn rule_text(r: Rule) -> Option<&'static str> {
         Rule::param | Rule::params => "a parameter",
         Rule::param_range | Rule::span_range | Rule::divisors_range => "a range",
         Rule::role | Rule::roles => "a role `name: [chunks]`",
-        Rule::dual | Rule::identity_dual | Rule::named_dual => "a dual",
+        Rule::dual | Rule::identity_dual | Rule::derived_dual | Rule::named_dual => "a dual",
         Rule::dual_arg => "a dual argument",
         Rule::use_arg | Rule::use_value => "a `use` argument",
         Rule::put_signal => "`signal`",
@@ -397,6 +398,7 @@ fn is_noise(r: Rule) -> bool {
             | Rule::kw_implements
             | Rule::kw_dual
             | Rule::kw_identity
+            | Rule::kw_derived
             | Rule::kw_divisors
             | Rule::kw_over
             | Rule::kw_nodes
@@ -654,6 +656,7 @@ impl Builder {
     fn dual(&mut self, d: Pair<'_, Rule>) -> Dual {
         let span = self.span(&d);
         match d.as_rule() {
+            Rule::derived_dual => Dual::Derived { span },
             Rule::identity_dual => Dual::Identity {
                 words: sig(d).into_iter().map(|w| self.ident(w)).collect(),
                 span,

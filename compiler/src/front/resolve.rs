@@ -416,6 +416,7 @@ impl<'a> Resolver<'a> {
                         );
                     }
                 }
+                Dual::Derived { .. } => {}
                 Dual::Named { args, .. } => {
                     let mut seen: Vec<&str> = Vec::new();
                     for (n, e) in args {

@@ -565,6 +565,29 @@ pub fn instantiate(
             Dual::Identity { span, .. } => {
                 duals.push((DualDecl::IdentityAssumingReplicated, *span))
             }
+            Dual::Derived { span } => {
+                if super::transpose::dual_collective(kind).is_none() {
+                    return Err(vec![err(
+                        super::transpose::E_UNTRANSPOSABLE,
+                        format!(
+                            "`dual derived` on `{}`, which implements the declared collective `{}`: it has no dual collective",
+                            sched.name.name,
+                            declared.as_ref().map(|d| d.name.as_str()).unwrap_or("?")
+                        ),
+                        *span,
+                        "no backward collective to derive",
+                    )
+                    .with_help("declare the backward schedule by name instead (`dual NAME`)")]);
+                }
+                let params: BTreeMap<String, i64> = bound.iter().cloned().collect();
+                duals.push((
+                    DualDecl::Schedule {
+                        name: super::transpose::derived_name(&sched.name.name),
+                        params: super::transpose::dual_params(kind, &params),
+                    },
+                    *span,
+                ));
+            }
             Dual::Named {
                 name, args, span, ..
             } => {

@@ -27,6 +27,7 @@ mod eval;
 pub mod graph;
 pub mod instantiate;
 pub mod limits;
+pub mod transpose;
 
 /// A schedule instantiated for one group size and one binding of its parameters.
 #[derive(Debug, Clone)]

@@ -81,7 +81,15 @@ pub fn check_program(
                 let bwd = match lib.instantiate(dn, group_size, dp) {
                     Ok(b) => b,
                     Err(ds) => {
-                        errors.extend(ds.into_iter().map(at));
+                        // A forward `dual derived` cannot be transposed: its own diagnostic
+                        // (E0445) already names the step and the clause.
+                        errors.extend(ds.into_iter().map(|d| {
+                            if d.code == crate::ir::transpose::E_UNTRANSPOSABLE {
+                                d
+                            } else {
+                                at(d)
+                            }
+                        }));
                         continue;
                     }
                 };
