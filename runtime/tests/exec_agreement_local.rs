@@ -159,7 +159,7 @@ impl Rank {
         let me = self.ex.fabric().rank();
         let types = ElemTypes::new(DType::F32, None).unwrap();
         let sizes = shape.sizes();
-        let r = match mem {
+        match mem {
             Mem::Heap => {
                 let mut bind = Vec::new();
                 for (i, d) in data.iter().enumerate() {
@@ -209,8 +209,7 @@ impl Rank {
                     },
                 )
             }
-        };
-        r
+        }
     }
 
     /// An agreeing launch of round t: must succeed with the reference results.
