@@ -64,6 +64,9 @@ const _: () = assert!(
     "the abort record must fit below the slots"
 );
 
+/// How long a reader waits for a record being written (the owner may be preempted in its few
+/// microseconds of writing) before it reports the record as still being written.
+const WRITING_PATIENCE: Duration = Duration::from_millis(100);
 const STATE: usize = 0;
 const LEN: usize = 8;
 const GENERATION: usize = 16;
@@ -158,34 +161,52 @@ impl Group {
         let hdr = self.words(peer, ABORT_LINE)?;
         // SAFETY: words of the peer's header line.
         let state = unsafe { atomic_u64(hdr, STATE) };
-        let mut s = state.load(Ordering::SeqCst);
-        // The owner writes the text between WRITING and ABORTED (a few microseconds).
         let t = Instant::now();
-        while s == WRITING && t.elapsed() < Duration::from_millis(5) {
-            std::hint::spin_loop();
-            s = state.load(Ordering::SeqCst);
-        }
-        if s == CLEAR {
-            return None;
-        }
-        // SAFETY: as above; the text lines follow the header in the same pad.
-        let (len, generation, sticky, when) = unsafe {
-            (
-                (atomic_u64(hdr, LEN).load(Ordering::Relaxed) as usize).min(MESSAGE_BYTES),
-                atomic_u64(hdr, GENERATION).load(Ordering::Relaxed),
-                atomic_u64(hdr, STICKY).load(Ordering::Relaxed),
-                atomic_u64(hdr, WHEN).load(Ordering::Relaxed),
-            )
-        };
-        let message = if s == ABORTED {
-            let text = self.words(peer, TEXT_LINE)?;
-            let mut buf = vec![0u8; len];
-            // SAFETY: `len` ≤ MESSAGE_BYTES bytes of the text lines, written before the
-            // state was released and never again until the owner resets.
-            unsafe { std::ptr::copy_nonoverlapping(text, buf.as_mut_ptr(), len) };
-            String::from_utf8_lossy(&buf).into_owned()
-        } else {
-            "(the rank was still writing its error when this was read)".into()
+        // The owner writes the text (and, for a failed reset, the sticky flag) between WRITING
+        // and ABORTED: a few microseconds, unless it is preempted there, so wait a little
+        // longer before giving up; and read again when the owner rewrote the record while it
+        // was being read (a failed reset replaces an earlier record), so a reader never takes
+        // a record mixed from two writes.
+        let (generation, sticky, when, message) = loop {
+            let mut s = state.load(Ordering::SeqCst);
+            while s == WRITING && t.elapsed() < WRITING_PATIENCE {
+                if t.elapsed() < Duration::from_millis(5) {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+                s = state.load(Ordering::SeqCst);
+            }
+            if s == CLEAR {
+                return None;
+            }
+            // SAFETY: as above; the text lines follow the header in the same pad.
+            let (len, generation, sticky, when) = unsafe {
+                (
+                    (atomic_u64(hdr, LEN).load(Ordering::Relaxed) as usize).min(MESSAGE_BYTES),
+                    atomic_u64(hdr, GENERATION).load(Ordering::Relaxed),
+                    atomic_u64(hdr, STICKY).load(Ordering::Relaxed),
+                    atomic_u64(hdr, WHEN).load(Ordering::Relaxed),
+                )
+            };
+            let message = if s == ABORTED {
+                let text = self.words(peer, TEXT_LINE)?;
+                let mut buf = vec![0u8; len];
+                // SAFETY: `len` ≤ MESSAGE_BYTES bytes of the text lines, written before the
+                // state was released; a rewrite meanwhile is detected below.
+                unsafe { std::ptr::copy_nonoverlapping(text, buf.as_mut_ptr(), len) };
+                String::from_utf8_lossy(&buf).into_owned()
+            } else {
+                "(the rank was still writing its error when this was read)".into()
+            };
+            // SAFETY: as above.
+            let again = unsafe { atomic_u64(hdr, WHEN).load(Ordering::SeqCst) };
+            if s != ABORTED
+                || (state.load(Ordering::SeqCst) == s && again == when)
+                || t.elapsed() >= WRITING_PATIENCE
+            {
+                break (generation, sticky, when, message);
+            }
         };
         Some(AbortInfo {
             rank: self.members()[peer],
@@ -285,11 +306,13 @@ impl Group {
         // SAFETY: this rank's own header and text lines; only this rank writes them.
         unsafe {
             let state = atomic_u64(hdr, STATE);
-            if permanent {
-                atomic_u64(hdr, STICKY).store(1, Ordering::SeqCst);
-            }
             if state.load(Ordering::SeqCst) == CLEAR || permanent {
+                // The sticky flag goes with the new text, inside the WRITING window: a reader
+                // never sees a permanent record carrying the earlier message.
                 state.store(WRITING, Ordering::SeqCst);
+                if permanent {
+                    atomic_u64(hdr, STICKY).store(1, Ordering::SeqCst);
+                }
                 let t = truncate(&message, MESSAGE_BYTES).as_bytes();
                 std::ptr::copy_nonoverlapping(t.as_ptr(), text, t.len());
                 atomic_u64(hdr, LEN).store(t.len() as u64, Ordering::Relaxed);

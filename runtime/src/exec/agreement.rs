@@ -40,7 +40,10 @@
 //! as one whose steps did nothing on every rank (see `super::loaded`), since some ranks may
 //! have sent entry credits. Cost per launch: a compare with the last signature (a digest of a
 //! few words when it changed), one record store, one signal and one satisfied-or-short wait
-//! per peer, whose line is the only one read; nothing with one rank.
+//! per peer, whose line is the only one read; nothing with one rank. The word also carries
+//! the peer's exit credits of the previous launch (it is published after them), so those are
+//! not sent but applied by the checking rank to its own slots ("Exit credits" in
+//! `super::loaded`): the agreement replaces a remote update and a remote read per pair.
 //!
 //! The sequence number counts launches that reached the agreement on this (group, plan),
 //! successful or not, so a refused launch does not desynchronise the next one.

@@ -21,7 +21,10 @@
 //! 6. **finish** an `avg`: one division by P over every written role (bit-identical everywhere);
 //! 7. **stage out** the staged outputs;
 //! 8. **exit signals**: only then the plan's launch credits, so no peer writes into the staging
-//!    area of the next launch while this one is still copying out;
+//!    area of the next launch while this one is still copying out — except those between ranks
+//!    that check each other's agreement word: the word of the next launch, published after this
+//!    phase, implies them, and the peer applies them itself after its check ("Exit credits" in
+//!    [`super::loaded`]);
 //! 9. **record**: at `DEBUG` the launch is logged — schedule, group, bytes bound, duration and
 //!    outcome, whichever phase it ended in ([`crate::log::launch_record`]); below `DEBUG` this
 //!    phase measures nothing.
@@ -383,6 +386,8 @@ impl<F: Fabric> Executor<F> {
             }
             return Err(e);
         }
+        // The peers' exit credits of the previous launch, which their checked words imply.
+        self.apply_exit_credits_by_word(lp, signals)?;
         if !early {
             // Under the group's binding, now agreed.
             st.staging.stage_in(
@@ -423,6 +428,7 @@ impl<F: Fabric> Executor<F> {
         if !entry_sent {
             self.send_entry_signals(lp, signals)?;
         }
+        self.apply_exit_credits_by_word(lp, signals)?;
         self.send_exit_signals(lp, signals)?;
         let me = self.fabric.rank();
         for &(slot, n) in &lp.step_adds {
@@ -519,15 +525,42 @@ impl<F: Fabric> Executor<F> {
         Ok(())
     }
 
-    /// Phase 8: the plan's launch credits, after every staged output was copied out.
+    /// Phase 8: the plan's launch credits, after every staged output was copied out — those
+    /// the peer's check of this rank's next agreement word does not imply ("Exit credits" in
+    /// [`super::loaded`]).
     #[inline]
     fn send_exit_signals(
         &self,
         lp: &LoadedPlan,
         signals: LaunchSignals<'_>,
     ) -> Result<(), ExecError> {
-        for u in &lp.plan.ranks[self.fabric.rank() as usize].exit_signals {
+        for u in &lp.exit_sent {
             signals.send(&self.fabric, u)?;
+        }
+        Ok(())
+    }
+
+    /// The exit credits of the previous launch that the peers did not send, since this rank's
+    /// check of their words of this launch implies them ("Exit credits" in [`super::loaded`]):
+    /// applied to this rank's own slots, once per launch, after the check (or in a refusal).
+    /// Nothing in a launch's first epoch, as no launch came before it.
+    #[inline]
+    fn apply_exit_credits_by_word(
+        &self,
+        lp: &LoadedPlan,
+        signals: LaunchSignals<'_>,
+    ) -> Result<(), ExecError> {
+        if signals.epoch == 0 {
+            return Ok(());
+        }
+        let me = self.fabric.rank();
+        for u in &lp.exit_by_word {
+            self.fabric.signal(
+                me,
+                signals.base + u.slot,
+                u.mode,
+                u.value_at(signals.epoch - 1),
+            )?;
         }
         Ok(())
     }

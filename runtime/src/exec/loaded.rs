@@ -23,6 +23,17 @@
 //! added there ([`LoadedPlan::step_adds`]; `set` slots need nothing, the next launch's values
 //! are larger), and advances the epoch. Every counter then holds what one more launch leaves,
 //! on every rank, and the next launch runs as if the refused one had run.
+//!
+//! **Exit credits** between two ranks that check each other's launch agreement word (members
+//! that share heaps, in a group of more than one) are not sent: rank q publishes its word of
+//! launch `e` only after it finished launch `e − 1` — its last step, its stage-out and its exit
+//! signals — so once rank r has checked q's word of `e`, everything q's exit credit of `e − 1`
+//! would tell r holds. So r applies that credit itself, to its own slot, right after the check
+//! (and when the launch is refused, with the refused launch's other signals): the credit wait
+//! of r's first access to q then reads a line in r's own cache instead of one q just wrote,
+//! and q's exit saves one remote update per peer. The counters hold the same values as when q
+//! sent the credits. Entry credits are still sent: they follow the stage-in, which may come
+//! after the word.
 
 use super::agreement::AgreementArea;
 use super::backend::{Backend, Chosen};
@@ -33,7 +44,7 @@ use super::reduce::{check_op, ReduceOp};
 use super::resolved::Resolved;
 use super::staging::{RoleAccess, Staging};
 use std::sync::{Mutex, MutexGuard};
-use symsched_plan::{Extent, LaunchSizes, Op, Plan, SignalMode};
+use symsched_plan::{Extent, LaunchSizes, Op, Plan, SignalMode, SignalUpdate};
 
 /// A plan loaded on a group: its slots, epoch and caches (see the module docs).
 pub struct LoadedPlan {
@@ -50,6 +61,13 @@ pub struct LoadedPlan {
     /// here (its stride without the credits). A refused launch adds it itself, since no step
     /// ran anywhere (see "Refused launches" in the module docs).
     pub(crate) step_adds: Vec<(u32, u64)>,
+    /// This rank's exit signals that still go to their peer: those to a peer that does not
+    /// check this rank's launch agreement word (see "Exit credits" in the module docs).
+    pub(crate) exit_sent: Vec<SignalUpdate>,
+    /// The exit credits peers no longer send to this rank, since this rank's check of their
+    /// agreement word implies them: applied here, to this rank's own slots, once the words of a
+    /// launch are checked (or the launch is refused).
+    pub(crate) exit_by_word: Vec<SignalUpdate>,
     state: Mutex<PlanState>,
 }
 
@@ -143,6 +161,36 @@ impl LoadedPlan {
                 None => step_adds.push((u.slot, u.value)),
             }
         }
+        // Exit credits between ranks that check each other's agreement word (every pair of
+        // members that share heaps, when the group has more than one): the word implies them.
+        let by_word = |from: u32, u: &SignalUpdate| {
+            from != u.peer
+                && fabric.size() > 1
+                && fabric.reachable(from)
+                && fabric.reachable(u.peer)
+                && plan
+                    .signals
+                    .get(u.slot as usize)
+                    .is_some_and(|s| s.name.starts_with("__credit["))
+        };
+        let exit_sent = plan
+            .ranks
+            .get(me as usize)
+            .map(|r| {
+                r.exit_signals
+                    .iter()
+                    .filter(|u| !by_word(me, u))
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let exit_by_word = plan
+            .ranks
+            .iter()
+            .flat_map(|r| r.exit_signals.iter().map(move |u| (r.rank, u)))
+            .filter(|&(from, u)| u.peer == me && by_word(from, u))
+            .map(|(_, u)| *u)
+            .collect();
         let staging = Staging::new(&key);
         let access = RoleAccess::of(plan);
         let generation = fabric.generation();
@@ -166,6 +214,8 @@ impl LoadedPlan {
                 .iter()
                 .any(|b| matches!(b.extent, Extent::Counts { .. })),
             step_adds,
+            exit_sent,
+            exit_by_word,
             state: Mutex::new(PlanState {
                 regs,
                 epoch: 0,
