@@ -191,6 +191,10 @@ pub fn compile_object(
     })
 }
 
+/// Largest kernel body (IR instructions after early-cse and simplifycfg) optimised with the
+/// element loops rather than left `optnone` (see [`optimize`]).
+pub const SMALL_BODY: usize = 200;
+
 /// The kernel body is straight-line code run once per launch: extents, intrinsic calls and
 /// calls of the element loops. It gets only common-subexpression elimination and CFG clean-up
 /// and is then marked `optnone` (so the code generator's fast path handles it); the element
@@ -198,6 +202,11 @@ pub fn compile_object(
 /// Measured on allreduce_two_shot rank 1 (thread CPU time, best of 5, load average 20–26 on
 /// this 2-core machine): P = 64 took 405 ms with the whole module at O3, 121 ms this way
 /// (212 ms with instcombine on the body as well); P = 8: 44 ms against 19 ms.
+///
+/// A body of at most [`SMALL_BODY`] instructions (after the clean-up) is optimised with the
+/// loops instead: optimising it costs little, and unoptimised it keeps every value on the
+/// stack, which at small message sizes is a visible part of a launch (`sendrecv_pair`'s
+/// sending rank: 78 instructions of body per launch, callgrind).
 fn optimize<'ctx>(
     ctx: &'ctx Context,
     module: &inkwell::module::Module<'ctx>,
@@ -213,11 +222,18 @@ fn optimize<'ctx>(
             PassBuilderOptions::create(),
         )
         .map_err(JitError::llvm)?;
-    for a in ["optnone", "noinline"] {
-        entry.add_attribute(
-            AttributeLoc::Function,
-            ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(a), 0),
-        );
+    let body: usize = entry
+        .get_basic_blocks()
+        .iter()
+        .map(|b| b.get_instructions().count())
+        .sum();
+    if body > SMALL_BODY {
+        for a in ["optnone", "noinline"] {
+            entry.add_attribute(
+                AttributeLoc::Function,
+                ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(a), 0),
+            );
+        }
     }
     // The loop vectoriser does the work; straight-line SLP vectorisation finds nothing left
     // in the loops and costs ~7 % of the pipeline.

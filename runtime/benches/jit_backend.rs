@@ -19,7 +19,10 @@
 //!   either, so `interp ÷ max(noop, memcpy)` bounds the speedup of any backend.
 //!
 //! `cargo bench -p symsched-runtime --bench jit_backend` (add `-- launch/allreduce` to filter;
-//! `SYMSCHED_BENCH_MAX_BYTES=4194304` caps the sizes). On a shared machine compare the
+//! `SYMSCHED_BENCH_MAX_BYTES=4194304` caps the sizes; `SYMSCHED_BENCH_RANKS=2,3,4` runs the
+//! launch rows at those group sizes too, named `launch/<schedule>/p<P>/<bytes>` for P ≠ 2, so
+//! that the `auto` rule is measured beyond 2 ranks). The summary marks the rows where `auto`
+//! picks the JIT and gives their mean ratio per group size. On a shared machine compare the
 //! ratios of one run only.
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -32,6 +35,7 @@ use symsched_jit::compile::{compile_object, CompileOptions as JitOptions, HostTa
 use symsched_jit::{KernelScope, KernelSpec, LowerOptions};
 use symsched_plan::{BufferRole, Op, Plan};
 use symsched_runtime::config::{BackendKind, ExecOptions};
+use symsched_runtime::exec::backend::auto;
 use symsched_runtime::exec::harness::sizes_for;
 use symsched_runtime::exec::reference::fill;
 use symsched_runtime::exec::{
@@ -133,6 +137,16 @@ fn names() -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// One launch row of the summary.
+struct Case {
+    label: String,
+    bytes: u64,
+    p: u32,
+    reduce: bool,
+    /// Whether `auto` runs this launch on the JIT.
+    auto_jit: bool,
 }
 
 fn has_reduce(plan: &Plan) -> bool {
@@ -391,10 +405,17 @@ fn all(c: &mut Criterion) {
         g.finish();
     }
 
-    // Every standard schedule at 2 ranks.
+    // Every standard schedule at 2 ranks (and the group sizes of SYMSCHED_BENCH_RANKS).
+    let ranks: Vec<u32> = std::env::var("SYMSCHED_BENCH_RANKS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![2]);
     let mut launch_cases = Vec::new();
-    for name in names() {
-        let Some(pl) = plan(&name, 2) else { continue };
+    for (p, name) in ranks
+        .iter()
+        .flat_map(|p| names().into_iter().map(move |n| (*p, n)))
+    {
+        let Some(pl) = plan(&name, p) else { continue };
         // A matmul collective's time is its matmul (n × 16 × 16 at `n` elements): seconds per
         // launch above 256 KiB, and nothing about the backends' data movement.
         let cap = if name.contains("matmul") {
@@ -403,11 +424,22 @@ fn all(c: &mut Criterion) {
             max_bytes
         };
         for &bytes in SIZES.iter().filter(|b| **b <= max_bytes.min(cap)) {
-            let label = format!("{name}/{bytes}");
+            let label = if p == 2 {
+                format!("{name}/{bytes}")
+            } else {
+                format!("{name}/p{p}/{bytes}")
+            };
             if c.clone_filter_matches(&format!("launch/{label}")) {
                 bench_launch(c, "launch", &label, &pl, f32t, bytes);
             }
-            launch_cases.push((name.clone(), bytes, has_reduce(&pl)));
+            let picks = auto::prefers_jit(auto::PlanTraits::of(&pl), bytes, f32t, ReduceOp::Sum);
+            launch_cases.push(Case {
+                label,
+                bytes,
+                p,
+                reduce: has_reduce(&pl),
+                auto_jit: picks,
+            });
         }
     }
 
@@ -467,10 +499,20 @@ fn all(c: &mut Criterion) {
             println!("  {label:<32} {:>8.1} ms", t * 1e3);
         }
     }
-    println!("# launch, 2 ranks, f32 sum: µs per launch, interp / jit, ratio jit÷interp");
+    println!(
+        "# launch, f32 sum: µs per launch, interp / jit, ratio jit÷interp (`auto`: the rule \
+         runs the row on the JIT)"
+    );
     let mut worst: Option<(f64, String)> = None;
-    for (name, bytes, reduce) in &launch_cases {
-        let label = format!("{name}/{bytes}");
+    let mut auto_ratios: BTreeMap<u32, (f64, u32, f64, u32)> = BTreeMap::new();
+    for Case {
+        label,
+        p,
+        reduce,
+        auto_jit,
+        ..
+    } in &launch_cases
+    {
         let (Some(i), Some(j)) = (
             mean(&format!("launch/{label}/interp")),
             mean(&format!("launch/{label}/jit")),
@@ -481,15 +523,30 @@ fn all(c: &mut Criterion) {
         if worst.as_ref().is_none_or(|(w, _)| r > *w) {
             worst = Some((r, label.clone()));
         }
+        let e = auto_ratios.entry(*p).or_insert((0.0, 0, 0.0, 0));
+        if *auto_jit {
+            (e.0, e.1) = (e.0 + r, e.1 + 1);
+        } else {
+            (e.2, e.3) = (e.2 + r, e.3 + 1);
+        }
         println!(
-            "  {label:<40} {:>10.1} {:>10.1} {r:>6.2}{}",
+            "  {label:<40} {:>10.1} {:>10.1} {r:>6.2}{}{}",
             i * 1e6,
             j * 1e6,
-            if *reduce { "" } else { "  (interp unfused)" }
+            if *reduce { "" } else { "  (interp unfused)" },
+            if *auto_jit { "  auto" } else { "" }
         );
     }
     if let Some((r, l)) = worst {
         println!("# worst jit÷interp: {r:.2} at {l}");
+    }
+    for (p, (a, na, o, no)) in &auto_ratios {
+        println!(
+            "# P = {p}: mean jit÷interp where auto picks the JIT {:.2} ({na} rows), elsewhere \
+             {:.2} ({no} rows)",
+            a / (*na).max(1) as f64,
+            o / (*no).max(1) as f64
+        );
     }
     let noop_t = (mean("launch/noop/8/interp"), mean("launch/noop/8/jit"));
     if let (Some(i), Some(j)) = noop_t {
@@ -509,8 +566,13 @@ fn all(c: &mut Criterion) {
         }
     }
     if let (Some(noop_i), _) = noop_t {
-        for (name, bytes, reduce) in &launch_cases {
-            let label = format!("{name}/{bytes}");
+        for Case {
+            label,
+            bytes,
+            reduce,
+            ..
+        } in &launch_cases
+        {
             let (Some(i), Some(j)) = (
                 mean(&format!("launch/{label}/interp")),
                 mean(&format!("launch/{label}/jit")),
@@ -527,13 +589,14 @@ fn all(c: &mut Criterion) {
             } else {
                 String::new()
             };
-            if !*reduce || *bytes == 8 {
-                println!(
-                    "  {label:<40} bound {:>5.2}x{part}{}",
-                    i / floor,
-                    if *reduce { "" } else { "  (interp unfused)" }
-                );
-            }
+            // Every row: from 256 KiB on the copy bound is the one that matters, for the
+            // reducing schedules too (a reduce reads P operands, so its bound is looser).
+            println!(
+                "  {label:<40} bound {:>5.2}x  jit/memcpy {:>5.2}{part}{}",
+                i / floor,
+                j / floor,
+                if *reduce { "" } else { "  (interp unfused)" }
+            );
         }
     }
     println!("# wire: bf16-wire two-shot vs f32 two-shot, f32 bytes/s ratio (= t_f32 / t_wire)");

@@ -5,8 +5,10 @@
 //! Every rank runs the same checks: identity, bounds errors, symmetric scratch and signal slots,
 //! data visible once its signal is observed (release/acquire), add and set semantics, and a
 //! wait that nobody satisfies failing with a typed error that names the slot and its expected
-//! signallers within the deadline. Every coordination wait outside the fabric is bounded too.
+//! signallers within the deadline; the counters' addresses (`Fabric::signal_words`) read what
+//! the waits see. Every coordination wait outside the fabric is bounded too.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 use symsched_plan::{Cmp, SignalMode};
@@ -157,6 +159,20 @@ fn contract<F: Fabric>(f: &F, m: &Meeting) {
             .expect("adds"),
         P as u64
     );
+    // The counters' addresses, where a fabric gives them, read what its waits see (both
+    // fabrics here do; a compiled kernel's first look at a wait reads them), and only the
+    // registered slots have any.
+    let (words, stride) = f.signal_words(s, 4).expect("the pad is addressable");
+    assert!(stride >= 8 && stride % 8 == 0, "stride {stride}");
+    let word = |i: usize| {
+        // SAFETY: the fabric's contract: `words` + i·stride is this rank's counter of slot
+        // `s + i` for i < 4, a live, aligned u64 updated atomically.
+        let a = unsafe { &*((words as *const u8).add(i * stride) as *const AtomicU64) };
+        a.load(Ordering::Acquire)
+    };
+    assert_eq!((word(0), word(1), word(3)), (1, P as u64, 0));
+    assert!(f.signal_words(s, 0).is_none());
+    assert!(f.signal_words(s, u32::MAX / 2).is_none());
     m.meet();
     if me == 0 {
         for q in 0..P {
@@ -168,6 +184,7 @@ fn contract<F: Fabric>(f: &F, m: &Meeting) {
         f.wait(s + 2, Cmp::Eq, 5, &ctx("set", &[0])).expect("set"),
         5
     );
+    assert_eq!(word(2), 5);
     m.meet();
 }
 

@@ -10,6 +10,7 @@
 
 use super::dtype::{convert, multiversion, Accum, DType, BLOCK};
 use super::error::ExecError;
+use std::mem::MaybeUninit;
 
 /// The reduce ops (vocabulary shared with the compiler and the kernels).
 pub use symsched_plan::ReduceOp;
@@ -127,15 +128,53 @@ pub struct Operand {
 /// Operands borrowed from symmetric memory are shared between threads by design.
 unsafe impl Send for Operand {}
 
+/// A stack block of accumulator values whose elements are initialised on first use: a call
+/// touches only as many as its longest block, so a reduce of a few elements does not zero
+/// (`memset`) a whole [`BLOCK`] per buffer, which for the 8-byte all-reduce was most of the
+/// interpreter's per-launch work. Every element handed out is initialised, so the buffers'
+/// contents before a load are never observable: a load overwrites every element it is given.
+struct BlockBuf<A> {
+    buf: MaybeUninit<[A; BLOCK]>,
+    /// Elements `..init` are initialised.
+    init: usize,
+}
+
+impl<A: Accum> BlockBuf<A> {
+    #[inline(always)]
+    fn new() -> Self {
+        BlockBuf {
+            buf: MaybeUninit::uninit(),
+            init: 0,
+        }
+    }
+
+    /// The first `k` (at most [`BLOCK`]) elements, initialising those not yet initialised.
+    #[inline(always)]
+    fn prefix(&mut self, k: usize) -> &mut [A] {
+        let k = k.min(BLOCK);
+        let base = self.buf.as_mut_ptr() as *mut A;
+        if k > self.init {
+            for i in self.init..k {
+                // SAFETY: `i < BLOCK`, inside the buffer.
+                unsafe { base.add(i).write(A::default()) };
+            }
+            self.init = k;
+        }
+        // SAFETY: elements `..k` are initialised (`k <= init`) and borrowed through `self`.
+        unsafe { std::slice::from_raw_parts_mut(base, k) }
+    }
+}
+
 /// Borrow `n` elements of `A` at `ptr` in place when they need no conversion, else convert them
 /// into `tmp`.
 #[inline(always)]
-unsafe fn view<A: Accum>(op: Operand, n: usize, tmp: &mut [A]) -> &[A] {
+unsafe fn view<A: Accum>(op: Operand, n: usize, tmp: &mut BlockBuf<A>) -> &[A] {
     if op.dtype == A::DTYPE && (op.ptr as usize).is_multiple_of(std::mem::align_of::<A>()) {
         std::slice::from_raw_parts(op.ptr as *const A, n)
     } else {
-        A::load(op.dtype, op.ptr, &mut tmp[..n]);
-        &tmp[..n]
+        let t = tmp.prefix(n);
+        A::load(op.dtype, op.ptr, t);
+        t
     }
 }
 
@@ -157,8 +196,9 @@ unsafe fn reduce_typed_then<A: Combine>(
     n: usize,
     after: &mut dyn FnMut(usize, usize),
 ) {
-    let mut acc = [A::default(); BLOCK];
-    let mut tmp = [A::default(); BLOCK];
+    // Initialised on first use, as far as the blocks reach (the first block is the longest).
+    let mut acc = BlockBuf::<A>::new();
+    let mut tmp = BlockBuf::<A>::new();
     let mut i = 0;
     while i < n {
         let k = BLOCK.min(n - i);
@@ -166,16 +206,17 @@ unsafe fn reduce_typed_then<A: Combine>(
             ptr: o.ptr.add(i * o.dtype.size()),
             dtype: o.dtype,
         };
-        A::load(srcs[0].dtype, at(&srcs[0]).ptr, &mut acc[..k]);
+        let acc = acc.prefix(k);
+        A::load(srcs[0].dtype, at(&srcs[0]).ptr, acc);
         for s in &srcs[1..] {
             let x = view(at(s), k, &mut tmp);
             match op {
-                ReduceOp::Sum | ReduceOp::Avg => fold_sum(&mut acc[..k], x),
-                ReduceOp::Max => fold_max(&mut acc[..k], x),
-                ReduceOp::Min => fold_min(&mut acc[..k], x),
+                ReduceOp::Sum | ReduceOp::Avg => fold_sum(acc, x),
+                ReduceOp::Max => fold_max(acc, x),
+                ReduceOp::Min => fold_min(acc, x),
             }
         }
-        A::store(dst_dtype, &acc[..k], dst.add(i * dst_dtype.size()));
+        A::store(dst_dtype, acc, dst.add(i * dst_dtype.size()));
         after(i, k);
         i += k;
     }
@@ -267,16 +308,17 @@ pub unsafe fn convert_via_acc(
 }
 
 unsafe fn scale_typed<A: Combine>(ptr: *mut u8, dtype: DType, n: usize, p: u32) {
-    let mut tmp = [A::default(); BLOCK];
+    let mut tmp = BlockBuf::<A>::new();
     let mut i = 0;
     while i < n {
         let k = BLOCK.min(n - i);
         let at = ptr.add(i * dtype.size());
-        A::load(dtype, at, &mut tmp[..k]);
-        for v in &mut tmp[..k] {
+        let t = tmp.prefix(k);
+        A::load(dtype, at, t);
+        for v in t.iter_mut() {
             *v = A::div_by(*v, p);
         }
-        A::store(dtype, &tmp[..k], at);
+        A::store(dtype, t, at);
         i += k;
     }
 }

@@ -564,6 +564,11 @@ impl super::Backend for Jit {
             fault: current_fault(),
         };
         let at = state.kernel(plan, me, sig, &ctx.opts.jit_cache_dir)?;
+        // A rank without steps has nothing for its kernel to do: no regions to check, no
+        // waits, no data (the phases around the steps are the executor's). Skip the call.
+        if ctx.resolved.steps.is_empty() {
+            return Ok(());
+        }
         let JitState {
             kernels,
             step_at,

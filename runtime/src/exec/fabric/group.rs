@@ -163,6 +163,25 @@ impl Fabric for GroupFabric {
             .map_err(map)
     }
 
+    /// The counters of this rank's pad: slot `s` is the first word of pad line
+    /// `SLOT_BASE + s` of this rank's own segment, which stays mapped for as long as the group
+    /// is, so consecutive slots lie one line apart. What a kernel reads there is what
+    /// [`Group::read_signal`] returns (an acquire load of the same word); a wait whose first
+    /// look fails still goes through [`Fabric::wait`], so deadlines, dead-peer detection, the
+    /// abort check and the timeout message are unchanged.
+    fn signal_words(&self, first: u32, count: u32) -> Option<(*const u64, usize)> {
+        let last = first.checked_add(count.checked_sub(1)?)?;
+        let me = self.group.rank();
+        // Both ends registered on this rank (the lines in between are then too).
+        let a = self.group.slot_line(me, first as usize).ok()?.as_ptr();
+        let b = self.group.slot_line(me, last as usize).ok()?.as_ptr();
+        let stride = crate::heap::LINE;
+        if (b as usize).wrapping_sub(a as usize) != (count as usize - 1) * stride {
+            return None;
+        }
+        Some((a as *const u64, stride))
+    }
+
     fn check_usable(&self) -> Result<(), ExecError> {
         self.group.check_usable().map_err(map)
     }
