@@ -221,6 +221,7 @@ pub fn run(
             unsafe { *(base.add(layout.signal_offset + s * SIGNAL_LINE) as *mut i32) = *v };
         }
     }
+    let world = super::device::new_world();
     let shared = Shared {
         bases: heap.segs.iter().map(|s| s.ptr as usize).collect(),
         len: heap.len,
@@ -269,6 +270,7 @@ pub fn run(
                                 // SAFETY: inside the segment (the layout reserves it).
                                 workspace: unsafe { base.add(layout.workspace_offset) },
                                 workspace_bytes: layout.workspace_bytes as u64,
+                                world,
                                 err_msg: std::ptr::null_mut(),
                                 err_cap: 0,
                             };
