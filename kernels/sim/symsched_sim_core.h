@@ -805,6 +805,9 @@ inline uint32_t note_put(void *dst, uint64_t bytes, int32_t pe, const char *what
     CoreState &c = core();
     LaunchCtx &lc = *c.rank->lc;
     uint32_t seq = ++lc.put_seq[c.index];
+    if (lc.world == 0) {
+        return seq;  // untraced launch group: no put is recorded, so none is ever reported
+    }
     PutRec rec;
     rec.src = put_source(lc.run, c.index);
     rec.seq = seq;

