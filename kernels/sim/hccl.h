@@ -118,6 +118,9 @@ inline HcclResult host_coll(int32_t op, void *data, uint64_t count, HcclDataType
     if (d.host_coll(d.ctx, op, data, count, tname, rname, c->members, c->n_members, c->ordinal) != 0) {
         fail(SYMSCHED_SIM_E_HOST_COLL, std::string(what) + " failed in the runtime's host collective");
     }
+    // Every member finished the segments before it, so their puts into this PE are complete.
+    const LaunchCtx &lc = launch_ctx();
+    remote_host_coll(lc.world, d.my_pe, c->members, c->n_members, lc.launches);
     return HCCL_SUCCESS;
 }
 

@@ -1036,8 +1036,16 @@ void WaitFlag(TEventID id, uint32_t line = __builtin_LINE(), const char *file = 
     if (dst == symsim::kS) {
         symsim::OpPtr mark = f.mark;
         symsim::drain_until([&mark]() { return mark->done; }, "WaitFlag");
+        symsim::Clock before = ps.k_obs;
+        before.v[symsim::slot_of(c.index, symsim::kS)] = ps.n[symsim::kS];
         ps.k_obs.join(f.value);
+        if (!f.value.leq(before)) {
+            symsim::note_ordering_site(file, line);
+        }
     } else {
+        if (!f.value.leq(symsim::next_start(ps, dst))) {
+            symsim::note_ordering_site(file, line);
+        }
         ps.start[dst].join(f.value);
         symsim::OpPtr w = ps.issue(dst, symsim::Op::kWaitMark, "WaitFlag", line, nullptr);
         w->waits_on = f.mark;
@@ -1054,11 +1062,16 @@ void PipeBarrier(uint32_t line = __builtin_LINE(), const char *file = __builtin_
         symsim::fail(SYMSCHED_SIM_E_EVENT_MISUSE, "PipeBarrier<PIPE_S>: documented to raise a hardware error");
     }
     if (P == PIPE_ALL) {
-        symsim::barrier_all("PipeBarrier<PIPE_ALL>");
+        if (symsim::barrier_all("PipeBarrier<PIPE_ALL>")) {
+            symsim::note_ordering_site(file, line);
+        }
         return;
     }
     symsim::Pipes &ps = symsim::core().pipes;
     uint32_t e = detail::pipe_engine(P);
+    if (!ps.cumul[e].leq(symsim::next_start(ps, e))) {
+        symsim::note_ordering_site(file, line);
+    }
     ps.start[e].join(ps.cumul[e]);
 }
 
@@ -1155,7 +1168,7 @@ inline bool all_cores_stuck(symsim::RankShared &r) {
 /// Block this core (every engine, on Atlas A2) until `ready()`; what `take()` returns becomes
 /// known finished. The core first runs everything it issued, so its own sets are out.
 template <typename Ready, typename Take>
-void block_core(const char *what, Ready ready, Take take) {
+bool block_core(const char *what, Ready ready, Take take) {
     symsim::drain_all(what);
     symsim::CoreState &c = symsim::core();
     symsim::RankShared &r = *c.rank;
@@ -1189,10 +1202,14 @@ void block_core(const char *what, Ready ready, Take take) {
         got = take();
     }
     symsim::Pipes &ps = c.pipes;
+    symsim::Clock before = ps.k_obs;
+    before.v[symsim::slot_of(c.index, symsim::kS)] = ps.n[symsim::kS];
     ps.k_obs.join(got);
     for (uint32_t e = 0; e < symsim::kEngines; ++e) {
         ps.start[e].join(ps.k_obs);
     }
+    // Returns whether the wait ordered this core after something it did not know finished.
+    return !got.leq(before);
 }
 }  // namespace detail
 
@@ -1206,13 +1223,16 @@ void CrossCoreWaitFlag(uint16_t flagId, uint32_t line = __builtin_LINE(), const 
     }
     symsim::CoreState &c = symsim::core();
     auto &q = c.rank->cross[c.index][flagId];
-    detail::block_core(
+    bool learned = detail::block_core(
         "CrossCoreWaitFlag", [&q]() { return !q.empty(); },
         [&q]() {
             symsim::Clock k = q.front();
             q.erase(q.begin());
             return k;
         });
+    if (learned) {
+        symsim::note_ordering_site(file, line);
+    }
 }
 
 /// SyncAll (hardware form): every AIV core (isAIVOnly) or every core of the rank has reached it,

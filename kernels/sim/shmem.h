@@ -75,6 +75,7 @@ inline void put_nbi(void *dst_local_sym, const void *src, uint64_t bytes, int32_
     need_core(CoreType::kAiv, what);
     void *dst = remote(dst_local_sym, bytes, pe, what);
     check_local_operand(src, bytes, what);
+    note_put(dst, bytes, pe, what, line);
     OpPtr op = issue(kMte2, what, line, [=]() {
         touch(src, bytes, false);
         std::memcpy(dst, src, bytes);
@@ -106,15 +107,27 @@ inline void check_signal(const char *what, int32_t pe) {
     check_published(what);
 }
 
+/// A wait observed `value` on the word at `word`: the scalar unit learns which puts the signals
+/// that made it so knew complete.
+inline void acquire(const void *word, int32_t value) {
+    KnowPtr k = acquire_signal(reinterpret_cast<uintptr_t>(word), core().rank->world, value);
+    if (k) {
+        Pipes &ps = core().pipes;
+        ps.k_obs.rem = know_join(ps.k_obs.rem, k);
+    }
+}
+
 inline void signal(int32_t *sig_local, int32_t value, int op, int32_t pe, const char *what) {
     need_core(CoreType::kAiv, what);
     check_signal(what, pe);
     if (op != ACLSHMEM_SIGNAL_SET && op != ACLSHMEM_SIGNAL_ADD) {
         fail(SYMSCHED_SIM_E_UNSUPPORTED, std::string(what) + ": unknown sig_op");
     }
-    remote(sig_local, sizeof(int32_t), pe, what);
+    auto *word = static_cast<int32_t *>(remote(sig_local, sizeof(int32_t), pe, what));
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    dev().signal_op(dev().ctx, sig_local, value, op, pe);
+    const symsched_device *d = &dev();
+    publish_signal(word, core().rank->world, pe, value, op, core().pipes.k_obs.rem,
+                   [&]() { d->signal_op(d->ctx, sig_local, value, op, pe); });
 }
 
 }  // namespace symsim
@@ -154,16 +167,22 @@ inline void aclshmem_putmem_signal_nbi(__gm__ void *dst, __gm__ void *src, size_
     symsim::check_signal(what, pe);
     void *d = symsim::remote(dst, elem_size, pe, what);
     symsim::check_local_operand(src, elem_size, what);
-    symsim::remote(sig_addr, sizeof(int32_t), pe, what);
+    auto *word = static_cast<int32_t *>(symsim::remote(sig_addr, sizeof(int32_t), pe, what));
     if (sig_op != ACLSHMEM_SIGNAL_SET && sig_op != ACLSHMEM_SIGNAL_ADD) {
         symsim::fail(SYMSCHED_SIM_E_UNSUPPORTED, std::string(what) + ": unknown sig_op");
     }
     const symsched_device *dv = &symsim::dev();
+    uint32_t seq = symsim::note_put(d, elem_size, pe, what, line);
+    uint64_t source = symsim::put_source(symsim::core().rank->lc->run, symsim::core().index);
+    uint64_t world = symsim::core().rank->world;
     symsim::OpPtr op = symsim::issue(symsim::kMte2, what, line, [=]() {
         symsim::touch(src, elem_size, false);
         std::memcpy(d, src, elem_size);
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        dv->signal_op(dv->ctx, sig_addr, signal, sig_op, pe);
+        // The signal carries what the put knew when it was issued, and the put itself.
+        symsim::KnowPtr k = symsim::know_with(symsim::core().pipes.current->clk.rem, source, seq);
+        symsim::publish_signal(word, world, pe, signal, sig_op, k,
+                               [&]() { dv->signal_op(dv->ctx, sig_addr, signal, sig_op, pe); });
     });
     symsim::add_pending(symsim::PendingPut{d, src, elem_size, pe, true, false, op->who});
     symsim::drain_until([&op]() { return op->done; }, what);
@@ -197,6 +216,7 @@ inline void aclshmem_getmem(__gm__ void *dst, __gm__ void *src, uint32_t elem_si
             symsim::fail(SYMSCHED_SIM_E_BAD_ADDRESS, std::string(what) + ": source is not in UB");        \
         }                                                                                                 \
         void *d = symsim::remote(dst, bytes, pe, what);                                                   \
+        symsim::note_put(d, bytes, pe, what, line);                                                       \
         symsim::OpPtr op = symsim::issue(symsim::kMte3, what, line, [=]() {                               \
             symsim::touch(src, bytes, false);                                                             \
             std::memcpy(d, src, bytes);                                                                   \
@@ -249,12 +269,15 @@ inline int32_t aclshmem_signal_wait_until(__gm__ int32_t *sig_addr, int cmp, int
                             symsim::core().rank->aborted.load()};
     }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    symsim::acquire(sig_addr, observed);
     return observed;
 }
 
 inline int32_t aclshmem_int32_g(__gm__ int32_t *src, int pe) {
     void *p = symsim::remote(src, sizeof(int32_t), pe, "aclshmem_int32_g");
-    return __atomic_load_n(static_cast<int32_t *>(p), __ATOMIC_ACQUIRE);
+    int32_t v = __atomic_load_n(static_cast<int32_t *>(p), __ATOMIC_ACQUIRE);
+    symsim::acquire(p, v);
+    return v;
 }
 
 /// CANN shmem implements quiet as PipeBarrier<PIPE_ALL> plus a data-cache flush.

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /** Bumped on any incompatible change of the two structs below. */
-#define SYMSCHED_DEVICE_ABI 3
+#define SYMSCHED_DEVICE_ABI 4
 
 /** Status codes returned by symsched_sim_launch. Each names one misuse the simulation rejects. */
 enum symsched_sim_status {
@@ -63,7 +63,14 @@ enum symsched_sim_status {
     SYMSCHED_SIM_E_CORE_TYPE = 18,
     /** A vector op whose destination partly overlaps a source (the documented address-overlap
      *  rule allows only identical or disjoint operands). */
-    SYMSCHED_SIM_E_OPERAND_OVERLAP = 19
+    SYMSCHED_SIM_E_OPERAND_OVERLAP = 19,
+    /** An engine (or a put that forwards it) reads GM that a put (aclshmem_putmem_nbi, a UB-source
+     *  put, putmem_signal_nbi) of this or another PE writes, and is not ordered after the put's
+     *  completion: no aclshmem_quiet (or fence) of the putting core followed by a signal from it,
+     *  or from a core ordered after it, that the reading core waited for before it issued the read
+     *  (for example a signal sent before another core's quieted put, the cross-core barrier
+     *  before it deleted). */
+    SYMSCHED_SIM_E_GM_RACE = 20
 };
 
 /** Operations of the device table. Callbacks are called from the rank's simulated core
@@ -118,6 +125,9 @@ struct symsched_launch_args {
     uint64_t seed;        /* seed of the simulated pipe interleaving (same seed, same choices) */
     uint8_t *workspace;   /* this PE's GM scratch of kernels with matmul steps (else NULL) */
     uint64_t workspace_bytes;
+    /* the launch group: equal on every rank of one group, never reused by another group in the
+     * process (the simulation keys what puts wrote into a PE's GM by it) */
+    uint64_t world;
     char *err_msg;        /* receives a NUL-terminated message on failure (may be NULL) */
     uint32_t err_cap;
 };

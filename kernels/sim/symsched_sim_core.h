@@ -64,6 +64,7 @@ inline const char *status_name(int32_t code) {
     case SYMSCHED_SIM_E_PIPE_RACE: return "SYMSCHED_SIM_E_PIPE_RACE";
     case SYMSCHED_SIM_E_CORE_TYPE: return "SYMSCHED_SIM_E_CORE_TYPE";
     case SYMSCHED_SIM_E_OPERAND_OVERLAP: return "SYMSCHED_SIM_E_OPERAND_OVERLAP";
+    case SYMSCHED_SIM_E_GM_RACE: return "SYMSCHED_SIM_E_GM_RACE";
     default: return "SYMSCHED_SIM_E_UNKNOWN";
     }
 }
@@ -137,6 +138,7 @@ struct FlagState {
 };
 
 struct RankShared;
+struct LaunchCtx;
 
 /// Everything one simulated core owns during one launch.
 struct CoreState {
@@ -191,6 +193,9 @@ struct RankShared {
     /// Undelivered plain puts of every core: (core, instruction).
     std::vector<std::pair<uint32_t, Who>> puts;
     CoreState *cores[kMaxCores] = {};
+    /// The launch (all kernel segments) of this rank that runs this segment.
+    LaunchCtx *lc = nullptr;
+    uint64_t world = 0;  // lc->world
     /// What each core blocked in CrossCoreWaitFlag / SyncAll waits for (null: not blocked
     /// there), and which cores have returned: only the rank's own cores set its cross-core
     /// flags, so when every core is blocked or gone and no wait is met, none ever will be.
@@ -232,6 +237,28 @@ inline void note_sync_site(const char *file, uint32_t line) {
     std::lock_guard<std::mutex> g(sync_sites_mu());
     sync_sites().emplace(file, line);
 }
+/// Sync call sites that, at least once, ordered something not ordered already: the engine (or
+/// core) it holds back learned of an instruction finishing that it did not know of from the
+/// calls before. A site never in this set only repeats orders other calls give (deleting it
+/// changes no happens-before relation of the run).
+inline std::set<std::pair<std::string, uint32_t>> &ordering_sites() {
+    static std::set<std::pair<std::string, uint32_t>> s;
+    return s;
+}
+inline void note_ordering_site(const char *file, uint32_t line) {
+    std::lock_guard<std::mutex> g(sync_sites_mu());
+    ordering_sites().emplace(file, line);
+}
+
+// ------------------------------------------------------------------ remote puts
+
+/// After this core's quiet: its puts so far are complete, which the scalar unit and every engine
+/// now know (and pass on through flags and signals).
+inline void know_own_puts(CoreState &c);
+
+/// A put by this core of [dst, dst + bytes) on `pe` (dst: the peer's address in this process):
+/// its sequence number, after recording it.
+inline uint32_t note_put(void *dst, uint64_t bytes, int32_t pe, const char *what, uint32_t line);
 
 // ------------------------------------------------------------------ memory and races
 
@@ -311,6 +338,18 @@ inline void touch_as(const Who &who, const Clock &clk, const void *p, uint64_t b
         std::snprintf(buf, sizeof buf, "GM bytes [%p, +%llu) of PE %d", reinterpret_cast<void *>(k.lo),
                       static_cast<unsigned long long>(k.hi - k.lo), d.my_pe);
         report_race(who, write, k, buf);
+    }
+    PutRec put;
+    uintptr_t at = 0;
+    if (!write && unordered_put(lo, hi, c.rank->world, clk.rem, &put, &at)) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "GM byte %p of PE %d", reinterpret_cast<void *>(at), d.my_pe);
+        std::string by = std::string(put.what) + " of PE " + std::to_string(put.sender_pe) + " (core " +
+                          std::to_string(put.core) + (put.line != 0 ? ", kernel line " + std::to_string(put.line) : "") + ")";
+        fail(SYMSCHED_SIM_E_GM_RACE,
+             who_text(who) + " reads " + buf + ", which " + by +
+                 " writes, before that put is known complete: nothing orders the read after an aclshmem_quiet "
+                 "of the putting core and a signal from it (or from a core ordered after it) that this core waited for");
     }
 }
 
@@ -395,11 +434,26 @@ inline void drain_all(const char *why) {
     drain_until([&ps]() { return ps.idle(); }, why);
 }
 
+/// What the next instruction of `eng` would start after, were it issued now.
+inline Clock next_start(const Pipes &ps, uint32_t eng) {
+    Clock c = ps.start[eng];
+    c.join(ps.k_obs);
+    uint32_t s = slot_of(ps.core, kS);
+    c.v[s] = std::max(c.v[s], ps.n[kS]);
+    return c;
+}
+
 /// PipeBarrier<PIPE_ALL>: every instruction issued so far finishes before anything after it.
-inline void barrier_all(const char *why) {
+/// Returns whether it ordered anything the engines and the scalar unit did not know already.
+inline bool barrier_all(const char *why) {
     drain_all(why);
     CoreState &c = core();
     Pipes &ps = c.pipes;
+    Clock before[kEngines];
+    for (uint32_t e = 0; e < kEngines; ++e) {
+        before[e] = next_start(ps, e);
+    }
+    Clock obs = ps.k_obs;
     for (uint32_t e = 0; e < kEngines; ++e) {
         ps.k_obs.join(ps.cumul[e]);
     }
@@ -407,6 +461,11 @@ inline void barrier_all(const char *why) {
     for (uint32_t e = 0; e < kEngines; ++e) {
         ps.start[e].join(ps.k_obs);
     }
+    bool learned = !ps.k_obs.leq(obs);
+    for (uint32_t e = 0; e < kEngines && !learned; ++e) {
+        learned = !next_start(ps, e).leq(before[e]);
+    }
+    return learned;
 }
 
 // ------------------------------------------------------------------ non-blocking puts
@@ -416,6 +475,7 @@ inline void barrier_all(const char *why) {
 inline void complete_pending() {
     barrier_all("aclshmem_quiet");
     CoreState &c = core();
+    know_own_puts(c);
     c.pending.clear();
     {
         std::lock_guard<std::mutex> g(c.rank->mu);
@@ -482,6 +542,15 @@ struct LaunchCtx {
     const symsched_device *dev = nullptr;
     uint64_t seed = 0;
     uint32_t launches = 0;
+    /// This launch's number in the record of remote puts (symsched_sim_remote.h), its group
+    /// and epoch.
+    uint64_t run = 0;
+    uint64_t world = 0;
+    uint64_t epoch = 0;
+    /// Puts issued by each core index so far (their sequence numbers), over all segments.
+    uint32_t put_seq[kMaxCores] = {};
+    /// Puts known complete at the end of the last segment (carried into the next one).
+    KnowPtr know;
 };
 inline LaunchCtx &launch_ctx() {
     static thread_local LaunchCtx c;
@@ -574,6 +643,8 @@ void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
                                              std::to_string(kMaxCores) + " cores per rank");
     }
     RankShared rank;
+    rank.lc = &lc;
+    rank.world = lc.world;
     rank.n_aiv = n_aiv;
     rank.n_aic = n_aic;
     uint32_t total = n_aiv + n_aic;
@@ -588,6 +659,11 @@ void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
         c->block_num = block_dim;
         c->pipes.core = i;
         c->pipes.seed(lc.seed ^ (uint64_t(lc.launches) << 32) ^ (uint64_t(i) << 48));
+        // What earlier segments of this launch knew complete.
+        c->pipes.k_obs.rem = lc.know;
+        for (uint32_t e = 0; e < kEngines; ++e) {
+            c->pipes.start[e].rem = lc.know;
+        }
         rank.cores[i] = c.get();
         cores.push_back(std::move(c));
     }
@@ -644,6 +720,11 @@ void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
         t.join();
     }
     current_slot() = outer;
+    // A segment ends with every core's puts completed (finish_core).
+    for (uint32_t i = 0; i < total; ++i) {
+        lc.know = know_join(lc.know, cores[i]->pipes.k_obs.rem);
+        lc.know = know_with(lc.know, put_source(lc.run, i), lc.put_seq[i]);
+    }
     const Error *first = nullptr;
     for (const Error &e : errors) {
         if (e.code != SYMSCHED_SIM_OK && (first == nullptr || (first->secondary && !e.secondary))) {
@@ -679,6 +760,11 @@ int32_t run(const symsched_device *d, const symsched_launch_args *a, uint32_t n_
     lc.dev = d;
     lc.seed = a->seed ^ (a->epoch * 0x2545f4914f6cdd1dull);
     lc.launches = 0;
+    lc.world = a->world;
+    lc.epoch = a->epoch;
+    lc.run = remote_run_begin();
+    std::fill(std::begin(lc.put_seq), std::end(lc.put_seq), 0u);
+    lc.know.reset();
     int32_t code = SYMSCHED_SIM_OK;
     try {
         stub();
@@ -687,8 +773,56 @@ int32_t run(const symsched_device *d, const symsched_launch_args *a, uint32_t n_
     } catch (const std::exception &e) {
         code = report(SYMSCHED_SIM_E_ABI, std::string("internal error: ") + e.what());
     }
+    LateFound late = remote_run_end(lc.world, d->my_pe, lc.epoch, lc.run, code != SYMSCHED_SIM_OK, lc.know);
+    if (late.found && code == SYMSCHED_SIM_OK) {
+        const PutRec &p = late.put;
+        code = report(SYMSCHED_SIM_E_GM_RACE,
+                      "PE " + std::to_string(p.recv_pe) + "'s launch (epoch " + std::to_string(p.epoch) + ") ends before " +
+                          p.what + " of PE " + std::to_string(p.sender_pe) + " (core " + std::to_string(p.core) +
+                          (p.line != 0 ? ", kernel line " + std::to_string(p.line) : "") +
+                          ") into its GM is known complete: no signal it waited for carries the put's completion "
+                          "(aclshmem_quiet of the putting core, then a signal from it or from a core ordered after it), "
+                          "so the data may land after the kernel returned");
+    }
+    lc.know.reset();
     lc.dev = nullptr;
     return code;
+}
+
+inline void know_own_puts(CoreState &c) {
+    uint32_t seq = c.rank->lc->put_seq[c.index];
+    if (seq == 0) {
+        return;
+    }
+    Pipes &ps = c.pipes;
+    ps.k_obs.rem = know_with(ps.k_obs.rem, put_source(c.rank->lc->run, c.index), seq);
+    for (uint32_t e = 0; e < kEngines; ++e) {
+        ps.start[e].rem = know_join(ps.start[e].rem, ps.k_obs.rem);
+    }
+}
+
+inline uint32_t note_put(void *dst, uint64_t bytes, int32_t pe, const char *what, uint32_t line) {
+    CoreState &c = core();
+    LaunchCtx &lc = *c.rank->lc;
+    uint32_t seq = ++lc.put_seq[c.index];
+    if (lc.world == 0) {
+        return seq;  // untraced launch group: no put is recorded, so none is ever reported
+    }
+    PutRec rec;
+    rec.src = put_source(lc.run, c.index);
+    rec.seq = seq;
+    rec.run = lc.run;
+    rec.world = lc.world;
+    rec.epoch = lc.epoch;
+    rec.recv_pe = pe;
+    rec.sender_pe = c.dev->my_pe;
+    rec.seg = lc.launches;
+    rec.core = c.index;
+    rec.what = what;
+    rec.line = line;
+    auto lo = reinterpret_cast<uintptr_t>(dst);
+    record_put(lo, lo + bytes, rec);
+    return seq;
 }
 
 }  // namespace symsim

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "symsched_sim_remote.h"
+
 namespace symsim {
 
 /// Engines of one core. `kS` are the scalar unit's loads (synchronous: everything the scalar
@@ -53,14 +55,28 @@ constexpr uint32_t kMaxCores = 16;
 constexpr uint32_t kSlots = kMaxCores * kEngines;
 inline uint32_t slot_of(uint32_t core, uint32_t eng) { return core * kEngines + eng; }
 
-/// v[slot] = k: the first k instructions of that engine are known to have finished.
+/// v[slot] = k: the first k instructions of that engine are known to have finished; `rem`: the
+/// puts (of any rank in this process) known complete (symsched_sim_remote.h).
 struct Clock {
     uint32_t v[kSlots];
+    KnowPtr rem;
     Clock() { std::memset(v, 0, sizeof v); }
     void join(const Clock &o) {
         for (uint32_t i = 0; i < kSlots; ++i) {
             v[i] = std::max(v[i], o.v[i]);
         }
+        if (o.rem != rem) {
+            rem = know_join(rem, o.rem);
+        }
+    }
+    /// Whether everything this clock knows, `o` knows too.
+    bool leq(const Clock &o) const {
+        for (uint32_t i = 0; i < kSlots; ++i) {
+            if (v[i] > o.v[i]) {
+                return false;
+            }
+        }
+        return know_leq(rem, o.rem);
     }
 };
 
@@ -264,6 +280,9 @@ public:
         op->clk = start[eng];
         op->clk.join(k_obs);
         op->clk.v[slot_of(core, kS)] = std::max(op->clk.v[slot_of(core, kS)], n[kS]);
+        // Every later instruction of `eng` starts after k_obs too: sharing the joined put
+        // knowledge keeps later joins to a pointer comparison.
+        start[eng].rem = op->clk.rem;
         if (kind == Op::kWork) {
             op->who = Who{slot_of(core, eng), ++n[eng], what, line};
             cumul[eng].join(op->clk);

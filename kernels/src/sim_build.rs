@@ -10,10 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The simulation headers, embedded so a build needs nothing but this crate and g++.
-pub const SIM_HEADERS: [(&str, &str); 7] = [
+pub const SIM_HEADERS: [(&str, &str); 8] = [
     (
         "symsched_device.h",
         include_str!("../sim/symsched_device.h"),
+    ),
+    (
+        "symsched_sim_remote.h",
+        include_str!("../sim/symsched_sim_remote.h"),
     ),
     (
         "symsched_sim_pipes.h",
@@ -155,6 +159,7 @@ pub struct SimKernel {
     _lib: std::sync::Arc<libloading::Library>,
     launch_fn: unsafe extern "C" fn(*const SimDevice, *const LaunchArgs) -> i32,
     sync_sites_fn: unsafe extern "C" fn(*mut u32, u32) -> u32,
+    ordering_sites_fn: unsafe extern "C" fn(*mut u32, u32) -> u32,
 }
 
 impl std::fmt::Debug for SimKernel {
@@ -285,10 +290,12 @@ fn build_batch(
                 "#define symsched_sim_launch symsched_sim_launch_{i}\n\
                  #define symsched_sim_table_words symsched_sim_table_words_{i}\n\
                  #define symsched_sim_sync_sites symsched_sim_sync_sites_{i}\n\
+                 #define symsched_sim_ordering_sites symsched_sim_ordering_sites_{i}\n\
                  #include \"{}_sim.cpp\"\n\
                  #undef symsched_sim_launch\n\
                  #undef symsched_sim_table_words\n\
-                 #undef symsched_sim_sync_sites\n",
+                 #undef symsched_sim_sync_sites\n\
+                 #undef symsched_sim_ordering_sites\n",
                 s.name
             ));
         }
@@ -393,6 +400,7 @@ fn from_library(
     };
     let sym = format!("symsched_sim_launch{suffix}\0").into_bytes();
     let sites = format!("symsched_sim_sync_sites{suffix}\0").into_bytes();
+    let ordering = format!("symsched_sim_ordering_sites{suffix}\0").into_bytes();
     // SAFETY: every simulated kernel exports `symsched_sim_launch` (renamed per kernel in a
     // batch) with this signature (templates/sim_entry.cpp, typedef symsched_sim_launch_fn in
     // sim/symsched_device.h).
@@ -405,13 +413,33 @@ fn from_library(
         *lib.get::<unsafe extern "C" fn(*mut u32, u32) -> u32>(&sites)
             .map_err(err)?
     };
+    // SAFETY: as above.
+    let ordering_sites_fn = unsafe {
+        *lib.get::<unsafe extern "C" fn(*mut u32, u32) -> u32>(&ordering)
+            .map_err(err)?
+    };
     Ok(SimKernel {
         name: name.to_string(),
         path: so.to_path_buf(),
         _lib: lib,
         launch_fn,
         sync_sites_fn,
+        ordering_sites_fn,
     })
+}
+
+/// The lines a library's site registry (`symsched_sim_sync_sites` and alike) reports.
+fn read_sites(f: unsafe extern "C" fn(*mut u32, u32) -> u32) -> Vec<u32> {
+    // SAFETY: the function only reads the library's own registry; a null buffer of capacity 0
+    // asks for the count.
+    let n = unsafe { f(std::ptr::null_mut(), 0) };
+    let mut v = vec![0u32; n as usize];
+    // SAFETY: `v` holds `n` writable words.
+    let m = unsafe { f(v.as_mut_ptr(), n) };
+    v.truncate(m.min(n) as usize);
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 impl SimKernel {
@@ -426,16 +454,16 @@ impl SimKernel {
     /// Source lines of this kernel's sync calls (SetFlag, WaitFlag, PipeBarrier, cross-core
     /// flags) that have run in this process so far, ascending.
     pub fn sync_sites(&self) -> Vec<u32> {
-        // SAFETY: the function only reads the library's own registry; a null buffer of
-        // capacity 0 asks for the count.
-        let n = unsafe { (self.sync_sites_fn)(std::ptr::null_mut(), 0) };
-        let mut v = vec![0u32; n as usize];
-        // SAFETY: `v` holds `n` writable words.
-        let m = unsafe { (self.sync_sites_fn)(v.as_mut_ptr(), n) };
-        v.truncate(m.min(n) as usize);
-        v.sort_unstable();
-        v.dedup();
-        v
+        read_sites(self.sync_sites_fn)
+    }
+
+    /// The subset of [`SimKernel::sync_sites`] that, at least once, ordered something the sync
+    /// calls before them had not: the engine (or core) a call holds back learned that an
+    /// instruction had finished that it did not know of. A site that ran but is not listed only
+    /// repeats orders that other calls give (deleting it changes no happens-before relation
+    /// of the runs so far), ascending.
+    pub fn ordering_sync_sites(&self) -> Vec<u32> {
+        read_sites(self.ordering_sites_fn)
     }
 
     /// Run one rank's launch on the calling thread. Returns the simulation status

@@ -70,3 +70,22 @@ extern "C" uint32_t symsched_sim_sync_sites(uint32_t *lines, uint32_t cap) {
     }
     return n;
 }
+
+// The sync calls of this kernel's source that ran and, at least once, ordered something that the
+// calls before them had not (symsim::note_ordering_site): a site that ran but is not here only
+// repeats orders other calls give.
+extern "C" uint32_t symsched_sim_ordering_sites(uint32_t *lines, uint32_t cap) {
+    std::lock_guard<std::mutex> g(symsim::sync_sites_mu());
+    uint32_t n = 0;
+    for (const auto &site : symsim::ordering_sites()) {
+        const std::string &f = site.first;
+        const std::string want = "{{ name }}_kernel.cpp";
+        if (f.size() >= want.size() && f.compare(f.size() - want.size(), want.size(), want) == 0) {
+            if (n < cap) {
+                lines[n] = site.second;
+            }
+            ++n;
+        }
+    }
+    return n;
+}

@@ -3,7 +3,7 @@
 use std::ffi::{c_char, c_void};
 
 /// Must equal `SYMSCHED_DEVICE_ABI` in `sim/symsched_device.h`.
-pub const DEVICE_ABI: u32 = 3;
+pub const DEVICE_ABI: u32 = 4;
 
 /// Status codes of `symsched_sim_launch` (names as in the C header).
 pub mod status {
@@ -27,6 +27,7 @@ pub mod status {
     pub const PIPE_RACE: i32 = 17;
     pub const CORE_TYPE: i32 = 18;
     pub const OPERAND_OVERLAP: i32 = 19;
+    pub const GM_RACE: i32 = 20;
 }
 
 /// The device table a launcher fills in (see the C header for each callback's contract).
@@ -89,8 +90,22 @@ pub struct LaunchArgs {
     /// GM scratch of kernels with matmul steps (null otherwise).
     pub workspace: *mut u8,
     pub workspace_bytes: u64,
+    /// The launch group: equal on every rank of one group, never reused by another group in
+    /// the process (see [`new_world`]); [`UNTRACED_WORLD`] turns the GM-race bookkeeping off.
+    pub world: u64,
     pub err_msg: *mut c_char,
     pub err_cap: u32,
+}
+
+/// The launch group of a launch whose puts are not traced for GM races.
+pub const UNTRACED_WORLD: u64 = 0;
+
+/// A launch group id no other group of this process has had (the process id in the high bits,
+/// so groups of different processes that share a heap differ too).
+pub fn new_world() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    (u64::from(std::process::id()) << 32)
+        | (NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & 0xffff_ffff)
 }
 
 /// Signed int32 comparison with the CANN / OpenSHMEM codes (EQ=0 … LE=5).

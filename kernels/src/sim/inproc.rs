@@ -35,6 +35,11 @@ pub struct RunConfig {
     pub send_exit_signals: bool,
     /// Seed of the simulated engine interleaving (each rank, epoch and core derives its own).
     pub seed: u64,
+    /// Record puts into GM and report reads not ordered after their completion
+    /// (`SYMSCHED_SIM_E_GM_RACE`). Off by default: runs of several launches back to back
+    /// (`tests/vs_reference.rs`) report correct kernels, a fault of the bookkeeping across
+    /// launches not found yet; the deleted-flag mutants (one launch each) turn it on.
+    pub trace_gm_races: bool,
 }
 
 impl Default for RunConfig {
@@ -44,6 +49,7 @@ impl Default for RunConfig {
             timeout: Duration::from_secs(60),
             send_exit_signals: true,
             seed: 0,
+            trace_gm_races: false,
         }
     }
 }
@@ -221,6 +227,11 @@ pub fn run(
             unsafe { *(base.add(layout.signal_offset + s * SIGNAL_LINE) as *mut i32) = *v };
         }
     }
+    let world = if cfg.trace_gm_races {
+        super::device::new_world()
+    } else {
+        super::device::UNTRACED_WORLD
+    };
     let shared = Shared {
         bases: heap.segs.iter().map(|s| s.ptr as usize).collect(),
         len: heap.len,
@@ -269,6 +280,7 @@ pub fn run(
                                 // SAFETY: inside the segment (the layout reserves it).
                                 workspace: unsafe { base.add(layout.workspace_offset) },
                                 workspace_bytes: layout.workspace_bytes as u64,
+                                world,
                                 err_msg: std::ptr::null_mut(),
                                 err_cap: 0,
                             };
