@@ -52,15 +52,15 @@ extern "C" int32_t symsched_sim_launch(const symsched_device *dev, const symsche
 
 extern "C" uint32_t symsched_sim_table_words(void) { return {{ name|upper }}_TABLE_WORDS; }
 
-// The sync calls (SetFlag, WaitFlag, PipeBarrier, cross-core flags) of this kernel's source that
-// ran in this library so far, as line numbers: the deleted-flag mutation test runs a mutant only
-// where its flag ran.
-extern "C" uint32_t symsched_sim_sync_sites(uint32_t *lines, uint32_t cap) {
+// The line numbers of `sites` (file, line) that lie in this kernel's source, at most `cap` of
+// them written; returns how many there are.
+static uint32_t lines_of_this_kernel(const std::set<std::pair<std::string, uint32_t>> &sites,
+                                     uint32_t *lines, uint32_t cap) {
     std::lock_guard<std::mutex> g(symsim::sync_sites_mu());
+    const std::string want = "{{ name }}_kernel.cpp";
     uint32_t n = 0;
-    for (const auto &site : symsim::sync_sites()) {
+    for (const auto &site : sites) {
         const std::string &f = site.first;
-        const std::string want = "{{ name }}_kernel.cpp";
         if (f.size() >= want.size() && f.compare(f.size() - want.size(), want.size(), want) == 0) {
             if (n < cap) {
                 lines[n] = site.second;
@@ -71,21 +71,16 @@ extern "C" uint32_t symsched_sim_sync_sites(uint32_t *lines, uint32_t cap) {
     return n;
 }
 
+// The sync calls (SetFlag, WaitFlag, PipeBarrier, cross-core flags) of this kernel's source that
+// ran in this library so far, as line numbers: the deleted-flag mutation test runs a mutant only
+// where its flag ran.
+extern "C" uint32_t symsched_sim_sync_sites(uint32_t *lines, uint32_t cap) {
+    return lines_of_this_kernel(symsim::sync_sites(), lines, cap);
+}
+
 // The sync calls of this kernel's source that ran and, at least once, ordered something that the
 // calls before them had not (symsim::note_ordering_site): a site that ran but is not here only
 // repeats orders other calls give.
 extern "C" uint32_t symsched_sim_ordering_sites(uint32_t *lines, uint32_t cap) {
-    std::lock_guard<std::mutex> g(symsim::sync_sites_mu());
-    uint32_t n = 0;
-    for (const auto &site : symsim::ordering_sites()) {
-        const std::string &f = site.first;
-        const std::string want = "{{ name }}_kernel.cpp";
-        if (f.size() >= want.size() && f.compare(f.size() - want.size(), want.size(), want) == 0) {
-            if (n < cap) {
-                lines[n] = site.second;
-            }
-            ++n;
-        }
-    }
-    return n;
+    return lines_of_this_kernel(symsim::ordering_sites(), lines, cap);
 }

@@ -612,6 +612,36 @@ impl<'a> Builder<'a> {
         id
     }
 
+    /// Counted sync: rank `r` waits until every put issued to it so far has landed.
+    fn wait_for_every_issued_put(&mut self, r: Rank, span: Span) {
+        let k = self.issued[r as usize];
+        let wait = Op::Wait {
+            slot: 0,
+            cmp: Cmp::Ge,
+            target: WaitTarget {
+                stride: 0,
+                offset: u64::from(k),
+            },
+        };
+        self.emit(r, wait, span);
+        self.waited[r as usize] = k;
+    }
+
+    /// Per-put sync: rank `r` waits for the put into landing slot `slot`, once.
+    fn wait_for_put(&mut self, r: Rank, slot: u32, span: Span) {
+        if self.waited_set[r as usize].insert(slot) {
+            let wait = Op::Wait {
+                slot,
+                cmp: Cmp::Ge,
+                target: WaitTarget {
+                    stride: 0,
+                    offset: 1,
+                },
+            };
+            self.emit(r, wait, span);
+        }
+    }
+
     /// Before rank `r` reads `terms`: wait for the landing slots among them, and note the reads
     /// (made by the step `r` emits next).
     fn before_reading(&mut self, r: Rank, terms: &[Term], span: Span) {
@@ -625,38 +655,12 @@ impl<'a> Builder<'a> {
         match self.sync {
             Sync::Counted => {
                 if lands.iter().any(|l| l.incoming >= self.waited[r as usize]) {
-                    let k = self.issued[r as usize];
-                    self.emit(
-                        r,
-                        Op::Wait {
-                            slot: 0,
-                            cmp: Cmp::Ge,
-                            target: WaitTarget {
-                                stride: 0,
-                                offset: u64::from(k),
-                            },
-                        },
-                        span,
-                    );
-                    self.waited[r as usize] = k;
+                    self.wait_for_every_issued_put(r, span);
                 }
             }
             Sync::PerPut => {
                 for l in &lands {
-                    if self.waited_set[r as usize].insert(l.incoming) {
-                        self.emit(
-                            r,
-                            Op::Wait {
-                                slot: l.incoming,
-                                cmp: Cmp::Ge,
-                                target: WaitTarget {
-                                    stride: 0,
-                                    offset: 1,
-                                },
-                            },
-                            span,
-                        );
-                    }
+                    self.wait_for_put(r, l.incoming, span);
                 }
             }
         }
@@ -990,39 +994,13 @@ impl<'a> Builder<'a> {
         for r in 0..fwd.group_size {
             match self.sync {
                 Sync::Counted => {
-                    let k = self.issued[r as usize];
-                    if k > self.waited[r as usize] {
-                        self.emit(
-                            r,
-                            Op::Wait {
-                                slot: 0,
-                                cmp: Cmp::Ge,
-                                target: WaitTarget {
-                                    stride: 0,
-                                    offset: u64::from(k),
-                                },
-                            },
-                            span,
-                        );
-                        self.waited[r as usize] = k;
+                    if self.issued[r as usize] > self.waited[r as usize] {
+                        self.wait_for_every_issued_put(r, span);
                     }
                 }
                 Sync::PerPut => {
                     for j in 0..self.issued[r as usize] {
-                        if self.waited_set[r as usize].insert(j) {
-                            self.emit(
-                                r,
-                                Op::Wait {
-                                    slot: j,
-                                    cmp: Cmp::Ge,
-                                    target: WaitTarget {
-                                        stride: 0,
-                                        offset: 1,
-                                    },
-                                },
-                                span,
-                            );
-                        }
+                        self.wait_for_put(r, j, span);
                     }
                 }
             }
