@@ -24,6 +24,13 @@ use symsched_runtime::exec::{
 };
 
 const P: u32 = 2;
+/// Plans the refusal tests run: a gather, an exchange, a one-root push and a reduction.
+const REFUSABLE: [&str; 4] = [
+    "allgather_push",
+    "alltoall_push",
+    "broadcast_push",
+    "allreduce_one_shot",
+];
 /// Bytes of heap per role for symmetric bindings.
 const ROLE_BYTES: u64 = 4096;
 /// What an output holds before a launch (no launch writes it).
@@ -268,12 +275,7 @@ fn counts_phrase(name: &str, r: u32, n: u64) -> String {
 
 #[test]
 fn speculative_stage_in_of_a_refused_launch_writes_nothing() {
-    for name in [
-        "allgather_push",
-        "alltoall_push",
-        "broadcast_push",
-        "allreduce_one_shot",
-    ] {
+    for name in REFUSABLE {
         let plan = common::plan(name, P);
         for mem in [Mem::Heap, Mem::Host] {
             on_ranks(|rk, barrier| {
@@ -329,12 +331,7 @@ fn speculative_stage_in_of_a_refused_launch_writes_nothing() {
 
 #[test]
 fn launches_after_refused_ones_run_in_step() {
-    for name in [
-        "allgather_push",
-        "alltoall_push",
-        "broadcast_push",
-        "allreduce_one_shot",
-    ] {
+    for name in REFUSABLE {
         let plan = common::plan(name, P);
         for mem in [Mem::Host, Mem::Heap] {
             on_ranks(|rk, barrier| {
