@@ -44,6 +44,10 @@ HIERARCHICAL: Dict[str, str] = {
     "allgather_push": "allgather_hier",
     "allgather_pull": "allgather_hier",
     "allgather_one_shot": "allgather_hier",
+    # derived duals (`F.dual`): the all-gathers' backwards are reduce-scatters
+    "allgather_push.dual": "reduce_scatter_hier",
+    "allgather_pull.dual": "reduce_scatter_hier",
+    "allgather_one_shot.dual": "reduce_scatter_hier",
 }
 
 
