@@ -164,7 +164,8 @@ impl LoadedPlan {
         // Exit credits between ranks that check each other's agreement word (every pair of
         // members that share heaps, when the group has more than one): the word implies them.
         let by_word = |from: u32, u: &SignalUpdate| {
-            from != u.peer
+            !cfg!(symsched_bench_no_agreement)
+                && from != u.peer
                 && fabric.size() > 1
                 && fabric.reachable(from)
                 && fabric.reachable(u.peer)
