@@ -250,6 +250,26 @@ inline void note_ordering_site(const char *file, uint32_t line) {
     ordering_sites().emplace(file, line);
 }
 
+/// The line numbers of `sites` that lie in the source file ending in `file` (one kernel's), at
+/// most `cap` of them written; returns how many there are. One definition in the header: a
+/// batch build puts several kernels' entries in one translation unit.
+inline uint32_t lines_in_file(const std::set<std::pair<std::string, uint32_t>> &sites, const char *file,
+                              uint32_t *lines, uint32_t cap) {
+    std::lock_guard<std::mutex> g(sync_sites_mu());
+    const std::string want = file;
+    uint32_t n = 0;
+    for (const auto &site : sites) {
+        const std::string &f = site.first;
+        if (f.size() >= want.size() && f.compare(f.size() - want.size(), want.size(), want) == 0) {
+            if (n < cap) {
+                lines[n] = site.second;
+            }
+            ++n;
+        }
+    }
+    return n;
+}
+
 // ------------------------------------------------------------------ remote puts
 
 /// After this core's quiet: its puts so far are complete, which the scalar unit and every engine

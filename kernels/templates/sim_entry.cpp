@@ -52,35 +52,16 @@ extern "C" int32_t symsched_sim_launch(const symsched_device *dev, const symsche
 
 extern "C" uint32_t symsched_sim_table_words(void) { return {{ name|upper }}_TABLE_WORDS; }
 
-// The line numbers of `sites` (file, line) that lie in this kernel's source, at most `cap` of
-// them written; returns how many there are.
-static uint32_t lines_of_this_kernel(const std::set<std::pair<std::string, uint32_t>> &sites,
-                                     uint32_t *lines, uint32_t cap) {
-    std::lock_guard<std::mutex> g(symsim::sync_sites_mu());
-    const std::string want = "{{ name }}_kernel.cpp";
-    uint32_t n = 0;
-    for (const auto &site : sites) {
-        const std::string &f = site.first;
-        if (f.size() >= want.size() && f.compare(f.size() - want.size(), want.size(), want) == 0) {
-            if (n < cap) {
-                lines[n] = site.second;
-            }
-            ++n;
-        }
-    }
-    return n;
-}
-
 // The sync calls (SetFlag, WaitFlag, PipeBarrier, cross-core flags) of this kernel's source that
 // ran in this library so far, as line numbers: the deleted-flag mutation test runs a mutant only
 // where its flag ran.
 extern "C" uint32_t symsched_sim_sync_sites(uint32_t *lines, uint32_t cap) {
-    return lines_of_this_kernel(symsim::sync_sites(), lines, cap);
+    return symsim::lines_in_file(symsim::sync_sites(), "{{ name }}_kernel.cpp", lines, cap);
 }
 
 // The sync calls of this kernel's source that ran and, at least once, ordered something that the
 // calls before them had not (symsim::note_ordering_site): a site that ran but is not here only
 // repeats orders other calls give.
 extern "C" uint32_t symsched_sim_ordering_sites(uint32_t *lines, uint32_t cap) {
-    return lines_of_this_kernel(symsim::ordering_sites(), lines, cap);
+    return symsim::lines_in_file(symsim::ordering_sites(), "{{ name }}_kernel.cpp", lines, cap);
 }

@@ -22,49 +22,53 @@ fn plan(name: &str, p: u32, params: &[(&str, i64)]) -> Plan {
         .plan
 }
 
-fn check(plan: &Plan, o: &LowerOptions, sizes: &[u64]) -> String {
-    let k = build(plan, o);
-    for &n in sizes {
-        compare_with_runtime(&k, plan, o, n).unwrap_or_else(|e| panic!("{e}"));
+/// Build every combination (one g++ per batch), compare each with the runtime at n = 1000 and
+/// n = 37, and return what ran.
+fn check_all(combos: &[(Plan, LowerOptions)]) -> String {
+    let mut ran = vec![];
+    for ((plan, o), k) in combos.iter().zip(build_all(combos)) {
+        for n in [1000, 37] {
+            compare_with_runtime(&k, plan, o, n).unwrap_or_else(|e| panic!("{e}"));
+        }
+        ran.push(format!(
+            "{} P={} {:?} {}/{}",
+            plan.schedule, plan.group_size, plan.params, o.dtype, o.op
+        ));
     }
-    format!(
-        "{} P={} {:?} {}/{}",
-        plan.schedule, plan.group_size, plan.params, o.dtype, o.op
-    )
+    ran.join("\n")
 }
 
 #[test]
 fn matmul_schedules_equal_the_interpreter_f32_at_every_group_size() {
-    let mut ran = vec![];
+    let mut combos = vec![];
     for p in [1, 2, 3, 4, 8] {
         for name in ["allgather_matmul", "matmul_reduce_scatter"] {
             let o = opts(DType::F32, DType::F32, ReduceOp::Sum, UB);
             // n = 1000: m 130, k 260, n 136 (several Cube tiles); n = 37: m 5, k 37, n 3.
-            ran.push(check(&plan(name, p, &[]), &o, &[1000, 37]));
+            combos.push((plan(name, p, &[]), o));
         }
     }
-    eprintln!("{}", ran.join("\n"));
+    eprintln!("{}", check_all(&combos));
 }
 
 #[test]
 fn matmul_schedules_equal_the_interpreter_in_16_bit_types_at_p4() {
-    let mut ran = vec![];
+    let mut combos = vec![];
     for name in ["allgather_matmul", "matmul_reduce_scatter"] {
         for (d, op) in [
             (DType::Bf16, ReduceOp::Sum),
             (DType::F16, ReduceOp::Sum),
             (DType::F32, ReduceOp::Max),
         ] {
-            let o = opts(d, d, op, UB);
-            ran.push(check(&plan(name, 4, &[]), &o, &[1000, 37]));
+            combos.push((plan(name, 4, &[]), opts(d, d, op, UB)));
         }
     }
-    eprintln!("{}", ran.join("\n"));
+    eprintln!("{}", check_all(&combos));
 }
 
 #[test]
 fn allreduce_hier_equals_the_interpreter_with_host_collectives() {
-    let mut ran = vec![];
+    let mut combos = vec![];
     // L = 1: the host collective is the whole allreduce; L = P: no cross-node traffic.
     for (p, ls) in [
         (1, &[1][..]),
@@ -75,11 +79,7 @@ fn allreduce_hier_equals_the_interpreter_with_host_collectives() {
     ] {
         for &l in ls {
             let o = opts(DType::F32, DType::F32, ReduceOp::Sum, UB);
-            ran.push(check(
-                &plan("allreduce_hier", p, &[("L", l)]),
-                &o,
-                &[1000, 37],
-            ));
+            combos.push((plan("allreduce_hier", p, &[("L", l)]), o));
         }
     }
     for (d, op) in [
@@ -88,14 +88,9 @@ fn allreduce_hier_equals_the_interpreter_with_host_collectives() {
         (DType::F32, ReduceOp::Max),
         (DType::Bf16, ReduceOp::Min),
     ] {
-        let o = opts(d, d, op, UB);
-        ran.push(check(
-            &plan("allreduce_hier", 4, &[("L", 2)]),
-            &o,
-            &[1000, 37],
-        ));
+        combos.push((plan("allreduce_hier", 4, &[("L", 2)]), opts(d, d, op, UB)));
     }
-    eprintln!("{}", ran.join("\n"));
+    eprintln!("{}", check_all(&combos));
 }
 
 #[test]

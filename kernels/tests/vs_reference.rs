@@ -10,6 +10,7 @@ use symsched_plan::{Cmp, Op, WaitTarget};
 
 #[test]
 fn hand_built_plans_three_launches_back_to_back() {
+    let mut combos = vec![];
     for p in [3u32, 4] {
         for plan in all_plans(p) {
             let o = opts(
@@ -22,10 +23,12 @@ fn hand_built_plans_three_launches_back_to_back() {
                 ReduceOp::Sum,
                 4096,
             );
-            let k = build(&plan, &o);
-            for n in [700, 5] {
-                compare(&k, &plan, &o, n, 0..3).unwrap_or_else(|e| panic!("{e}"));
-            }
+            combos.push((plan, o));
+        }
+    }
+    for ((plan, o), k) in combos.iter().zip(build_all(&combos)) {
+        for n in [700, 5] {
+            compare(&k, plan, o, n, 0..3).unwrap_or_else(|e| panic!("{e}"));
         }
     }
 }

@@ -867,6 +867,25 @@ pub fn build(plan: &Plan, opts: &LowerOptions) -> SimKernel {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// [`build`] for several kernels at once: one g++ per batch of kernels
+/// ([`sim_build::build_many`]), which parses the simulation headers once per batch instead of
+/// once per kernel.
+pub fn build_all(combos: &[(Plan, LowerOptions)]) -> Vec<SimKernel> {
+    let srcs: Vec<SimSources> = combos
+        .iter()
+        .map(|(p, o)| SimSources::from(&lower(p, o).expect("lowering")))
+        .collect();
+    sim_build::build_many(
+        &srcs,
+        &cache_dir(),
+        sim_build::OptLevel::O0,
+        sim_build::default_jobs(),
+    )
+    .into_iter()
+    .map(|k| k.unwrap_or_else(|e| panic!("{e}")))
+    .collect()
+}
+
 pub fn sizes_for(plan: &Plan, n: u64) -> LaunchSizes {
     let p = plan.group_size as u64;
     let counts = (0..p)
