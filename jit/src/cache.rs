@@ -53,6 +53,8 @@ impl Kernel {
     /// `args` must satisfy the ABI ([`crate::abi`]): a live intrinsic table whose functions
     /// honour their contracts for the whole call, `sizes` holding one value per size variable
     /// of the plan, `counts` null or `P × P` values.
+    // Inline: the call is on every launch's path, across the crate boundary.
+    #[inline]
     pub unsafe fn launch(&self, args: &mut KernelArgs) -> KernelStatus {
         args.status = KernelStatus::default();
         // SAFETY: forwarded from the caller's contract.

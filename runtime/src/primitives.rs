@@ -59,6 +59,19 @@ impl Group {
         Ok(unsafe { m.base().add(offset) })
     }
 
+    /// Where group-local rank `peer`'s heap is mapped in this process and the offsets
+    /// `lo..hi` that [`Group::local_ptr`] (this rank) and [`Group::peer_ptr`] accept: a range
+    /// inside is `base + offset`. `None` where `peer_ptr` fails whatever the range (outside
+    /// the group, another node). The mappings live as long as the group.
+    pub(crate) fn heap_span(&self, peer: usize) -> Option<(*mut u8, usize, usize)> {
+        let base = if peer == self.rank() {
+            self.shared.heap.base()
+        } else {
+            self.mapping(peer).ok()?.base()
+        };
+        Some((base, USER_BASE, self.shared.heap.size()))
+    }
+
     /// Copies `len` bytes from this rank's heap at `src_offset` to `peer`'s heap at `dst_offset`.
     pub fn put(
         &self,

@@ -6,7 +6,7 @@
 //! data visible once its signal is observed (release/acquire), add and set semantics, and a
 //! wait that nobody satisfies failing with a typed error that names the slot and its expected
 //! signallers within the deadline; the counters' addresses (`Fabric::signal_words`) read what
-//! the waits see. Every coordination wait outside the fabric is bounded too.
+//! the waits see, and the heap spans (`Fabric::heap_span`) give what `heap_ptr` gives. Every coordination wait outside the fabric is bounded too.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -113,6 +113,25 @@ fn contract<F: Fabric>(f: &F, m: &Meeting) {
     assert!(b >= a + 256 || b + 64 <= a, "scratch a={a} b={b} overlap");
     assert!(all_equal(&m.share(me, a)) && all_equal(&m.share(me, b)));
     f.heap_ptr(me, a, 256).expect("scratch is addressable");
+    // A heap span, where a fabric gives one (both do here; a compiled kernel's `region` is
+    // arithmetic on it), gives `heap_ptr`'s address inside and nothing where `heap_ptr` fails.
+    assert!(f.heap_span(P).is_none());
+    for q in 0..P {
+        let span = f.heap_span(q).expect("every rank's heap is mapped here");
+        assert_eq!(
+            span.ptr(a, 256),
+            Some(f.heap_ptr(q, a, 256).expect("range"))
+        );
+        assert_eq!(
+            span.ptr(span.hi, 0),
+            Some(f.heap_ptr(q, span.hi, 0).expect("end"))
+        );
+        assert!(span.ptr(span.hi, 1).is_none() && f.heap_ptr(q, span.hi, 1).is_err());
+        assert!(span.ptr(u64::MAX, 2).is_none());
+        if span.lo > 0 {
+            assert!(span.ptr(span.lo - 1, 1).is_none() && f.heap_ptr(q, span.lo - 1, 1).is_err());
+        }
+    }
 
     // Signal slots: the same index on every rank per key, zero on first use.
     let s = f.signal_slots("conformance/slots", 4).expect("slots");

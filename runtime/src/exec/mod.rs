@@ -58,7 +58,7 @@ pub use error::{ExecError, WaitTimeout};
 pub use executor::{Executor, LaunchArgs};
 pub use fabric::group::GroupFabric;
 pub use fabric::local::{LocalFabric, LocalGroup, LocalWorld};
-pub use fabric::{Fabric, WaitContext};
+pub use fabric::{Fabric, HeapSpan, WaitContext};
 pub use hostcoll::{HostCollFailure, HostCollRequest, HostCollectives};
 pub use loaded::LoadedPlan;
 pub use matmul::{MatmulEngine, MatmulStep};

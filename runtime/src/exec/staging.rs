@@ -239,6 +239,17 @@ impl<F: Fabric> LaunchMemory<'_, F> {
         self.me
     }
 
+    /// Symmetric byte offset of buffer `buf` this launch, when it lies in the heap (not a
+    /// role used in place from private memory): the offset [`LaunchMemory::ptr`] adds a
+    /// region's bytes to before asking the fabric.
+    #[inline]
+    pub fn heap_offset(&self, buf: u32) -> Option<u64> {
+        match self.private.get(buf as usize) {
+            Some(Some(_)) => None,
+            _ => self.base.get(buf as usize).copied(),
+        }
+    }
+
     /// Address and element type of `n` elements of region `r` in `rank`'s memory,
     /// bounds-checked (a role used in place from private memory exists on this rank only).
     #[inline]

@@ -8,7 +8,8 @@
 //! The kernel computes its extents from the size arguments itself and fuses passes over the
 //! data where the dataflow allows (`jit/src/lower/fusion.rs`); everything that needs the
 //! runtime goes through the intrinsics below, which are implemented over the same [`Fabric`]
-//! calls the interpreter makes: bounds-checked addresses ([`LaunchMemory::ptr`]), signals and
+//! calls the interpreter makes: bounds-checked addresses ([`LaunchMemory::ptr`], or for a heap
+//! buffer the same check against the rank's [`HeapSpan`], prepared once), signals and
 //! bounded waits ([`LaunchSignals`], so the deadline, dead-peer detection, abort check and the
 //! timeout message naming step, slot and signallers are the fabric's, as for the interpreter),
 //! the matmul engine, the host collective library, non-temporal copies and the step trace.
@@ -27,7 +28,7 @@
 use super::{LaunchSignals, StepContext};
 use crate::exec::dtype::{DType, ElemTypes};
 use crate::exec::error::ExecError;
-use crate::exec::fabric::{Fabric, WaitContext};
+use crate::exec::fabric::{Fabric, HeapSpan, WaitContext};
 use crate::exec::hostcoll::HostCollRequest;
 use crate::exec::matmul;
 use crate::exec::reduce::ReduceOp;
@@ -82,10 +83,107 @@ pub struct JitState {
     /// Plan step id → position in this rank's step list (for the matmul, host collective and
     /// trace intrinsics, which name steps by id).
     step_at: HashMap<u32, usize>,
+    /// The kernel call's unchanging parts for the last launch's kernel and resolution.
+    prepared: Option<Prepared>,
     sizes: Vec<u64>,
     counts: Vec<u64>,
     /// Accumulator rows of the built-in matmul.
     mm: Vec<f64>,
+}
+
+/// What a kernel call needs besides the launch's epoch, worked out once per kernel,
+/// resolution, signal block and reset generation: a repeated launch compares four words and
+/// copies these into its [`KernelArgs`], instead of re-deriving them from the plan and the
+/// fabric per launch.
+struct Prepared {
+    /// Index into [`JitState::kernels`] (the launch types, which fix the element sizes).
+    at: usize,
+    /// Address and length of the resolution's key (sizes, then counts): the pointers below
+    /// read it in place, so the same address and length mean the same arguments.
+    key: (*const u64, usize),
+    slot_base: u32,
+    generation: u64,
+    /// The key serves as the kernel's sizes and counts; otherwise (a resolution without a key,
+    /// never reused) they are marshalled per launch.
+    keyed: bool,
+    sizes: *const u64,
+    counts: *const u64,
+    nt_min_bytes: u64,
+    signals: *const u64,
+    signal_stride: u64,
+    /// Per plan buffer: log2 of its element size under the launch types.
+    shifts: Vec<u32>,
+    /// Per group rank: where its heap is mapped (`None`: every address through
+    /// [`Fabric::heap_ptr`]).
+    heaps: Vec<Option<HeapSpan>>,
+}
+
+// SAFETY: the pointers are into the resolution's key (owned by the same plan state, behind the
+// same lock, and compared before every use), and into the fabric's counters and heap mappings,
+// which live as long as the fabric; nothing is dereferenced outside a launch of that plan.
+unsafe impl Send for Prepared {}
+
+impl Prepared {
+    #[inline]
+    fn fits(&self, at: usize, key: (*const u64, usize), slot_base: u32, generation: u64) -> bool {
+        self.at == at
+            && self.key == key
+            && self.slot_base == slot_base
+            && self.generation == generation
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn new<F: Fabric>(ctx: &StepContext<'_, F>, at: usize, generation: u64) -> Prepared {
+        let plan = ctx.plan;
+        let key = ctx.resolved.key.as_deref();
+        // The size variables in plan order, then the counts matrix row by row: what the
+        // resolution is keyed by, so a launch passes that and looks nothing up by name.
+        let nv = plan.size_vars.len();
+        let pp = (plan.group_size as usize).pow(2);
+        let (keyed, sizes, counts) = match key {
+            Some(k) if k.len() == nv || (k.len() == nv + pp && ctx.sizes.counts.is_some()) => (
+                true,
+                k.as_ptr(),
+                if k.len() > nv {
+                    k[nv..].as_ptr()
+                } else {
+                    std::ptr::null()
+                },
+            ),
+            _ => (false, std::ptr::null(), std::ptr::null()),
+        };
+        // The plan's counters on this rank, for the kernel's first look at a wait.
+        let (signals, stride) = ctx
+            .fabric
+            .signal_words(ctx.signals.base, plan.signals.len() as u32)
+            .unwrap_or((std::ptr::null(), 0));
+        Prepared {
+            at,
+            key: key.map_or((std::ptr::null(), 0), |k| (k.as_ptr(), k.len())),
+            slot_base: ctx.signals.base,
+            generation,
+            keyed,
+            sizes,
+            counts,
+            nt_min_bytes: if ctx.opts.nt_copy {
+                ctx.opts.nt_min_bytes as u64
+            } else {
+                abi::NT_NEVER
+            },
+            signals,
+            signal_stride: stride as u64,
+            // Element sizes are powers of two: a shift, not a division, per region.
+            shifts: plan
+                .buffers
+                .iter()
+                .map(|b| ctx.types.of(b.elem).size().trailing_zeros())
+                .collect(),
+            heaps: (0..ctx.fabric.size())
+                .map(|r| ctx.fabric.heap_span(r))
+                .collect(),
+        }
+    }
 }
 
 /// Kernels compiled in this process and the time spent on them, and kernels found on disk.
@@ -243,7 +341,8 @@ impl JitState {
 /// What every intrinsic of one kernel call gets (through the ABI's opaque context pointer).
 struct CallCtx<'c, 'a, F: Fabric> {
     ctx: &'c StepContext<'a, F>,
-    steps: &'c [Step],
+    shifts: &'c [u32],
+    heaps: &'c [Option<HeapSpan>],
     step_at: &'c HashMap<u32, usize>,
     mm: &'c mut Vec<f64>,
     /// The first error an intrinsic hit.
@@ -252,7 +351,7 @@ struct CallCtx<'c, 'a, F: Fabric> {
     traced_until: Option<Instant>,
 }
 
-impl<F: Fabric> CallCtx<'_, '_, F> {
+impl<'c, F: Fabric> CallCtx<'c, '_, F> {
     fn fail(&mut self, e: ExecError) -> i32 {
         if self.error.is_none() {
             self.error = Some(e);
@@ -260,10 +359,19 @@ impl<F: Fabric> CallCtx<'_, '_, F> {
         1
     }
 
+    /// This rank's plan steps (for the intrinsics that name a step by id; not per launch).
+    fn steps(&self) -> &'c [Step] {
+        self.ctx
+            .plan
+            .ranks
+            .get(self.ctx.memory.rank() as usize)
+            .map_or(&[][..], |r| r.steps.as_slice())
+    }
+
     fn step(&self, id: u32) -> Result<&Step, ExecError> {
         self.step_at
             .get(&id)
-            .and_then(|&i| self.steps.get(i))
+            .and_then(|&i| self.steps().get(i))
             .ok_or_else(|| ExecError::Runtime(format!("jit: the kernel named unknown step {id}")))
     }
 
@@ -294,6 +402,32 @@ unsafe extern "C" fn region<F: Fabric>(
 ) -> *mut u8 {
     // SAFETY: the kernel's context (see `call`).
     let c = unsafe { call::<F>(c) };
+    // A heap buffer on a rank whose heap this process maps, in range: arithmetic on the
+    // prepared span. Anything else asks the launch's memory, for its address or its error.
+    if let (Some(&shift), Some(Some(span)), Some(base)) = (
+        c.shifts.get(buf as usize),
+        c.heaps.get(rank as usize),
+        c.ctx.memory.heap_offset(buf),
+    ) {
+        let at = base.checked_add((off >> shift) << shift);
+        if let Some(p) = at.and_then(|at| span.ptr(at, (len >> shift) << shift)) {
+            return p;
+        }
+    }
+    region_checked(c, rank, buf, off, len)
+}
+
+/// [`region`] through [`LaunchMemory::ptr`](crate::exec::staging::LaunchMemory::ptr): private
+/// bindings, fabrics without a heap span, and every range that fails.
+#[cold]
+#[inline(never)]
+fn region_checked<F: Fabric>(
+    c: &mut CallCtx<'_, '_, F>,
+    rank: u32,
+    buf: u32,
+    off: u64,
+    len: u64,
+) -> *mut u8 {
     let plan = c.ctx.plan;
     let Some(b) = plan.buffers.get(buf as usize) else {
         c.fail(ExecError::Runtime(format!(
@@ -301,7 +435,6 @@ unsafe extern "C" fn region<F: Fabric>(
         )));
         return std::ptr::null_mut();
     };
-    // Element sizes are powers of two: a shift, not a division, per region.
     let shift = c.ctx.types.of(b.elem).size().trailing_zeros();
     let r = RReg {
         buf,
@@ -487,7 +620,7 @@ unsafe extern "C" fn trace_step<F: Fabric>(c: *mut c_void, step: u32, flags: u32
     let Some(&i) = c.step_at.get(&step) else {
         return;
     };
-    let (Some(ps), Some(rs)) = (c.steps.get(i), c.ctx.resolved.steps.get(i)) else {
+    let (Some(ps), Some(rs)) = (c.steps().get(i), c.ctx.resolved.steps.get(i)) else {
         return;
     };
     let size = trace::written_buffer(&ps.op).map_or(0, |b| {
@@ -549,105 +682,110 @@ fn marshal<F: Fabric>(
 impl super::Backend for Jit {
     type PlanState = JitState;
 
+    #[inline]
     fn run<F: Fabric>(
         &self,
         ctx: &StepContext<'_, F>,
         state: &mut JitState,
     ) -> Result<(), ExecError> {
-        let plan = ctx.plan;
-        let me = ctx.fabric.rank();
-        let sig = Signature {
-            types: ctx.types,
-            op: ctx.op,
-            fuse: ctx.opts.fuse,
-            trace: ctx.trace.is_some(),
-            fault: current_fault(),
-        };
-        let at = state.kernel(plan, me, sig, &ctx.opts.jit_cache_dir)?;
-        // A rank without steps has nothing for its kernel to do: no regions to check, no
-        // waits, no data (the phases around the steps are the executor's). Skip the call.
+        // A rank without steps has nothing for a kernel to do: no regions to check, no waits,
+        // no data (the phases around the steps are the executor's). It neither compiles nor
+        // calls one, and pays no call into the kernel path.
         if ctx.resolved.steps.is_empty() {
             return Ok(());
         }
-        let JitState {
-            kernels,
-            step_at,
-            sizes,
-            counts,
-            mm,
-            ..
-        } = state;
-        let kernel = &kernels[at].kernel;
-        // The size variables in plan order, then the counts matrix row by row: what the
-        // resolution is keyed by, so a launch passes that and looks nothing up by name.
-        let nv = plan.size_vars.len();
-        let pp = (plan.group_size as usize).pow(2);
-        let (sizes_ptr, counts_ptr) = match ctx.resolved.key.as_deref() {
-            Some(k) if k.len() == nv || (k.len() == nv + pp && ctx.sizes.counts.is_some()) => (
-                k.as_ptr(),
-                if k.len() > nv {
-                    k[nv..].as_ptr()
-                } else {
-                    std::ptr::null()
-                },
-            ),
-            _ => marshal(ctx, sizes, counts)?,
-        };
-        // The plan's counters on this rank, for the kernel's first look at a wait.
-        let (signals, stride) = ctx
-            .fabric
-            .signal_words(ctx.signals.base, plan.signals.len() as u32)
-            .unwrap_or((std::ptr::null(), 0));
-        let mut call = CallCtx {
-            ctx,
-            steps: plan
-                .ranks
-                .get(me as usize)
-                .map_or(&[][..], |r| r.steps.as_slice()),
-            step_at,
-            mm,
-            error: None,
-            traced_until: None,
-        };
-        let mut args = KernelArgs {
-            ctx: &mut call as *mut CallCtx<'_, '_, F> as *mut c_void,
-            intrinsics: &Table::<F>::INTRINSICS,
-            sizes: sizes_ptr,
-            counts: counts_ptr,
-            epoch: ctx.signals.epoch,
-            nt_min_bytes: if ctx.opts.nt_copy {
-                ctx.opts.nt_min_bytes as u64
-            } else {
-                abi::NT_NEVER
-            },
-            signals,
-            signal_stride: stride as u64,
-            status: Default::default(),
-        };
-        // SAFETY: the table's functions honour the ABI for this call: `call` outlives it and
-        // the intrinsics reach it only through `args.ctx`; `sizes` holds one value per size
-        // variable, `counts` is P × P values when the plan takes counts (the executor checked
-        // the matrix when it resolved the steps) or null.
-        let status = unsafe { kernel.launch(&mut args) };
-        let error = call.error.take();
-        match Status::decode(&status) {
-            Status::Ok => Ok(()),
-            Status::Intrinsic { step } => Err(error.unwrap_or_else(|| {
-                ExecError::Runtime(format!(
-                    "jit: an intrinsic failed in step {step} without an error"
-                ))
-            })),
-            Status::RegionTooSmall { step, need, have } => {
-                Err(symsched_plan::PlanError::Inconsistent(format!(
-                    "step {step} moves {need} elements into a region of {have}"
-                ))
-                .into())
-            }
-            Status::SizeOverflow { .. } => Err(symsched_plan::PlanError::SizeOverflow.into()),
-            Status::MissingCounts => Err(ExecError::MissingCounts(plan.schedule.clone())),
-            Status::Unknown { code, step } => Err(ExecError::Runtime(format!(
-                "jit: kernel status {code} (step {step}) is unknown to this build"
-            ))),
-        }
+        launch(ctx, state)
+    }
+}
+
+/// One launch's kernel call (a rank with steps).
+#[inline(never)]
+fn launch<F: Fabric>(ctx: &StepContext<'_, F>, state: &mut JitState) -> Result<(), ExecError> {
+    let plan = ctx.plan;
+    let sig = Signature {
+        types: ctx.types,
+        op: ctx.op,
+        fuse: ctx.opts.fuse,
+        trace: ctx.trace.is_some(),
+        fault: current_fault(),
+    };
+    let at = state.kernel(plan, ctx.fabric.rank(), sig, &ctx.opts.jit_cache_dir)?;
+    let generation = ctx.fabric.generation();
+    let key = ctx
+        .resolved
+        .key
+        .as_deref()
+        .map_or((std::ptr::null(), 0), |k| (k.as_ptr(), k.len()));
+    let JitState {
+        kernels,
+        step_at,
+        prepared,
+        sizes,
+        counts,
+        mm,
+        ..
+    } = state;
+    let p = match prepared {
+        Some(p) if p.fits(at, key, ctx.signals.base, generation) => p,
+        slot => slot.insert(Prepared::new(ctx, at, generation)),
+    };
+    let (sizes_ptr, counts_ptr) = if p.keyed {
+        (p.sizes, p.counts)
+    } else {
+        marshal(ctx, sizes, counts)?
+    };
+    let mut call = CallCtx {
+        ctx,
+        shifts: &p.shifts,
+        heaps: &p.heaps,
+        step_at,
+        mm,
+        error: None,
+        traced_until: None,
+    };
+    let mut args = KernelArgs {
+        ctx: &mut call as *mut CallCtx<'_, '_, F> as *mut c_void,
+        intrinsics: &Table::<F>::INTRINSICS,
+        sizes: sizes_ptr,
+        counts: counts_ptr,
+        epoch: ctx.signals.epoch,
+        nt_min_bytes: p.nt_min_bytes,
+        signals: p.signals,
+        signal_stride: p.signal_stride,
+        status: Default::default(),
+    };
+    // SAFETY: the table's functions honour the ABI for this call: `call` outlives it and
+    // the intrinsics reach it only through `args.ctx`; `sizes` holds one value per size
+    // variable, `counts` is P × P values when the plan takes counts (the executor checked
+    // the matrix when it resolved the steps) or null; `signals` and the heap spans are the
+    // fabric's for this generation and slot block (`Prepared::fits`).
+    let status = unsafe { kernels[at].kernel.launch(&mut args) };
+    if status.code == abi::STATUS_OK {
+        return Ok(());
+    }
+    Err(failure(plan, &status, call.error.take()))
+}
+
+/// The launch's error for a kernel status other than OK: the failed intrinsic's own, or the
+/// interpreter's for the same case.
+#[cold]
+#[inline(never)]
+fn failure(plan: &Plan, status: &abi::KernelStatus, error: Option<ExecError>) -> ExecError {
+    match Status::decode(status) {
+        Status::Ok => unreachable!("the caller returns on STATUS_OK"),
+        Status::Intrinsic { step } => error.unwrap_or_else(|| {
+            ExecError::Runtime(format!(
+                "jit: an intrinsic failed in step {step} without an error"
+            ))
+        }),
+        Status::RegionTooSmall { step, need, have } => symsched_plan::PlanError::Inconsistent(
+            format!("step {step} moves {need} elements into a region of {have}"),
+        )
+        .into(),
+        Status::SizeOverflow { .. } => symsched_plan::PlanError::SizeOverflow.into(),
+        Status::MissingCounts => ExecError::MissingCounts(plan.schedule.clone()),
+        Status::Unknown { code, step } => ExecError::Runtime(format!(
+            "jit: kernel status {code} (step {step}) is unknown to this build"
+        )),
     }
 }

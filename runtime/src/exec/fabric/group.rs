@@ -5,7 +5,7 @@
 //! errors on both fabrics; everything else (signal timeouts naming the silent peers, dead peers,
 //! exhausted pads) is passed through as [`ExecError::Core`].
 
-use super::{Fabric, WaitContext as ExecWaitContext};
+use super::{Fabric, HeapSpan, WaitContext as ExecWaitContext};
 use crate::config::ExecOptions;
 use crate::error::{RuntimeError, WaitContext};
 use crate::exec::error::ExecError;
@@ -99,6 +99,15 @@ impl Fabric for GroupFabric {
         } else {
             self.group.peer_ptr(peer as usize, o, l).map_err(map)
         }
+    }
+
+    fn heap_span(&self, peer: u32) -> Option<HeapSpan> {
+        let (base, lo, hi) = self.group.heap_span(peer as usize)?;
+        Some(HeapSpan {
+            base,
+            lo: lo as u64,
+            hi: hi as u64,
+        })
     }
 
     fn scratch(&self, key: &str, bytes: u64) -> Result<u64, ExecError> {

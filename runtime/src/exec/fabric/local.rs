@@ -5,7 +5,7 @@
 //! Used by the fast test sweep and as an engine for single-process runs. Sub-groups of a world
 //! ([`LocalWorld::group`]) have their own signal pads, so overlapping groups can run concurrently.
 
-use super::{Fabric, WaitContext};
+use super::{Fabric, HeapSpan, WaitContext};
 use crate::config::{signal_timeout_from_env, ExecOptions};
 use crate::exec::error::{ExecError, WaitTimeout};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -278,6 +278,16 @@ impl Fabric for LocalFabric {
                 size: self.size_u32(),
             })?;
         self.group.world.ptr(global, offset, len)
+    }
+
+    fn heap_span(&self, peer: u32) -> Option<HeapSpan> {
+        let global = *self.group.members.get(peer as usize)?;
+        let seg = self.group.world.segments.get(global as usize)?;
+        Some(HeapSpan {
+            base: seg.ptr,
+            lo: 0,
+            hi: self.group.world.heap_len,
+        })
     }
 
     fn scratch(&self, key: &str, bytes: u64) -> Result<u64, ExecError> {

@@ -35,6 +35,30 @@ pub struct WaitContext<'a> {
     pub signallers: &'a [u32],
 }
 
+/// Where a peer's heap segment lies in this process ([`Fabric::heap_span`]): [`Fabric::heap_ptr`]
+/// of `len` bytes at `offset` is `base + offset` whenever `lo <= offset` and
+/// `offset + len <= hi`, and fails outside.
+#[derive(Debug, Clone, Copy)]
+pub struct HeapSpan {
+    pub base: *mut u8,
+    pub lo: u64,
+    pub hi: u64,
+}
+
+impl HeapSpan {
+    /// `heap_ptr(offset, len)` when the range is inside, else `None` (the caller then asks
+    /// [`Fabric::heap_ptr`], for its error).
+    #[inline]
+    pub fn ptr(&self, offset: u64, len: u64) -> Option<*mut u8> {
+        let end = offset.checked_add(len)?;
+        if offset < self.lo || end > self.hi {
+            return None;
+        }
+        // In bounds of the mapping the fabric described (the contract of `heap_span`).
+        Some(self.base.wrapping_add(offset as usize))
+    }
+}
+
 /// A rank's view of its group: symmetric memory, signal slots, waits.
 ///
 /// Memory is addressed by *symmetric offsets*: the same offset names the same allocation on every
@@ -53,6 +77,15 @@ pub trait Fabric: Send + Sync {
     /// Address of `len` bytes at `offset` in `peer`'s heap segment (`peer == rank()` is local).
     /// Fails with [`ExecError::RankOutsideGroup`] or [`ExecError::OffsetPastHeap`].
     fn heap_ptr(&self, peer: u32, offset: u64, len: u64) -> Result<*mut u8, ExecError>;
+    /// Where `peer`'s heap lies in this process, when that mapping stays put for as long as
+    /// this fabric lives: a compiled kernel's addresses are then arithmetic on a span prepared
+    /// once, and only a range outside it goes through [`Fabric::heap_ptr`] (for the error).
+    /// `None` (the default, and for a peer `heap_ptr` refuses outright): every range goes
+    /// through `heap_ptr`.
+    fn heap_span(&self, peer: u32) -> Option<HeapSpan> {
+        let _ = peer;
+        None
+    }
     /// Symmetric scratch of at least `bytes`, the same offset on every rank for the same `key`;
     /// repeated calls with the same key and a size not larger return the same allocation. All
     /// ranks of the group ask for the same keys (not necessarily at the same moment).
