@@ -126,7 +126,7 @@ inline void signal(int32_t *sig_local, int32_t value, int op, int32_t pe, const 
     auto *word = static_cast<int32_t *>(remote(sig_local, sizeof(int32_t), pe, what));
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     const symsched_device *d = &dev();
-    publish_signal(word, core().rank->world, pe, value, op, core().pipes.k_obs.rem,
+    publish_signal(word, core().rank->world, core().rank->lc->epoch, pe, value, op, core().pipes.k_obs.rem,
                    [&]() { d->signal_op(d->ctx, sig_local, value, op, pe); });
 }
 
@@ -175,13 +175,14 @@ inline void aclshmem_putmem_signal_nbi(__gm__ void *dst, __gm__ void *src, size_
     uint32_t seq = symsim::note_put(d, elem_size, pe, what, line);
     uint64_t source = symsim::put_source(symsim::core().rank->lc->run, symsim::core().index);
     uint64_t world = symsim::core().rank->world;
+    uint64_t epoch = symsim::core().rank->lc->epoch;
     symsim::OpPtr op = symsim::issue(symsim::kMte2, what, line, [=]() {
         symsim::touch(src, elem_size, false);
         std::memcpy(d, src, elem_size);
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         // The signal carries what the put knew when it was issued, and the put itself.
         symsim::KnowPtr k = symsim::know_with(symsim::core().pipes.current->clk.rem, source, seq);
-        symsim::publish_signal(word, world, pe, signal, sig_op, k,
+        symsim::publish_signal(word, world, epoch, pe, signal, sig_op, k,
                                [&]() { dv->signal_op(dv->ctx, sig_addr, signal, sig_op, pe); });
     });
     symsim::add_pending(symsim::PendingPut{d, src, elem_size, pe, true, false, op->who});

@@ -25,10 +25,12 @@
 //
 // Scope: records are per loaded kernel library and process, and per launch group (`world`, the
 // launch arguments' group id: equal on the ranks of one group, never reused in a process); a
-// multi-process group checks only the puts between ranks of one process. A record is dropped
-// once checked at the receiver's end (or the putter's), when a launch fails, and at a host
-// collective between kernel segments (it orders every put of an earlier segment of its
-// members).
+// multi-process group checks only the puts between ranks of one process. A put's record is
+// dropped once checked at the receiver's end (or the putter's), when a launch fails, and at a
+// host collective between kernel segments (it orders every put of an earlier segment of its
+// members); a signal's when its receiver ends the signal's launch epoch (not earlier: a peer
+// may run one launch ahead). Records into a PE whose launches end in another process are
+// dropped `kUncheckedEpochs` later.
 #ifndef SYMSCHED_SIM_REMOTE_H
 #define SYMSCHED_SIM_REMOTE_H
 
@@ -125,9 +127,11 @@ struct PutRec {
     uint32_t line = 0;
 };
 
-/// One signal as it reached a word: the word's value after it, and what its sender knew.
+/// One signal as it reached a word: the word's value after it, what its sender knew, and the
+/// sender's launch epoch.
 struct SigRec {
     uint64_t world = 0;
+    uint64_t epoch = 0;
     int32_t recv_pe = 0;
     int32_t after = 0;
     KnowPtr know;
@@ -255,8 +259,8 @@ inline KnowPtr acquire_signal(uintptr_t word, uint64_t world, int32_t value) {
 /// sender knows `k`; `send` delivers it. The word's value after it is recorded under the lock, so
 /// signals of this library reach a word in the order they are recorded.
 template <typename F>
-void publish_signal(int32_t *peer_word, uint64_t world, int32_t recv_pe, int32_t value, int op, const KnowPtr &k,
-                    F send) {
+void publish_signal(int32_t *peer_word, uint64_t world, uint64_t epoch, int32_t recv_pe, int32_t value, int op,
+                    const KnowPtr &k, F send) {
     if (!k) {
         send();
         return;
@@ -265,7 +269,7 @@ void publish_signal(int32_t *peer_word, uint64_t world, int32_t recv_pe, int32_t
     std::lock_guard<std::mutex> g(r.mu);
     int32_t before = __atomic_load_n(peer_word, __ATOMIC_ACQUIRE);
     int32_t after = op == 0 ? value : static_cast<int32_t>(static_cast<uint32_t>(before) + static_cast<uint32_t>(value));
-    r.sigs[reinterpret_cast<uintptr_t>(peer_word)].push_back(SigRec{world, recv_pe, after, k});
+    r.sigs[reinterpret_cast<uintptr_t>(peer_word)].push_back(SigRec{world, epoch, recv_pe, after, k});
     send();
 }
 
@@ -276,27 +280,43 @@ inline uint64_t remote_run_begin() {
     return r.next_run++;
 }
 
+/// Epochs a record of a put or signal into a PE whose launches do not end in this process (a
+/// multi-process group) is kept after it was made: launch credits keep every peer within one
+/// launch of its waiter, so a receiver in this process has checked and dropped it by then.
+constexpr uint64_t kUncheckedEpochs = 2;
+
 /// PE `pe` of group `world` ends its launch `run` of `epoch` knowing `know` complete (or
 /// failed). Checks every put of that epoch recorded into it so far, and every put of this launch
-/// recorded after its receiver's launch of the same epoch ended; drops what was checked, what
-/// reached the PE's signal words, and the launch's own puts if it failed. Returns the first put
-/// not known complete.
+/// recorded after its receiver's launch of the same epoch ended; drops what was checked, the
+/// signals of this or an earlier epoch that reached the PE's words, the launch's own puts if it
+/// failed, and records older than `kUncheckedEpochs` (of a receiver outside this process).
+/// Returns the first put not known complete.
+///
+/// Signals of a later epoch stay: without a barrier between launches a peer that got this PE's
+/// launch credit may already run the next launch, and a signal it sent now (with a put the PE
+/// reads in its next launch) must still tell the PE's wait that the put completed.
 inline LateFound remote_run_end(uint64_t world, int32_t pe, uint64_t epoch, uint64_t run, bool failed,
                                 const KnowPtr &know) {
     Remote &r = remote_state();
     std::lock_guard<std::mutex> g(r.mu);
     LateFound late;
     r.ended[std::make_pair(world, pe)] = Ended{epoch, failed, know};
+    auto stale = [epoch](uint64_t e) { return e + kUncheckedEpochs < epoch; };
     for (auto s = r.sigs.begin(); s != r.sigs.end();) {
         auto &v = s->second;
         v.erase(std::remove_if(v.begin(), v.end(),
-                               [&](const SigRec &x) { return x.world == world && x.recv_pe == pe; }),
+                               [&](const SigRec &x) {
+                                   return x.world == world && ((x.recv_pe == pe && x.epoch <= epoch) || stale(x.epoch));
+                               }),
                 v.end());
         s = v.empty() ? r.sigs.erase(s) : std::next(s);
     }
     remote_detail::erase_puts_if(r, [&](const PutRec &p) {
         if (p.world != world) {
             return false;
+        }
+        if (stale(p.epoch)) {
+            return true;
         }
         if (p.recv_pe == pe && p.epoch <= epoch) {
             // Into this PE: known complete at its end (a failed launch is not checked).

@@ -278,7 +278,6 @@ struct Report {
 
 /// Build and run every kernel, then every deletion of each.
 fn run_mutants(kernels: &[(Plan, LowerOptions)]) -> Report {
-    trace_gm_races();
     let t0 = std::time::Instant::now();
     let srcs: Vec<SimSources> = kernels
         .iter()
@@ -520,7 +519,6 @@ fn a_missing_mte2_to_v_flag_is_reported_as_a_pipe_race() {
 /// under every seed (not only when thread timing lets the peer see stale data).
 #[test]
 fn a_signal_before_another_cores_put_is_reported_as_a_gm_race() {
-    trace_gm_races();
     let plan = plan(2, "allgather_push");
     let o = with_block_dim(opts(DType::F32, DType::F32, ReduceOp::Sum, UB), 2);
     let src = SimSources::from(&lower(&plan, &o).unwrap());

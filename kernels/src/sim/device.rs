@@ -91,14 +91,13 @@ pub struct LaunchArgs {
     pub workspace: *mut u8,
     pub workspace_bytes: u64,
     /// The launch group: equal on every rank of one group, never reused by another group in
-    /// the process (see [`new_world`]); [`UNTRACED_WORLD`] turns the GM-race bookkeeping off.
+    /// the process (see [`new_world`]). The simulation records the puts of a group and checks
+    /// reads of their bytes against their completion (`SYMSCHED_SIM_E_GM_RACE`); 0 records no
+    /// put (the ABI allows it; the launchers here always pass a [`new_world`]).
     pub world: u64,
     pub err_msg: *mut c_char,
     pub err_cap: u32,
 }
-
-/// The launch group of a launch whose puts are not traced for GM races.
-pub const UNTRACED_WORLD: u64 = 0;
 
 /// A launch group id no other group of this process has had (the process id in the high bits,
 /// so groups of different processes that share a heap differ too).

@@ -19,6 +19,7 @@ use crate::sim_build::{self, SimKernel, SimSources};
 use crate::{lower, KernelError, LowerOptions};
 use std::ffi::c_void;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use symsched_plan::{BufferRole, ElemClass, LaunchSizes, Plan};
@@ -36,6 +37,12 @@ pub struct SimBackend {
     /// (their epochs persist across launches, like the executor's; ranks sharing one backend
     /// in a process must not wait on each other's lock).
     exchanges: Vec<Mutex<Exchanges>>,
+    /// Launch groups of the bindings: a rank's k-th [`SimBackend::prepare`] binds to the k-th
+    /// (taken by whichever rank gets there first), so the ranks sharing this backend launch in
+    /// one group, and a new binding (whose epochs start at 0 again) never reuses a group.
+    worlds: Mutex<Vec<u64>>,
+    /// Bindings each rank prepared so far.
+    prepared: Vec<AtomicUsize>,
 }
 
 /// One rank's binding: heap offsets of every plan buffer (roles first, then scratch) and of
@@ -48,6 +55,9 @@ pub struct SimBinding {
     pub workspace: u64,
     pub workspace_bytes: u64,
     pub epoch: u64,
+    /// The launch group (`symsched_launch_args::world`) whose puts the simulation checks
+    /// against each other for GM races (`SYMSCHED_SIM_E_GM_RACE`).
+    pub world: u64,
 }
 
 struct Ctx<'a> {
@@ -78,6 +88,8 @@ impl SimBackend {
             exchanges: (0..plan.group_size)
                 .map(|_| Mutex::new(Exchanges::default()))
                 .collect(),
+            worlds: Mutex::new(Vec::new()),
+            prepared: (0..plan.group_size).map(|_| AtomicUsize::new(0)).collect(),
         })
     }
 
@@ -112,7 +124,8 @@ impl SimBackend {
 
     /// Allocate scratch buffers and the signal pad for `sizes` next to the role buffers at
     /// `roles` (heap offsets, signature order) and zero this rank's signal pad. Every rank calls
-    /// it with the same arguments; barrier before the first launch.
+    /// it with the same arguments (and as many times: a rank's k-th binding launches in the
+    /// same GM-race group as the other ranks' k-th); barrier before the first launch.
     pub fn prepare<F: Fabric>(
         &self,
         fab: &F,
@@ -156,12 +169,27 @@ impl SimBackend {
         } else {
             signals
         };
+        let k = self
+            .prepared
+            .get(fab.rank() as usize)
+            .ok_or_else(|| {
+                KernelError::Run(format!("rank {} outside the plan's group", fab.rank()))
+            })?
+            .fetch_add(1, Ordering::Relaxed);
+        let world = {
+            let mut w = self.worlds.lock().unwrap_or_else(|e| e.into_inner());
+            while w.len() <= k {
+                w.push(super::device::new_world());
+            }
+            w[k]
+        };
         Ok(SimBinding {
             buffers,
             signals,
             workspace,
             workspace_bytes,
             epoch: 0,
+            world,
         })
     }
 
@@ -265,10 +293,7 @@ impl SimBackend {
             // SAFETY: inside this rank's heap (allocated by `prepare`).
             workspace: unsafe { base.add(bind.workspace as usize) },
             workspace_bytes: bind.workspace_bytes,
-            // Untraced (0): on the runtime's fabric a correct kernel was reported as a GM race
-            // (`tests/fabric_backend.rs`, bf16 at P = 4), not yet explained, so the put
-            // bookkeeping is off here and runs only under `sim::inproc`.
-            world: super::device::UNTRACED_WORLD,
+            world: bind.world,
             err_msg: std::ptr::null_mut(),
             err_cap: 0,
         };

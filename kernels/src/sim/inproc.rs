@@ -35,11 +35,6 @@ pub struct RunConfig {
     pub send_exit_signals: bool,
     /// Seed of the simulated engine interleaving (each rank, epoch and core derives its own).
     pub seed: u64,
-    /// Record puts into GM and report reads not ordered after their completion
-    /// (`SYMSCHED_SIM_E_GM_RACE`). Off by default: runs of several launches back to back
-    /// (`tests/vs_reference.rs`) report correct kernels, a fault of the bookkeeping across
-    /// launches not found yet; the deleted-flag mutants (one launch each) turn it on.
-    pub trace_gm_races: bool,
 }
 
 impl Default for RunConfig {
@@ -49,7 +44,6 @@ impl Default for RunConfig {
             timeout: Duration::from_secs(60),
             send_exit_signals: true,
             seed: 0,
-            trace_gm_races: false,
         }
     }
 }
@@ -227,11 +221,9 @@ pub fn run(
             unsafe { *(base.add(layout.signal_offset + s * SIGNAL_LINE) as *mut i32) = *v };
         }
     }
-    let world = if cfg.trace_gm_races {
-        super::device::new_world()
-    } else {
-        super::device::UNTRACED_WORLD
-    };
+    // A fresh launch group: the simulation checks the run's puts against each other
+    // (`SYMSCHED_SIM_E_GM_RACE`) and against no other run's.
+    let world = super::device::new_world();
     let shared = Shared {
         bases: heap.segs.iter().map(|s| s.ptr as usize).collect(),
         len: heap.len,

@@ -1033,7 +1033,6 @@ pub fn compare(
         timeout: std::time::Duration::from_secs(60),
         send_exit_signals: true,
         seed: 0,
-        trace_gm_races: false,
     };
     let got = inproc::run(kernel, plan, &layout, &sizes, &init, &cfg)
         .map_err(|e: KernelError| e.to_string())?;
@@ -1289,16 +1288,6 @@ pub fn compare_with_runtime_from(
     })
 }
 
-/// Whether [`compare_core`] runs with the GM-race bookkeeping ([`RunConfig::trace_gm_races`]).
-static TRACE_GM_RACES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Turn the GM-race bookkeeping on for every later `compare_with_runtime*` call of this test
-/// binary (the deleted-flag mutants; each test binary is its own process).
-#[allow(dead_code)]
-pub fn trace_gm_races() {
-    TRACE_GM_RACES.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
 /// The comparison behind the `compare_with_runtime*` helpers: inputs from `input_seed`, the
 /// engine interleaving of `seed`.
 fn compare_core(
@@ -1331,7 +1320,6 @@ fn compare_core(
         timeout: std::time::Duration::from_secs(60),
         send_exit_signals: true,
         seed,
-        trace_gm_races: TRACE_GM_RACES.load(std::sync::atomic::Ordering::Relaxed),
     };
     let got = inproc::run(kernel, plan, &layout, &sizes, &init, &cfg).map_err(Mismatch::Sim)?;
     for r in 0..plan.group_size as usize {
