@@ -33,7 +33,11 @@
 #include <string>
 #include <type_traits>
 
-#include "kernel_operator.h"
+// Part of kernel_operator.h, which includes this file at its end (as CANN declares the Cube
+// subset through kernel_operator.h): everything it uses is declared there already.
+#ifndef SYMSCHED_SIM_KERNEL_OPERATOR_H
+#error "include kernel_operator.h, not cube.h"
+#endif
 
 namespace AscendC {
 

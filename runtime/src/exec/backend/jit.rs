@@ -772,7 +772,9 @@ fn launch<F: Fabric>(ctx: &StepContext<'_, F>, state: &mut JitState) -> Result<(
 #[inline(never)]
 fn failure(plan: &Plan, status: &abi::KernelStatus, error: Option<ExecError>) -> ExecError {
     match Status::decode(status) {
-        Status::Ok => unreachable!("the caller returns on STATUS_OK"),
+        Status::Ok => {
+            ExecError::Runtime("jit: a successful kernel status taken for a failure".into())
+        }
         Status::Intrinsic { step } => error.unwrap_or_else(|| {
             ExecError::Runtime(format!(
                 "jit: an intrinsic failed in step {step} without an error"
