@@ -7,14 +7,22 @@
 #      the cost a user sees.
 # Each build gets its own target directory (OUT, default <repo>/target-bench-agreement), so the
 # baseline never reaches a normal build. Needs the venv of scripts/python_env.sh.
-#   ROUNDS, ITERS (launch bench; default 21, 20000), TURNS (alternations; default 3)
+#   ROUNDS, ITERS (launch bench; default 5, 20000), LAUNCH_TURNS (its alternations; default
+#   15), TURNS (the Python bench's alternations; default 3), SCHEDULES (launch bench; default
+#   "allreduce_one_shot allgather_push": scratch puts behind exit credits, and role-buffer puts
+#   behind entry credits)
+# The launch bench runs P = 2 only, the two builds alternating in short turns, since this host's
+# speed drifts by ±20 % over minutes; it prints each turn's min µs per launch (over ROUNDS
+# rounds, slowest rank) and the median and quartiles of the per-turn ratio.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${OUT:-$ROOT/target-bench-agreement}"
 VENV="${VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/venv}"
-ROUNDS="${ROUNDS:-21}"
+ROUNDS="${ROUNDS:-5}"
+LAUNCH_TURNS="${LAUNCH_TURNS:-15}"
 ITERS="${ITERS:-20000}"
 TURNS="${TURNS:-3}"
+SCHEDULES="${SCHEDULES:-allreduce_one_shot allgather_push}"
 cd "$ROOT"
 [[ -x "$VENV/bin/maturin" ]] || bash scripts/python_env.sh
 
@@ -31,12 +39,24 @@ for v in agreement baseline; do
 done
 unset RUSTFLAGS CARGO_TARGET_DIR
 
-echo "== executor launch, 8 B allreduce_one_shot (µs per launch)"
-for ((t = 1; t <= TURNS; t++)); do
-    for v in agreement baseline; do
-        echo "-- $v (turn $t)"
-        "${LAUNCH[$v]}" --bench --rounds "$ROUNDS" --iters "$ITERS" | grep -E "P=|load"
-    done
+TMP="$(mktemp)"
+trap 'rm -f "$TMP"' EXIT
+min_us() {
+    "${LAUNCH[$1]}" --bench --rounds "$ROUNDS" --iters "$ITERS" --ranks 2 --schedule "$2" |
+        awk '/P=2/ { print $3 }'
+}
+for s in $SCHEDULES; do
+    echo "== executor launch, P = 2, n = 2 f32 $s: min µs per launch (agreement, baseline, ratio)"
+    echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    for ((t = 1; t <= LAUNCH_TURNS; t++)); do
+        a="$(min_us agreement "$s")"
+        b="$(min_us baseline "$s")"
+        echo "$a $b" | awk '{ printf "%s %s %.3f\n", $1, $2, $1 / $2 }'
+    done | tee "$TMP"
+    sort -n -k3 "$TMP" | awk '{ r[NR] = $3 } END {
+        printf "ratio median %.3f, quartiles %.3f-%.3f (%d turns)\n",
+            r[int((NR + 1) / 2)], r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], NR }'
+    echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 echo "== one Python call, 8 B and 64 KiB allreduce (µs per call, best turn)"
 cd python

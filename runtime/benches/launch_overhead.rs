@@ -1,8 +1,10 @@
 //! Per-launch cost of the smallest allreduce: 8 bytes (two f32) with `allreduce_one_shot`, the
 //! schedule the Python layer picks at that size, its ranks as threads of one process.
 //!
-//! `cargo bench -p symsched-runtime --bench launch_overhead [-- --rounds N --iters N --ranks P]`
-//! (`--ranks 1`: only the cases with one rank)
+//! `cargo bench -p symsched-runtime --bench launch_overhead [-- --rounds N --iters N --ranks P
+//! --schedule NAME]` (`--ranks 1`: only the cases with one rank; `--schedule`: another standard
+//! schedule at the same size variable, n = 2 f32, e.g. `allgather_push`, whose puts into role
+//! buffers wait for entry credits)
 //! - P = 1: the executor's own per-launch cost (checks, resolution reuse, staging, the step
 //!   loop, exit signals) with nobody to wait for, the buffer symmetric (heap) or private
 //!   (staged);
@@ -23,8 +25,8 @@ use symsched_runtime::exec::{
 };
 
 /// Seconds per launch of each round (slowest rank) of `iters` launches on `p` threads.
-fn rounds(p: u32, staged: bool, iters: u32, rounds: usize) -> Vec<f64> {
-    let plan = support::standard_plan("allreduce_one_shot", p);
+fn rounds(schedule: &str, p: u32, staged: bool, iters: u32, rounds: usize) -> Vec<f64> {
+    let plan = support::standard_plan(schedule, p);
     let world = LocalWorld::new(p, 16 << 20)
         .expect("world")
         .with_timeout(Duration::from_secs(120));
@@ -40,14 +42,35 @@ fn rounds(p: u32, staged: bool, iters: u32, rounds: usize) -> Vec<f64> {
                 s.spawn(move || {
                     let ex = Executor::new(group.fabric(r).expect("fabric"));
                     let lp = ex.load(plan).expect("loads");
-                    let offset = ex.fabric().scratch("bench/x", 8).expect("scratch");
-                    let mut private = [0u8; 8];
+                    // One buffer per role, its length on this rank.
+                    let bytes: Vec<u64> = ex
+                        .role_lens(&lp, sizes)
+                        .expect("role lengths")
+                        .iter()
+                        .map(|n| n * 4)
+                        .collect();
+                    let offsets: Vec<u64> = bytes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, b)| {
+                            ex.fabric()
+                                .scratch(&format!("bench/{i}"), (*b).max(8))
+                                .expect("scratch")
+                        })
+                        .collect();
+                    let mut private: Vec<Vec<u8>> =
+                        bytes.iter().map(|b| vec![0u8; *b as usize]).collect();
+                    // Built once: a launch only reads its bindings.
+                    let mut b: Vec<Binding<'_>> = if staged {
+                        private.iter_mut().map(|v| Binding::Host(v)).collect()
+                    } else {
+                        offsets
+                            .iter()
+                            .zip(&bytes)
+                            .map(|(&offset, &bytes)| Binding::Heap { offset, bytes })
+                            .collect()
+                    };
                     let mut launch = || {
-                        let mut b = [if staged {
-                            Binding::Host(&mut private)
-                        } else {
-                            Binding::Heap { offset, bytes: 8 }
-                        }];
                         ex.launch(
                             &lp,
                             LaunchArgs {
@@ -93,10 +116,13 @@ fn main() {
     let n_rounds = support::opt(&args, "--rounds").map_or(15, |v| v.parse().expect("--rounds N"));
     let iters = support::opt(&args, "--iters").map_or(5000, |v| v.parse().expect("--iters N"));
     let only: Option<u32> = support::opt(&args, "--ranks").map(|v| v.parse().expect("--ranks P"));
+    let schedule = support::opt(&args, "--schedule").map_or("allreduce_one_shot", String::as_str);
     println!("load average before: {}", load_average());
     println!(
         "{:>26} {:>10} {:>10}",
-        "8 B allreduce_one_shot", "min us", "median us"
+        format!("n = 2 f32 {schedule}"),
+        "min us",
+        "median us"
     );
     for (label, p, staged) in [
         ("P=1 symmetric", 1, false),
@@ -106,7 +132,13 @@ fn main() {
         if only.is_some_and(|o| o != p) {
             continue;
         }
-        let mut v = rounds(p, staged, if p == 1 { iters } else { iters / 10 }, n_rounds);
+        let mut v = rounds(
+            schedule,
+            p,
+            staged,
+            if p == 1 { iters } else { iters / 10 },
+            n_rounds,
+        );
         let min = v.iter().copied().fold(f64::INFINITY, f64::min);
         let med = support::median(&mut v);
         println!("{label:>26} {:>10.3} {:>10.3}", min * 1e6, med * 1e6);

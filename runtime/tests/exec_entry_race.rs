@@ -8,6 +8,12 @@
 //! started by the launcher (`SYMSCHED_ENTRY_RACE_ROLE` set), bounded by the launcher's timeout
 //! and the signal timeout; the launcher kills the other ranks when one fails and removes the
 //! rendezvous directory.
+//!
+//! The `refusals` variants put a refused launch before each raced one — the root or another
+//! rank refuses its own arguments, or the ranks disagree on the size — so the next launch must
+//! race as any other: a refusing root that ran on into its next launch before a late peer read
+//! its word failed here ("launch agreement: rank 0 published launch 8, expected 6"). The
+//! counters a refusal leaves are checked exactly by the unit tests of `exec::loaded`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -83,7 +89,8 @@ fn rank_entry() {
     let (kind, staged) = role.split_once('/').expect("role is SCHEDULE/heap|staged");
     let staged = staged == "staged";
     let wrong = match kind {
-        "broadcast" => broadcast(&exec, staged),
+        "broadcast" => broadcast(&exec, staged, false),
+        "broadcast_refusals" => broadcast(&exec, staged, true),
         "allgather" => allgather(&exec, staged),
         r => panic!("unknown role {r}"),
     };
@@ -163,24 +170,49 @@ impl Buf {
 }
 
 fn launch_plan(exec: &Executor<GroupFabric>, plan: &Plan, bufs: &mut [&mut Buf]) {
+    launch_sized(exec, plan, bufs, &sizes()).expect("launch");
+}
+
+fn launch_sized(
+    exec: &Executor<GroupFabric>,
+    plan: &Plan,
+    bufs: &mut [&mut Buf],
+    sizes: &LaunchSizes,
+) -> Result<(), symsched_runtime::exec::ExecError> {
     let lp = exec.load(plan).expect("load");
-    let sizes = sizes();
     let mut binds: Vec<Binding> = bufs.iter_mut().map(|b| b.binding()).collect();
     exec.launch(
         &lp,
         LaunchArgs {
             types: ElemTypes::new(DType::F32, None).expect("types"),
             op: ReduceOp::Sum,
-            sizes: &sizes,
+            sizes,
             buffers: &mut binds,
         },
     )
-    .expect("launch");
+}
+
+/// A launch every rank refuses, by iteration: the root (rank 0), then rank 1, refuses its own
+/// arguments (a buffer one element short for the size; the others stage in and publish as
+/// usual), then the root launches one element fewer than the others.
+fn refused_launch(exec: &Executor<GroupFabric>, plan: &Plan, x: &mut Buf, it: u64) {
+    let me = exec.fabric().rank();
+    let mut sizes = sizes();
+    let mut short = None;
+    if it % 3 == me as u64 {
+        let full = x.read(exec);
+        short = Some(Buf::Host(full[..full.len() - 4].to_vec()));
+    } else if it % 3 == 2 && me == 0 {
+        sizes.vars.insert("n".into(), N as u64 - 1);
+    }
+    let buf = short.as_mut().unwrap_or(x);
+    let r = launch_sized(exec, plan, &mut [buf], &sizes);
+    assert!(r.is_err(), "rank {me} iteration {it}: a refused launch ran");
 }
 
 /// Root 0 writes `x = 1000·(it+1) + i` and enters at once; every other rank sleeps, writes its
 /// own `x = -1` and enters. Every rank must end with the root's data.
-fn broadcast(exec: &Executor<GroupFabric>, staged: bool) -> usize {
+fn broadcast(exec: &Executor<GroupFabric>, staged: bool, refusals: bool) -> usize {
     let f = exec.fabric();
     let (me, p) = (f.rank(), f.size());
     let plan = plan("broadcast_push", p, &[("root", 0)]);
@@ -191,6 +223,9 @@ fn broadcast(exec: &Executor<GroupFabric>, staged: bool) -> usize {
         let root: Vec<f32> = (0..N)
             .map(|i| (1000 * (it + 1)) as f32 + i as f32)
             .collect();
+        if refusals {
+            refused_launch(exec, &plan, &mut x, it);
+        }
         if me == 0 {
             x.write(exec, &f32_bytes(&root));
         } else {
@@ -250,6 +285,12 @@ fn allgather(exec: &Executor<GroupFabric>, staged: bool) -> usize {
 fn broadcast_push_waits_for_late_receivers_heap() {
     run_ranks(2, "broadcast/heap");
     run_ranks(3, "broadcast/heap");
+}
+
+#[test]
+fn broadcast_push_waits_for_late_receivers_after_refused_launches() {
+    run_ranks(3, "broadcast_refusals/heap");
+    run_ranks(3, "broadcast_refusals/staged");
 }
 
 #[test]

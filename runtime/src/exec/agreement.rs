@@ -5,15 +5,16 @@
 //! the same [`Disagreement`] naming each rank's values, and nothing is written anywhere.
 //!
 //! **The signal word.** Each rank sets, per launch, one agreement slot on every peer to a
-//! single 64-bit word: the low 8 bits of the launch's sequence number (a *tag*) and a 56-bit
-//! digest of its launch signature — sizes, dtypes, op when the plan reduces, number of
+//! single 64-bit word: the low 8 bits of the launch's sequence number (a *tag*), the
+//! [`ENTERED`] flag (bit 8) and a 55-bit digest of its launch signature — sizes, dtypes, op when the plan reduces, number of
 //! bindings and the binding pattern word of every role (see [`super::binding`]). A peer waits
 //! for that slot, and the one cache line it then holds carries everything the common case
 //! needs: the slot's word equals its own word exactly when the peer launched the same (with a
-//! digest collision probability of 2^-56 per disagreeing pair). Slots come in two copies by
-//! sequence parity: a peer is never more than one launch ahead (its next launch waits for
-//! this rank's credits, which follow this rank's reading), so the slot of this launch's parity
-//! holds either this launch's word or an older one, told apart by the tag.
+//! digest collision probability of 2^-55 per disagreeing pair; the flag is not compared).
+//! Slots come in two copies by sequence parity: a peer is never more than one launch ahead of
+//! this rank's reading (it publishes launch e + 2 only after it waited for this rank's word of
+//! e + 1, which this rank publishes after reading the peer's word of e), so the slot of this
+//! launch's parity holds either this launch's word or an older one, told apart by the tag.
 //!
 //! **The record.** Before that signal each rank also writes a record in its own heap segment:
 //! the sequence number, the digest, the binding pattern words, the dtype and op codes and its
@@ -26,24 +27,35 @@
 //! differs from its own, so every rank takes that path together.) The record is one symmetric
 //! scratch allocation of the loaded plan, two copies by sequence parity like the slots.
 //!
-//! A rank that refused its own arguments publishes its refusal and returns its own error at
-//! once; its peers fail with a [`Disagreement`] that quotes it, instead of waiting for it.
+//! A rank that refused its own arguments publishes its refusal and returns its own error once
+//! its peers have published this launch too ([`AgreementArea::await_words`]: so no rank runs
+//! two launches ahead of a peer that has yet to read its word); its peers fail with a
+//! [`Disagreement`] that quotes it, instead of waiting for it.
 //!
-//! **Ordering.** Nobody waits before publishing, so this cannot deadlock. A rank publishes
-//! ([`AgreementArea::publish`]), then — when it binds no role empty and its staging area need
-//! not grow — stages in under its own binding and sends its entry credits, and only then
-//! checks the peers' words ([`AgreementArea::check`]), before its first step; otherwise it
-//! checks first and stages under the agreed binding. Staging writes only the rank's own area
+//! **Ordering.** Nobody waits before publishing, so this cannot deadlock. When a rank binds no
+//! role empty and its staging area need not grow, it stages in under its own binding before
+//! the check — before publishing ([`AgreementArea::publish`]), with the [`ENTERED`] flag, when
+//! it has entry credits for peers that check its word, else right after publishing — and only
+//! then checks the peers' words ([`AgreementArea::check`]), before its first step; otherwise
+//! it publishes without the flag, checks, stages under the agreed binding and sends its entry
+//! credits. Staging writes only the rank's own area
 //! and never takes scratch before the check (a disagreeing size would otherwise make ranks ask
 //! for different scratch), and every rank checks every peer's word before its first step, so
 //! no peer writes into a rank's buffers on a disagreeing launch. A refused launch is finished
 //! as one whose steps did nothing on every rank (see `super::loaded`), since some ranks may
 //! have sent entry credits. Cost per launch: a compare with the last signature (a digest of a
 //! few words when it changed), one record store, one signal and one satisfied-or-short wait
-//! per peer, whose line is the only one read; nothing with one rank. The word also carries
-//! the peer's exit credits of the previous launch (it is published after them), so those are
-//! not sent but applied by the checking rank to its own slots ("Exit credits" in
-//! `super::loaded`): the agreement replaces a remote update and a remote read per pair.
+//! per peer, whose line is the only one read; nothing with one rank.
+//!
+//! **Credits.** The word carries the peer's exit credits of the previous launch (it is
+//! published after them) and, when flagged [`ENTERED`], its entry credits of this launch (it
+//! is published after the stage-in they follow). Neither is sent: the checking rank applies
+//! them to its own slots ("Exit credits" and "Entry credits" in `super::loaded`), so in the
+//! common case the word replaces two remote updates and two remote reads per pair, and the
+//! agreement costs less than the credits it carries. [`AgreementArea::check`] tells per peer
+//! what its word implies ([`PeerEntry`]). A rank that refused its own arguments publishes no
+//! flag, sends its own entry credits and applies none by word, so a flagged peer sends it
+//! the credits its word would have implied.
 //!
 //! The sequence number counts launches that reached the agreement on this (group, plan),
 //! successful or not, so a refused launch does not desynchronise the next one.
@@ -58,8 +70,12 @@ use symsched_plan::{Cmp, LaunchSizes, Plan, SignalMode};
 
 /// Record digest of a rank whose own arguments were refused before the agreement.
 const INVALID: u64 = u64::MAX;
-/// The digest part of a signal word (the low 8 bits are the sequence tag).
-const DIGEST_MASK: u64 = !0xff;
+/// The digest part of a signal word (the low 8 bits are the sequence tag, bit 8 the
+/// [`ENTERED`] flag).
+const DIGEST_MASK: u64 = !0x1ff;
+/// Signal word flag: the rank published after staging in, so its word also implies its entry
+/// credits to the peer that reads it (see "Entry credits" in the module docs).
+const ENTERED: u64 = 0x100;
 /// Signal word digest of a refused rank.
 const INVALID_WORD: u64 = DIGEST_MASK;
 /// Bytes of error text an invalid record carries.
@@ -84,6 +100,12 @@ pub(crate) struct AgreementArea {
     roles: usize,
     /// Names of the agreement slots (for timeouts).
     slot_names: Vec<String>,
+    /// The peers this rank agrees with: the other members that share its heaps (decided once:
+    /// reachability does not change while the group lives).
+    peers: Vec<u32>,
+    /// Addresses of this rank's two record copies (its own segment stays mapped where it is
+    /// for the group's life; the checked `heap_ptr` per launch cost ~30 instructions).
+    own_records: [usize; 2],
     /// The last valid signature published and its digests.
     last: LastSignature,
     /// Per record copy (sequence parity): the word digest of the valid record it holds.
@@ -94,12 +116,26 @@ pub(crate) struct AgreementArea {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Published {
     seq: u64,
-    /// The signal word (digest and sequence tag).
+    /// The signal word (digest and sequence tag) without the [`ENTERED`] flag: what every
+    /// rank's word must equal.
     word: u64,
     /// The signature digest of the record ([`INVALID`] for a local refusal).
     core: u64,
     /// No peer shares this rank's heaps: nothing to agree on.
     alone: bool,
+}
+
+/// What a peer's word of this launch says about its entry credits to this rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum PeerEntry {
+    /// The peer sends them (it published before staging in, or does not check words).
+    #[default]
+    Sent,
+    /// Its word is flagged [`ENTERED`]: the word implies them, and this rank applies them.
+    ByWord,
+    /// It refused its own arguments: it sends its entry credits and applies none by word, so
+    /// a rank whose flagged word would imply its credits to it sends them after all.
+    Refused,
 }
 
 /// The last valid signature this rank published, so a repeated launch — the common case —
@@ -109,7 +145,9 @@ struct LastSignature {
     types: Option<ElemTypes>,
     op: Option<ReduceOp>,
     reduces: bool,
-    sizes: LaunchSizes,
+    /// The resolution key of the sizes ([`Signature::key`]; empty when it had none).
+    key: Vec<u64>,
+    keyed: bool,
     patterns: Vec<u64>,
     bindings: usize,
     core: u64,
@@ -131,8 +169,7 @@ impl LastSignature {
                 .iter()
                 .enumerate()
                 .all(|(i, w)| s.buffers.get(i).map_or(EMPTY, pattern_word) == *w)
-            && self.sizes.vars == s.sizes.vars
-            && self.sizes.counts == s.sizes.counts;
+            && s.key.is_some_and(|k| self.keyed && self.key == k);
         if !same {
             self.core = digest(s);
             self.word = word_digest(self.core, s, roles);
@@ -140,7 +177,9 @@ impl LastSignature {
             self.op = Some(s.op);
             self.reduces = s.reduces;
             self.bindings = s.buffers.len();
-            self.sizes.clone_from(s.sizes);
+            self.keyed = s.key.is_some();
+            self.key.clear();
+            self.key.extend_from_slice(s.key.unwrap_or_default());
             self.patterns.clear();
             own_pattern(s, roles, &mut self.patterns);
         }
@@ -173,6 +212,11 @@ pub(crate) struct Signature<'a> {
     /// Whether the plan reduces (so the op is part of the launch).
     pub(crate) reduces: bool,
     pub(crate) sizes: &'a LaunchSizes,
+    /// The resolution key of `sizes`: the values of the plan's size variables in plan order,
+    /// then the alltoallv counts when its extents take them (`Resolved::key`) — everything of
+    /// the sizes that the launch depends on, in a few words a repeated launch compares cheaply
+    /// (a map of variable names took ~70 instructions per launch).
+    pub(crate) key: Option<&'a [u64]>,
     pub(crate) buffers: &'a [Binding<'a>],
     /// Element count per role on this rank (empty when unknown).
     pub(crate) lens: &'a [u64],
@@ -220,11 +264,22 @@ impl AgreementArea {
         } else {
             (0, 0)
         };
+        let me = fabric.rank();
+        let peers: Vec<u32> = (0..p).filter(|&q| q != me && fabric.reachable(q)).collect();
+        let mut own_records = [0usize; 2];
+        if !peers.is_empty() {
+            for (parity, addr) in own_records.iter_mut().enumerate() {
+                *addr = fabric.heap_ptr(me, record + parity as u64 * record_bytes, record_bytes)?
+                    as usize;
+            }
+        }
         Ok(AgreementArea {
             slot_base,
             record,
             record_bytes,
             roles,
+            peers,
+            own_records,
             slot_names: (0..p).map(|q| format!("__agree[{q}]")).collect(),
             last: LastSignature::default(),
             written: [None; 2],
@@ -246,18 +301,20 @@ impl AgreementArea {
     /// arguments were refused with (published as an invalid record the peers quote). Never
     /// waits. The word of a repeated launch (the same signature as the last one) and its record
     /// (the same as two launches ago, the copy of this parity) are reused, so a repeated launch
-    /// publishes with one store per peer and one into its record.
+    /// publishes with one store per peer and one into its record. `entered`: this rank has
+    /// staged in, so its word may carry the [`ENTERED`] flag (a refusal never does).
     pub(crate) fn publish<F: Fabric>(
         &mut self,
         fabric: &F,
         seq: u64,
         mine: Result<&Signature<'_>, &ExecError>,
+        entered: bool,
     ) -> Result<Published, ExecError> {
-        let (p, me) = (fabric.size(), fabric.rank());
+        let me = fabric.rank();
         let roles = self.roles();
         // The measurement baseline (`scripts/bench_agreement.sh`) launches as if alone: no
         // word, no check, and every exit credit sent (`super::loaded`).
-        if cfg!(symsched_bench_no_agreement) || !(0..p).any(|q| q != me && fabric.reachable(q)) {
+        if cfg!(symsched_bench_no_agreement) || self.peers.is_empty() {
             return Ok(Published {
                 seq,
                 word: 0,
@@ -275,8 +332,13 @@ impl AgreementArea {
             core,
             alone: false,
         };
-        let rec = self.record_ptr(fabric, me, seq)?;
+        let signalled = if entered && mine.is_ok() {
+            published.word | ENTERED
+        } else {
+            published.word
+        };
         let parity = (seq % 2) as usize;
+        let rec = self.own_records[parity] as *mut u64;
         if mine.is_ok() && self.written[parity] == Some(word) {
             // SAFETY: `rec` is a checked record range in this rank's own segment, holding
             // this signature's record from two launches ago; only the sequence changes.
@@ -287,21 +349,23 @@ impl AgreementArea {
             unsafe { write_record(rec, roles, seq, core, mine) };
             self.written[parity] = mine.is_ok().then_some(word);
         }
-        for q in (0..p).filter(|&q| q != me && fabric.reachable(q)) {
+        for &q in &self.peers {
             fabric.signal(
                 q,
                 self.slot_base + 2 * me + parity as u32,
                 SignalMode::Set,
-                published.word,
+                signalled,
             )?;
         }
         Ok(published)
     }
 
     /// Decide launch `mine.seq` with every rank of the group, after [`Self::publish`] of a
-    /// valid signature whose pattern ([`own_pattern_into`]) `bound` holds: `Ok` only when every rank launched the same; a [`Disagreement`]
-    /// (the same on every rank) otherwise. Waits for every peer's word; reads the records only
-    /// when a word differs (see the module docs).
+    /// valid signature whose pattern ([`own_pattern_into`]) `bound` holds: `Ok` only when
+    /// every rank launched the same; a [`Disagreement`] (the same on every rank) otherwise.
+    /// Waits for every peer's word; reads the records only when a word differs (see the module
+    /// docs). Either way, `entries[q]` then tells what peer q's word implies about its entry
+    /// credits ([`PeerEntry`]; `Sent` for this rank and ranks it does not check).
     ///
     /// On success `bound[i]` is the group's binding of role i — its binding pattern word on the
     /// ranks where it is not empty (a heap offset or [`STAGED`]; [`EMPTY`] if empty
@@ -315,45 +379,30 @@ impl AgreementArea {
         plan: &Plan,
         mine: &Published,
         bound: &mut Vec<u64>,
+        entries: &mut Vec<PeerEntry>,
     ) -> Result<(), ExecError> {
-        let (p, me, seq) = (fabric.size(), fabric.rank(), mine.seq);
+        let (p, seq) = (fabric.size(), mine.seq);
         let roles = self.roles();
+        entries.clear();
+        entries.resize(p as usize, PeerEntry::Sent);
         if mine.alone {
             return Ok(());
         }
         // The members that share this rank's heaps: a group spanning nodes agrees within each
         // node (its launches stage every buffer; the nodes meet in host collectives).
-        // (Iterated, not collected: no allocation on the launch path.)
         let here = || (0..p).filter(|&q| fabric.reachable(q));
-        let peers = || here().filter(move |&q| q != me);
+        let peers = || self.peers.iter().copied();
         let (core_mine, word_mine) = (mine.core, mine.word);
-        let parity = (seq % 2) as u32;
         let mut ok = true;
         for q in peers() {
-            let signallers = [q];
-            let ctx = WaitContext {
-                schedule: &plan.schedule,
-                step: u32::MAX,
-                slot_name: &self.slot_names[q as usize],
-                signallers: &signallers,
+            let (word, entry) = match self.peer_word(fabric, plan, q, seq)? {
+                Some(w) if w & DIGEST_MASK == INVALID_WORD => (w, PeerEntry::Refused),
+                Some(w) if w & ENTERED != 0 => (w, PeerEntry::ByWord),
+                Some(w) => (w, PeerEntry::Sent),
+                None => (!word_mine, PeerEntry::Refused),
             };
-            let slot = self.slot_base + 2 * q + parity;
-            // The slot holds this launch's word or an older one (two launches older, or more
-            // after local refusals here): read it, and wait for a change until the tag is
-            // this launch's. A tag ahead (a peer that refused its arguments launches on
-            // without waiting) goes to the records, which tell.
-            let mut word = fabric.wait(slot, Cmp::Ge, 0, &ctx)?;
-            loop {
-                match (word & 0xff).wrapping_sub(seq & 0xff) & 0xff {
-                    0 => break,
-                    1..=127 => {
-                        word = !word_mine;
-                        break;
-                    }
-                    _ => word = fabric.wait(slot, Cmp::Ne, word, &ctx)?,
-                }
-            }
-            ok &= word == word_mine;
+            entries[q as usize] = entry;
+            ok &= word & !ENTERED == word_mine;
         }
         if ok {
             // The same word everywhere: the same signature and binding pattern everywhere.
@@ -407,6 +456,56 @@ impl AgreementArea {
         Err(self.disagreement(fabric, plan, seq, detail))
     }
 
+    /// Wait for every peer's word of launch `seq`, after this rank published its refusal of
+    /// its own arguments: the refusing rank takes no step, but does not go on to its next
+    /// launch before its peers have published this one, so no rank is ever more than one
+    /// launch ahead of a peer that has yet to read its word (the word slots and records come
+    /// in two copies by sequence parity).
+    pub(crate) fn await_words<F: Fabric>(
+        &self,
+        fabric: &F,
+        plan: &Plan,
+        seq: u64,
+    ) -> Result<(), ExecError> {
+        if cfg!(symsched_bench_no_agreement) {
+            return Ok(());
+        }
+        for &q in &self.peers {
+            self.peer_word(fabric, plan, q, seq)?;
+        }
+        Ok(())
+    }
+
+    /// Peer q's word of launch `seq`, waited for; `None` when q's slot already holds a later
+    /// launch's word.
+    fn peer_word<F: Fabric>(
+        &self,
+        fabric: &F,
+        plan: &Plan,
+        q: u32,
+        seq: u64,
+    ) -> Result<Option<u64>, ExecError> {
+        let signallers = [q];
+        let ctx = WaitContext {
+            schedule: &plan.schedule,
+            step: u32::MAX,
+            slot_name: &self.slot_names[q as usize],
+            signallers: &signallers,
+        };
+        let slot = self.slot_base + 2 * q + (seq % 2) as u32;
+        // The slot holds this launch's word or the one two launches older: read it, and
+        // wait for a change until the tag is this launch's. A tag ahead cannot happen (see
+        // [`Self::await_words`]); were it to, the records tell.
+        let mut word = fabric.wait(slot, Cmp::Ge, 0, &ctx)?;
+        loop {
+            match (word & 0xff).wrapping_sub(seq & 0xff) & 0xff {
+                0 => return Ok(Some(word)),
+                1..=127 => return Ok(None),
+                _ => word = fabric.wait(slot, Cmp::Ne, word, &ctx)?,
+            }
+        }
+    }
+
     /// The [`Disagreement`] of launch `seq`, from every record (published).
     #[cold]
     fn disagreement<F: Fabric>(
@@ -454,7 +553,7 @@ fn round(h: u64, w: u64) -> u64 {
     (h ^ w).wrapping_mul(K).rotate_left(29)
 }
 
-/// Final avalanche (the 64-bit finaliser of MurmurHash3, a bijection), so the 56 bits a
+/// Final avalanche (the 64-bit finaliser of MurmurHash3, a bijection), so the 55 bits a
 /// signal word keeps depend on every input bit.
 #[inline]
 fn finish(mut h: u64) -> u64 {
@@ -466,31 +565,19 @@ fn finish(mut h: u64) -> u64 {
 }
 
 /// The signature digest a record carries: sizes (every role's extent on every rank follows
-/// from them), dtypes, op (when the plan reduces), number of bindings. Every process of every
-/// build computes the same value for the same signature; never [`INVALID`].
+/// from them: the resolution key when there is one, else every variable and the counts),
+/// dtypes, op (when the plan reduces), number of bindings. Every process of every build
+/// computes the same value for the same signature; never [`INVALID`].
 fn digest(s: &Signature<'_>) -> u64 {
     let mut h = K;
-    h = round(h, s.sizes.vars.len() as u64);
-    for (k, v) in &s.sizes.vars {
-        h = round(h, k.len() as u64);
-        for chunk in k.as_bytes().chunks(8) {
-            let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
-            h = round(h, u64::from_le_bytes(b));
-        }
-        h = round(h, *v);
-    }
-    match &s.sizes.counts {
-        None => h = round(h, u64::MAX),
-        Some(rows) => {
-            h = round(h, rows.len() as u64);
-            for row in rows {
-                h = round(h, row.len() as u64);
-                for c in row {
-                    h = round(h, *c);
-                }
+    match s.key {
+        Some(key) => {
+            h = round(h, key.len() as u64);
+            for w in key {
+                h = round(h, *w);
             }
         }
+        None => h = sizes_digest(h, s.sizes),
     }
     h = round(h, dtype_code(s.types.data));
     h = round(h, dtype_code(s.types.wire));
@@ -503,15 +590,44 @@ fn digest(s: &Signature<'_>) -> u64 {
     }
 }
 
+/// `h` advanced over every size variable (name and value) and the counts matrix (a launch
+/// without a resolution key; the ranks agree on having one or not, as on the sizes).
+fn sizes_digest(mut h: u64, sizes: &LaunchSizes) -> u64 {
+    h = round(h, u64::MAX - 1);
+    h = round(h, sizes.vars.len() as u64);
+    for (k, v) in &sizes.vars {
+        h = round(h, k.len() as u64);
+        for chunk in k.as_bytes().chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            h = round(h, u64::from_le_bytes(b));
+        }
+        h = round(h, *v);
+    }
+    match &sizes.counts {
+        None => h = round(h, u64::MAX),
+        Some(rows) => {
+            h = round(h, rows.len() as u64);
+            for row in rows {
+                h = round(h, row.len() as u64);
+                for c in row {
+                    h = round(h, *c);
+                }
+            }
+        }
+    }
+    h
+}
+
 /// The digest part of the signal word: the signature digest and the binding pattern word of
-/// every role, in the high 56 bits; never [`INVALID_WORD`].
+/// every role, in the high 55 bits; never [`INVALID_WORD`].
 fn word_digest(core: u64, s: &Signature<'_>, roles: usize) -> u64 {
     let mut h = round(K, core);
     for i in 0..roles {
         h = round(h, s.buffers.get(i).map_or(EMPTY, pattern_word));
     }
     match finish(h) & DIGEST_MASK {
-        INVALID_WORD => INVALID_WORD - 0x100,
+        INVALID_WORD => INVALID_WORD - 0x200,
         d => d,
     }
 }

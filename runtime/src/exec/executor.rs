@@ -44,7 +44,7 @@
 //! matrix for a launch only when a chunk is too large to go eagerly. A counts plan keeps its
 //! resolved steps for a repeated matrix.
 
-use super::agreement::{binds_empty, own_pattern_into, Signature};
+use super::agreement::{binds_empty, own_pattern_into, PeerEntry, Signature};
 use super::backend::{Backend, Chosen, ChosenState, LaunchSignals, StepContext};
 use super::binding::{self, Binding};
 use super::dtype::{DType, ElemTypes};
@@ -328,40 +328,56 @@ impl<F: Fabric> Executor<F> {
                 binding::check(&self.fabric, &lp.plan, res, types, buffers)?;
                 Ok(res)
             });
-        // 3b. publish this rank's word, before anything is laid out, written or signalled
+        // 3b. stage in before the agreement when this rank binds no role empty (its own
+        // binding is then the group's if the group agrees) and the area need not grow; before
+        // publishing when the word can then carry entry credits ("Entry credits" in
+        // `super::loaded`), after it otherwise (the word then leaves one stage-in earlier).
+        // Nothing a peer reads or writes moves before the check below: every peer checks this
+        // rank's word before its first step, and staging writes only this rank's own area.
         st.agree_seq += 1;
-        let res = match local {
-            Ok(res) => res,
+        let carry = !lp.entry_implied.is_empty();
+        let prepared = local.and_then(|res| {
+            let sig = signature(lp, res, types, op, sizes, buffers);
+            own_pattern_into(&sig, lp.roles(), &mut st.bound);
+            let eligible = !binds_empty(&sig, lp.roles());
+            let entered = carry
+                && eligible
+                && st.staging.stage_in(
+                    &self.fabric,
+                    &lp.plan,
+                    &lp.access,
+                    res,
+                    types,
+                    &st.bound,
+                    buffers,
+                    false,
+                )?;
+            Ok((res, eligible && !carry, entered))
+        });
+        // 3c. publish this rank's word (a local refusal too, so every peer refuses alike)
+        let (res, stage_after_publish, entered) = match prepared {
+            Ok(v) => v,
             Err(e) => {
                 regs.agreement
-                    .publish(&self.fabric, st.agree_seq, Err(&e))?;
+                    .publish(&self.fabric, st.agree_seq, Err(&e), false)?;
                 // Every peer refuses this launch too (it sees this rank's invalid word).
-                self.finish_refused(lp, signals, false)?;
+                self.finish_refused(lp, signals, EntrySent::None, &[])?;
+                regs.agreement
+                    .await_words(&self.fabric, &lp.plan, st.agree_seq)?;
                 st.epoch += 1;
                 return Err(e);
             }
         };
-        let sig = Signature {
-            types,
-            op,
-            reduces: lp.reduces(),
-            sizes,
-            buffers,
-            lens: &res.my_len[..lp.roles().min(res.my_len.len())],
-        };
+        let sig = signature(lp, res, types, op, sizes, buffers);
         *committed = true;
         let published = regs
             .agreement
-            .publish(&self.fabric, st.agree_seq, Ok(&sig))?;
-        // 3c. stage in and 4. entry signals, before the agreement completes when this rank
-        // binds no role empty (its own binding is then the group's if the group agrees) and
-        // the area need not grow: in the common case the peers' words arrive while this rank
-        // stages, and the entry credits leave one trip earlier. Nothing a peer reads or writes
-        // moves before the check below: every peer checks this rank's word before its first
-        // step, and staging writes only this rank's own area.
-        own_pattern_into(&sig, lp.roles(), &mut st.bound);
-        let early = !binds_empty(&sig, lp.roles());
-        let early = early
+            .publish(&self.fabric, st.agree_seq, Ok(&sig), entered)?;
+        // 4. entry signals, when staged (after a flagged word, those it does not carry)
+        let sent = if entered {
+            self.send_entry_signals(lp, signals, false)?;
+            EntrySent::AllButWord
+        } else if stage_after_publish
             && st.staging.stage_in(
                 &self.fabric,
                 &lp.plan,
@@ -371,24 +387,32 @@ impl<F: Fabric> Executor<F> {
                 &st.bound,
                 buffers,
                 false,
-            )?;
-        if early {
-            self.send_entry_signals(lp, signals)?;
-        }
+            )?
+        {
+            self.send_entry_signals(lp, signals, true)?;
+            EntrySent::All
+        } else {
+            EntrySent::None
+        };
         // 3d. the agreement: every peer's word before this rank's first step
-        let verdict = regs
-            .agreement
-            .check(&self.fabric, &lp.plan, &published, &mut st.bound);
+        let verdict = regs.agreement.check(
+            &self.fabric,
+            &lp.plan,
+            &published,
+            &mut st.bound,
+            &mut st.entries,
+        );
         if let Err(e) = verdict {
             if matches!(e, ExecError::Disagreement(_)) {
-                self.finish_refused(lp, signals, early)?;
+                self.finish_refused(lp, signals, sent, &st.entries)?;
                 st.epoch += 1;
             }
             return Err(e);
         }
-        // The peers' exit credits of the previous launch, which their checked words imply.
-        self.apply_exit_credits_by_word(lp, signals)?;
-        if !early {
+        // The peers' exit credits of the previous launch and entry credits of this one, which
+        // their checked words imply.
+        self.apply_credits_by_word(lp, signals, &st.entries)?;
+        if sent == EntrySent::None {
             // Under the group's binding, now agreed.
             st.staging.stage_in(
                 &self.fabric,
@@ -400,7 +424,7 @@ impl<F: Fabric> Executor<F> {
                 buffers,
                 true,
             )?;
-            self.send_entry_signals(lp, signals)?;
+            self.send_entry_signals(lp, signals, true)?;
         }
         let memory = st.staging.memory(&self.fabric, &lp.plan, types);
         // 5. run the steps; 6. finish
@@ -415,20 +439,34 @@ impl<F: Fabric> Executor<F> {
 
     /// End a launch refused on every rank as one whose steps did nothing, so every counter
     /// holds what one more launch leaves ("Refused launches" in [`super::loaded`]): the entry
-    /// signals unless `entry_sent`, the exit signals, and on this rank's own `add` slots what
-    /// the steps would have added. The caller advances the epoch.
+    /// signals not sent yet (after a flagged word, only to the peers that refused their
+    /// arguments: they apply none by word), the credits the peers' words imply (`entries`, as
+    /// [`super::agreement::AgreementArea::check`] left them; empty when this rank refused its
+    /// own arguments and checked nothing), the exit signals, and on this rank's own `add`
+    /// slots what the steps would have added. The caller advances the epoch.
     #[cold]
     #[inline(never)]
     fn finish_refused(
         &self,
         lp: &LoadedPlan,
         signals: LaunchSignals<'_>,
-        entry_sent: bool,
+        sent: EntrySent,
+        entries: &[PeerEntry],
     ) -> Result<(), ExecError> {
-        if !entry_sent {
-            self.send_entry_signals(lp, signals)?;
+        match sent {
+            EntrySent::None => self.send_entry_signals(lp, signals, true)?,
+            EntrySent::All => {}
+            EntrySent::AllButWord => {
+                for u in lp
+                    .entry_implied
+                    .iter()
+                    .filter(|u| entries.get(u.peer as usize) == Some(&PeerEntry::Refused))
+                {
+                    signals.send(&self.fabric, u)?;
+                }
+            }
         }
-        self.apply_exit_credits_by_word(lp, signals)?;
+        self.apply_credits_by_word(lp, signals, entries)?;
         self.send_exit_signals(lp, signals)?;
         let me = self.fabric.rank();
         for &(slot, n) in &lp.step_adds {
@@ -457,6 +495,7 @@ impl<F: Fabric> Executor<F> {
             st.regs = None;
             st.staging = Staging::new(&lp.key);
             st.bound.clear();
+            st.entries.clear();
         }
         if st.regs.is_none() {
             st.regs = Some(Registered::take(
@@ -470,15 +509,22 @@ impl<F: Fabric> Executor<F> {
     }
 
     /// Phase 4: the plan's entry credits, right after the staged inputs are in place: from now
-    /// on peers may write into this rank's role buffers.
+    /// on peers may write into this rank's role buffers. After a flagged word only those the
+    /// word does not carry ("Entry credits" in [`super::loaded`]): `implied` sends those too.
     #[inline]
     fn send_entry_signals(
         &self,
         lp: &LoadedPlan,
         signals: LaunchSignals<'_>,
+        implied: bool,
     ) -> Result<(), ExecError> {
-        for u in &lp.plan.ranks[self.fabric.rank() as usize].entry_signals {
+        for u in &lp.entry_always {
             signals.send(&self.fabric, u)?;
+        }
+        if implied {
+            for u in &lp.entry_implied {
+                signals.send(&self.fabric, u)?;
+            }
         }
         Ok(())
     }
@@ -540,20 +586,28 @@ impl<F: Fabric> Executor<F> {
         Ok(())
     }
 
-    /// The exit credits of the previous launch that the peers did not send, since this rank's
-    /// check of their words of this launch implies them ("Exit credits" in [`super::loaded`]):
-    /// applied to this rank's own slots, once per launch, after the check (or in a refusal).
-    /// Nothing in a launch's first epoch, as no launch came before it.
+    /// The credits the peers did not send since this rank's check of their words of this
+    /// launch implies them ("Exit credits" and "Entry credits" in [`super::loaded`]): applied to
+    /// this rank's own slots, once per launch, after the check (or in a refusal) — the exit
+    /// credits of the previous launch (none in a plan's first epoch, as no launch came before
+    /// it), and the entry credits of this launch from every peer whose word was flagged.
     #[inline]
-    fn apply_exit_credits_by_word(
+    fn apply_credits_by_word(
         &self,
         lp: &LoadedPlan,
         signals: LaunchSignals<'_>,
+        entries: &[PeerEntry],
     ) -> Result<(), ExecError> {
+        let me = self.fabric.rank();
+        for (from, u) in &lp.entry_by_word {
+            if entries.get(*from as usize) == Some(&PeerEntry::ByWord) {
+                self.fabric
+                    .signal(me, signals.base + u.slot, u.mode, u.value_at(signals.epoch))?;
+            }
+        }
         if signals.epoch == 0 {
             return Ok(());
         }
-        let me = self.fabric.rank();
         for u in &lp.exit_by_word {
             self.fabric.signal(
                 me,
@@ -593,4 +647,37 @@ fn finish_avg<F: Fabric>(
         }
     }
     Ok(())
+}
+
+/// Which of this rank's entry credits it has sent before its check of the agreement ("Entry
+/// credits" in [`super::loaded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntrySent {
+    /// None (it stages after the check, or refused its own arguments).
+    None,
+    /// Every one (it staged before the check; its word is unflagged and carries none).
+    All,
+    /// Those its word does not carry (it staged before publishing; its word is flagged).
+    AllButWord,
+}
+
+/// This rank's launch as the agreement sees it.
+#[inline]
+fn signature<'a>(
+    lp: &LoadedPlan,
+    res: &'a Resolved,
+    types: ElemTypes,
+    op: ReduceOp,
+    sizes: &'a LaunchSizes,
+    buffers: &'a [Binding<'a>],
+) -> Signature<'a> {
+    Signature {
+        types,
+        op,
+        reduces: lp.reduces(),
+        sizes,
+        key: res.key.as_deref(),
+        buffers,
+        lens: &res.my_len[..lp.roles().min(res.my_len.len())],
+    }
 }

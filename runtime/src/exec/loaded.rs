@@ -32,10 +32,19 @@
 //! (and when the launch is refused, with the refused launch's other signals): the credit wait
 //! of r's first access to q then reads a line in r's own cache instead of one q just wrote,
 //! and q's exit saves one remote update per peer. The counters hold the same values as when q
-//! sent the credits. Entry credits are still sent: they follow the stage-in, which may come
-//! after the word.
+//! sent the credits.
+//!
+//! **Entry credits** between the same pairs follow the same rule when the word says so: a
+//! rank that stages in before the agreement and has entry credits for such peers publishes its
+//! word after the stage-in, flagged
+//! "entered" ([`super::agreement`]), and sends no entry credit to a peer that checks its word;
+//! the peer applies it to its own slot after its check, as it would have arrived. A rank that
+//! stages after the agreement publishes unflagged and sends its entry credits once it has
+//! staged. In a refused launch every credit still arrives exactly once: a rank that refused
+//! its own arguments sends all its entry credits and applies none by word, so a flagged rank
+//! sends it the ones its word would have implied (`PeerEntry::Refused`).
 
-use super::agreement::AgreementArea;
+use super::agreement::{AgreementArea, PeerEntry};
 use super::backend::{Backend, Chosen};
 use super::dtype::ElemTypes;
 use super::error::ExecError;
@@ -68,6 +77,14 @@ pub struct LoadedPlan {
     /// agreement word implies them: applied here, to this rank's own slots, once the words of a
     /// launch are checked (or the launch is refused).
     pub(crate) exit_by_word: Vec<SignalUpdate>,
+    /// This rank's entry signals that always go to their peer (one that does not check this
+    /// rank's agreement word).
+    pub(crate) entry_always: Vec<SignalUpdate>,
+    /// This rank's entry signals that a flagged word implies ("Entry credits" in the module
+    /// docs): sent only after an unflagged word, or to a peer that refused its arguments.
+    pub(crate) entry_implied: Vec<SignalUpdate>,
+    /// The peers' entry signals to this rank that their flagged words imply, with the sender.
+    pub(crate) entry_by_word: Vec<(u32, SignalUpdate)>,
     state: Mutex<PlanState>,
 }
 
@@ -108,6 +125,8 @@ pub(crate) struct PlanState {
     pub(crate) generation: u64,
     /// Per role, the group's binding pattern word (from the last agreement).
     pub(crate) bound: Vec<u64>,
+    /// Per rank, what its word of the last agreement implied about its entry credits.
+    pub(crate) entries: Vec<PeerEntry>,
     /// The steps resolved for the last launch's sizes.
     pub(crate) resolved: Option<Resolved>,
     pub(crate) staging: Staging,
@@ -192,6 +211,18 @@ impl LoadedPlan {
             .filter(|&(from, u)| u.peer == me && by_word(from, u))
             .map(|(_, u)| *u)
             .collect();
+        let own_entries = plan
+            .ranks
+            .get(me as usize)
+            .map_or(&[][..], |r| &r.entry_signals);
+        let (entry_implied, entry_always) =
+            own_entries.iter().copied().partition(|u| by_word(me, u));
+        let entry_by_word = plan
+            .ranks
+            .iter()
+            .flat_map(|r| r.entry_signals.iter().map(move |u| (r.rank, *u)))
+            .filter(|(from, u)| u.peer == me && by_word(*from, u))
+            .collect();
         let staging = Staging::new(&key);
         let access = RoleAccess::of(plan);
         let generation = fabric.generation();
@@ -217,12 +248,16 @@ impl LoadedPlan {
             step_adds,
             exit_sent,
             exit_by_word,
+            entry_always,
+            entry_implied,
+            entry_by_word,
             state: Mutex::new(PlanState {
                 regs,
                 epoch: 0,
                 agree_seq: 0,
                 generation,
                 bound: Vec::new(),
+                entries: Vec::new(),
                 resolved: None,
                 staging,
                 backend: Default::default(),
@@ -282,5 +317,173 @@ impl LoadedPlan {
             return Err(ExecError::MissingCounts(plan.schedule.clone()));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Refused launches leave every counter as one more launch would ("Refused launches",
+    //! "Exit credits" and "Entry credits" in the module docs): after a script of launches with
+    //! refusals of every kind in it, every plan slot on every rank holds what the same number of
+    //! agreed launches leaves. A credit counted twice (or lost) in a refusal shows here even
+    //! where the agreement's own waits keep the data right.
+
+    use crate::exec::{
+        Binding, DType, ElemTypes, ExecError, Executor, Fabric, LaunchArgs, LocalWorld, ReduceOp,
+        WaitContext,
+    };
+    use std::sync::Barrier;
+    use std::time::Duration;
+    use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+    use symsched_plan::{Cmp, LaunchSizes};
+
+    const P: u32 = 3;
+    const N: u64 = 64;
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Launch {
+        Agreed,
+        /// This rank refuses its own arguments (a buffer one element short).
+        RefusedBy(u32),
+        /// Rank 0 launches one element fewer than the others.
+        Sizes,
+    }
+
+    /// Every plan slot's value on every rank after `script`.
+    fn counters(name: &str, staged: bool, script: &[Launch]) -> Vec<Vec<u64>> {
+        let params = (name == "broadcast_push")
+            .then(|| ("root".to_string(), 1i64))
+            .into_iter()
+            .collect();
+        let plan = compile(
+            &standard_library(),
+            name,
+            P,
+            &params,
+            &CompileOptions::default(),
+        )
+        .unwrap_or_else(|d| panic!("{name}: {d:?}"))
+        .plan;
+        let world = LocalWorld::new(P, 8 << 20)
+            .expect("world")
+            .with_timeout(Duration::from_secs(30));
+        let group = world.world_group().expect("group");
+        let done = Barrier::new(P as usize);
+        std::thread::scope(|s| {
+            let ranks: Vec<_> = (0..P)
+                .map(|r| {
+                    let (group, plan, done) = (group.clone(), &plan, &done);
+                    s.spawn(move || {
+                        let ex = Executor::new(group.fabric(r).expect("fabric"));
+                        let lp = ex.load(plan).expect("loads");
+                        let mut sizes = LaunchSizes::default();
+                        sizes.vars.insert("n".into(), N);
+                        let lens = ex.role_lens(&lp, &sizes).expect("role lengths");
+                        let offsets: Vec<u64> = lens
+                            .iter()
+                            .enumerate()
+                            .map(|(i, n)| {
+                                ex.fabric()
+                                    .scratch(&format!("t/{i}"), (n * 4).max(8))
+                                    .expect("scratch")
+                            })
+                            .collect();
+                        let mut private: Vec<Vec<u8>> =
+                            lens.iter().map(|n| vec![0u8; *n as usize * 4]).collect();
+                        for (k, launch) in script.iter().enumerate() {
+                            let mut sizes = sizes.clone();
+                            if *launch == Launch::Sizes && r == 0 {
+                                sizes.vars.insert("n".into(), N - 1);
+                            }
+                            let short = *launch == Launch::RefusedBy(r);
+                            let mut b: Vec<Binding<'_>> = if staged || short {
+                                private.iter_mut().map(|v| Binding::Host(v)).collect()
+                            } else {
+                                offsets
+                                    .iter()
+                                    .zip(&lens)
+                                    .map(|(&offset, &n)| Binding::Heap {
+                                        offset,
+                                        bytes: n * 4,
+                                    })
+                                    .collect()
+                            };
+                            if short {
+                                if let Some(Binding::Host(v)) = b.first_mut() {
+                                    let keep = v.len() - 4;
+                                    *v = &mut std::mem::take(v)[..keep];
+                                }
+                            }
+                            let res = ex.launch(
+                                &lp,
+                                LaunchArgs {
+                                    types: ElemTypes::new(DType::F32, None).expect("f32"),
+                                    op: ReduceOp::Sum,
+                                    sizes: &sizes,
+                                    buffers: &mut b,
+                                },
+                            );
+                            match launch {
+                                Launch::Agreed => res
+                                    .unwrap_or_else(|e| panic!("{name} rank {r} launch {k}: {e}")),
+                                _ => assert!(
+                                    matches!(
+                                        res,
+                                        Err(ExecError::Disagreement(_)
+                                            | ExecError::SizeMismatch { .. })
+                                    ),
+                                    "{name} rank {r} launch {k}: {res:?}"
+                                ),
+                            }
+                        }
+                        // Every signal of every rank has landed once all are here.
+                        done.wait();
+                        let base = lp.lock_state().regs.as_ref().expect("registered").slot_base;
+                        (0..plan.signals.len() as u32)
+                            .map(|i| {
+                                let ctx = WaitContext {
+                                    schedule: &plan.schedule,
+                                    step: u32::MAX,
+                                    slot_name: &plan.signals[i as usize].name,
+                                    signallers: &[],
+                                };
+                                ex.fabric().wait(base + i, Cmp::Ge, 0, &ctx).expect("read")
+                            })
+                            .collect::<Vec<u64>>()
+                    })
+                })
+                .collect();
+            ranks.into_iter().map(|h| h.join().expect("rank")).collect()
+        })
+    }
+
+    #[test]
+    fn refused_launches_leave_the_counters_of_agreed_ones() {
+        use Launch::*;
+        let script = [
+            Agreed,
+            RefusedBy(0),
+            Agreed,
+            RefusedBy(1),
+            Agreed,
+            Sizes,
+            Agreed,
+            RefusedBy(2),
+            RefusedBy(0),
+            Agreed,
+            Agreed,
+        ];
+        for name in [
+            "broadcast_push",
+            "allgather_push",
+            "alltoall_push",
+            "allreduce_one_shot",
+        ] {
+            for staged in [false, true] {
+                let got = counters(name, staged, &script);
+                let want = counters(name, staged, &[Agreed; 11]);
+                assert_eq!(got, want, "{name} staged={staged}: counters after refusals");
+            }
+        }
     }
 }
