@@ -12,9 +12,11 @@
 //! needs: the slot's word equals its own word exactly when the peer launched the same (with a
 //! digest collision probability of 2^-55 per disagreeing pair; the flag is not compared).
 //! Slots come in two copies by sequence parity: a peer is never more than one launch ahead of
-//! this rank's reading (it publishes launch e + 2 only after it waited for this rank's word of
-//! e + 1, which this rank publishes after reading the peer's word of e), so the slot of this
-//! launch's parity holds either this launch's word or an older one, told apart by the tag.
+//! this rank's reading (it publishes launch e + 2 only after it has seen this rank's word of
+//! e + 1 — in its check of e + 1, or, when it refused its own arguments there and so checked
+//! nothing, in a wait before it publishes e + 2 — and this rank publishes e + 1 after reading
+//! the peer's word of e), so the slot of this launch's parity holds either this launch's word
+//! or an older one, told apart by the tag.
 //!
 //! **The record.** Before that signal each rank also writes a record in its own heap segment:
 //! the sequence number, the digest, the binding pattern words, the dtype and op codes and its
@@ -27,12 +29,15 @@
 //! differs from its own, so every rank takes that path together.) The record is one symmetric
 //! scratch allocation of the loaded plan, two copies by sequence parity like the slots.
 //!
-//! A rank that refused its own arguments publishes its refusal and returns its own error once
-//! its peers have published this launch too ([`AgreementArea::await_words`]: so no rank runs
-//! two launches ahead of a peer that has yet to read its word); its peers fail with a
-//! [`Disagreement`] that quotes it, instead of waiting for it.
+//! A rank that refused its own arguments publishes its refusal and returns its own error at
+//! once; its peers fail with a [`Disagreement`] that quotes it, instead of waiting for it.
+//! Before it publishes its next launch of the plan it waits for its peers' words of the refused
+//! one ([`AgreementArea::refused_unread`]), which it did not read, so it cannot overwrite its
+//! word of the launch before while a peer has yet to read it.
 //!
-//! **Ordering.** Nobody waits before publishing, so this cannot deadlock. When a rank binds no
+//! **Ordering.** Nobody waits before publishing, except for peers' words of an older launch
+//! (after a refusal of its own arguments, above), which every rank publishes without waiting
+//! for anything newer, so this cannot deadlock. When a rank binds no
 //! role empty and its staging area need not grow, it stages in under its own binding before
 //! the check — before publishing ([`AgreementArea::publish`]), with the [`ENTERED`] flag, when
 //! it has entry credits for peers that check its word, else right after publishing — and only
@@ -110,6 +115,9 @@ pub(crate) struct AgreementArea {
     last: LastSignature,
     /// Per record copy (sequence parity): the word digest of the valid record it holds.
     written: [Option<u64>; 2],
+    /// The last launch was refused here on its own arguments, so this rank did not read its
+    /// peers' words of it: the next [`Self::publish`] waits for them first.
+    unread: bool,
 }
 
 /// What this rank published for one launch ([`AgreementArea::publish`]).
@@ -283,6 +291,7 @@ impl AgreementArea {
             slot_names: (0..p).map(|q| format!("__agree[{q}]")).collect(),
             last: LastSignature::default(),
             written: [None; 2],
+            unread: false,
         })
     }
 
@@ -306,6 +315,7 @@ impl AgreementArea {
     pub(crate) fn publish<F: Fabric>(
         &mut self,
         fabric: &F,
+        plan: &Plan,
         seq: u64,
         mine: Result<&Signature<'_>, &ExecError>,
         entered: bool,
@@ -321,6 +331,14 @@ impl AgreementArea {
                 core: 0,
                 alone: true,
             });
+        }
+        if self.unread {
+            // The peers' words of the launch refused here: once each has published it, none
+            // still reads this rank's word two launches back, which this one overwrites.
+            for &q in &self.peers {
+                self.peer_word(fabric, plan, q, seq - 1)?;
+            }
+            self.unread = false;
         }
         let (core, word) = match mine {
             Ok(sig) => self.last.digests(sig, roles),
@@ -456,24 +474,10 @@ impl AgreementArea {
         Err(self.disagreement(fabric, plan, seq, detail))
     }
 
-    /// Wait for every peer's word of launch `seq`, after this rank published its refusal of
-    /// its own arguments: the refusing rank takes no step, but does not go on to its next
-    /// launch before its peers have published this one, so no rank is ever more than one
-    /// launch ahead of a peer that has yet to read its word (the word slots and records come
-    /// in two copies by sequence parity).
-    pub(crate) fn await_words<F: Fabric>(
-        &self,
-        fabric: &F,
-        plan: &Plan,
-        seq: u64,
-    ) -> Result<(), ExecError> {
-        if cfg!(symsched_bench_no_agreement) {
-            return Ok(());
-        }
-        for &q in &self.peers {
-            self.peer_word(fabric, plan, q, seq)?;
-        }
-        Ok(())
+    /// This rank refused its own arguments in the launch it just published, and returns
+    /// without reading its peers' words of it: its next [`Self::publish`] reads them first.
+    pub(crate) fn refused_unread(&mut self) {
+        self.unread = true;
     }
 
     /// Peer q's word of launch `seq`, waited for; `None` when q's slot already holds a later
@@ -494,8 +498,8 @@ impl AgreementArea {
         };
         let slot = self.slot_base + 2 * q + (seq % 2) as u32;
         // The slot holds this launch's word or the one two launches older: read it, and
-        // wait for a change until the tag is this launch's. A tag ahead cannot happen (see
-        // [`Self::await_words`]); were it to, the records tell.
+        // wait for a change until the tag is this launch's. A tag ahead cannot happen (see the
+        // module docs); were it to, the records tell.
         let mut word = fabric.wait(slot, Cmp::Ge, 0, &ctx)?;
         loop {
             match (word & 0xff).wrapping_sub(seq & 0xff) & 0xff {

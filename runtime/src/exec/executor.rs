@@ -359,20 +359,19 @@ impl<F: Fabric> Executor<F> {
             Ok(v) => v,
             Err(e) => {
                 regs.agreement
-                    .publish(&self.fabric, st.agree_seq, Err(&e), false)?;
+                    .publish(&self.fabric, &lp.plan, st.agree_seq, Err(&e), false)?;
                 // Every peer refuses this launch too (it sees this rank's invalid word).
                 self.finish_refused(lp, signals, EntrySent::None, &[])?;
-                regs.agreement
-                    .await_words(&self.fabric, &lp.plan, st.agree_seq)?;
+                regs.agreement.refused_unread();
                 st.epoch += 1;
                 return Err(e);
             }
         };
         let sig = signature(lp, res, types, op, sizes, buffers);
         *committed = true;
-        let published = regs
-            .agreement
-            .publish(&self.fabric, st.agree_seq, Ok(&sig), entered)?;
+        let published =
+            regs.agreement
+                .publish(&self.fabric, &lp.plan, st.agree_seq, Ok(&sig), entered)?;
         // 4. entry signals, when staged (after a flagged word, those it does not carry)
         let sent = if entered {
             self.send_entry_signals(lp, signals, false)?;
