@@ -68,11 +68,13 @@ pub struct Args {
     /// Bind the role buffers as private memory (staged through heap scratch).
     #[arg(long)]
     staged: bool,
-    /// `interp` (processes sharing the heap, the default), `jit` (the same processes, the steps
-    /// run by kernels compiled through LLVM; prints the compile time), `threads` (one process)
-    /// or `sim` (the generated Ascend C kernel compiled against the host simulation, run by
-    /// every rank).
-    #[arg(long, default_value = "interp")]
+    /// `auto` (processes sharing the heap, each launch's steps run by whichever of the two
+    /// host backends measured faster for its schedule and size; the default), `interp` (the
+    /// same processes, the interpreter), `jit` (the same processes, the steps run by kernels
+    /// compiled through LLVM), `threads` (one process) or `sim` (the generated Ascend C kernel
+    /// compiled against the host simulation, run by every rank). `auto` and `jit` print the
+    /// compile time.
+    #[arg(long, default_value = "auto")]
     backend: String,
     /// Extra size variable, `NAME=VALUE` (e.g. `m=64` for the matmul collectives; repeatable).
     #[arg(long = "size", value_parser = parse_param)]
@@ -256,7 +258,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     match args.backend.as_str() {
         "threads" => run_threads(&args),
-        "interp" | "jit" => run_parent(&args),
+        "interp" | "jit" | "auto" => run_parent(&args),
         "sim" => {
             // Lower and compile the kernel once here so the ranks find it in the cache instead
             // of all running g++ at once; its errors (e.g. an op the lowering refuses) surface
@@ -264,7 +266,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             sim_backend(&args, &setup(&args)?)?;
             run_parent(&args)
         }
-        b => bail!("unknown backend `{b}` (interp, jit, threads, sim)"),
+        b => bail!("unknown backend `{b}` (auto, interp, jit, threads, sim)"),
     }
 }
 
@@ -413,12 +415,13 @@ fn run_child(args: &Args) -> Result<ExitCode> {
     let rt = symsched_runtime::Runtime::init_from_env().context("joining the job")?;
     let world = rt.world()?;
     let fabric = GroupFabric::new(world.clone());
-    let exec = if args.backend == "jit" {
-        let mut opts = fabric.exec_options().clone();
-        opts.backend = BackendKind::Jit;
-        Executor::with_options(fabric, opts)
-    } else {
-        Executor::new(fabric)
+    let exec = match BackendKind::parse(&args.backend) {
+        Some(kind) => {
+            let mut opts = fabric.exec_options().clone();
+            opts.backend = kind;
+            Executor::with_options(fabric, opts)
+        }
+        None => Executor::new(fabric),
     };
     let sim = match args.backend.as_str() {
         "sim" => Some(sim_backend(args, &s)?),
@@ -463,7 +466,7 @@ fn run_child(args: &Args) -> Result<ExitCode> {
         }
     }
     drop(mem);
-    if args.backend == "jit" {
+    if matches!(args.backend.as_str(), "jit" | "auto") {
         let st = jit::compile_stats();
         let all = exec.allgather_u64(
             "run/jit-compile",

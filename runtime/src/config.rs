@@ -33,7 +33,7 @@
 //! | `SYMSCHED_NT_MIN_BYTES` | bytes (`abc`, `-1`) | 1 048 576 | smallest move those stores are used for ([`ExecOptions::nt_min_bytes`]) |
 //! | `SYMSCHED_A2A_LARGE_PULL` | `0`, `1` (`2`) | `1` | `0`: alltoall chunks above the eager capacity of a symmetric send tensor take the header round + plan instead of being pulled in one round ([`ExecOptions::a2a_large_pull`]) |
 //! | `SYMSCHED_TRACE` | a path | unset | Chrome/Perfetto trace file of every executed step ([`ExecOptions::trace`]) |
-//! | `SYMSCHED_BACKEND` | `interp`, `jit`, `auto`, any case (`llvm`) | `interp` | what runs a launch's steps: the interpreter, kernels compiled through LLVM (cached in memory and in `$XDG_CACHE_HOME/symsched/jit`, else `$HOME/.cache/symsched/jit`), or per launch the one measured faster ([`ExecOptions::backend`], `docs/llvm.md`) |
+//! | `SYMSCHED_BACKEND` | `interp`, `jit`, `auto`, any case (`llvm`) | `auto` | what runs a launch's steps: the interpreter, kernels compiled through LLVM (cached in memory and in `$XDG_CACHE_HOME/symsched/jit`, else `$HOME/.cache/symsched/jit`), or per launch the one measured faster, falling back to the interpreter when no kernel can be made ([`ExecOptions::backend`], `docs/llvm.md`) |
 //!
 //! An empty value means "unset" everywhere (so `VAR= cmd` restores the default).
 //! `XDG_RUNTIME_DIR`, `TMPDIR`, `HOME` and `TORCHELASTIC_RUN_ID` belong to other programs: used
@@ -657,12 +657,13 @@ pub const ENV_BACKEND: &str = "SYMSCHED_BACKEND";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BackendKind {
     /// The interpreter (the reference).
-    #[default]
     Interp,
     /// Kernels compiled through LLVM per launch signature (`docs/llvm.md`).
     Jit,
     /// Per launch, the backend the benchmarks measured faster for its schedule and size
-    /// (`docs/llvm.md`, "Backend choice").
+    /// (`docs/llvm.md`, "Backend choice"); the interpreter when the JIT cannot make a kernel.
+    /// The default.
+    #[default]
     Auto,
 }
 
@@ -744,7 +745,7 @@ impl Default for ExecOptions {
             nt_min_bytes: DEFAULT_NT_MIN_BYTES,
             a2a_large_pull: true,
             trace: None,
-            backend: BackendKind::Interp,
+            backend: BackendKind::Auto,
             jit_cache_dir: None,
         }
     }

@@ -57,3 +57,59 @@ fn a_kernel_cache_that_cannot_be_written_is_a_typed_jit_error() {
         other => panic!("not ExecError::Jit: {other:?}"),
     }
 }
+
+#[test]
+fn auto_falls_back_to_the_interpreter_when_no_kernel_can_be_made() {
+    // The same unwritable cache, under `auto` (the default) and at a size where its rule picks
+    // the JIT: the launch runs on the interpreter instead, with the right sums, and so does the
+    // next one without trying to compile again.
+    use symsched_runtime::exec::backend::auto::{message_bytes, prefers_jit, PlanTraits};
+    let file = std::env::temp_dir().join(format!("symsched-jit-auto-{}", std::process::id()));
+    std::fs::write(&file, b"not a directory").unwrap();
+    let plan = instance("allreduce_two_shot", 2).expect("P = 2 instance");
+    let world = LocalWorld::new(2, 16 << 20)
+        .unwrap()
+        .with_timeout(Duration::from_secs(30));
+    let group = world.world_group().unwrap();
+    let types = ElemTypes::new(DType::F32, None).unwrap();
+    let sizes = sizes_for(&plan, 1 << 17, &[]);
+    let reports: Vec<_> = std::thread::scope(|s| {
+        let ranks: Vec<_> = (0..2)
+            .map(|r| {
+                let (group, plan, file, sizes) = (group.clone(), &plan, &file, &sizes);
+                s.spawn(move || {
+                    let opts = ExecOptions {
+                        backend: BackendKind::Auto,
+                        jit_cache_dir: Some(file.join("jit")),
+                        ..ExecOptions::default()
+                    };
+                    let exec = Executor::with_options(group.fabric(r).unwrap(), opts);
+                    let lp = exec.load(plan).unwrap();
+                    let res = exec.role_lens(&lp, sizes).unwrap();
+                    let spec = RunSpec {
+                        types,
+                        op: ReduceOp::Sum,
+                        sizes: sizes.clone(),
+                        warmup: 1,
+                        iters: 2,
+                        check: true,
+                        staged: false,
+                    };
+                    (res, run_rank(&exec, plan, &spec))
+                })
+            })
+            .collect();
+        ranks.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    std::fs::remove_file(&file).unwrap();
+    let lens: Vec<u64> = reports[0].0.clone();
+    let bytes = message_bytes(&plan, &lens, types);
+    assert!(
+        prefers_jit(PlanTraits::of(&plan), bytes, types, ReduceOp::Sum),
+        "the rule must pick the JIT here ({bytes} bytes), or this tests nothing"
+    );
+    for (r, (_, rep)) in reports.into_iter().enumerate() {
+        let rep = rep.unwrap_or_else(|e| panic!("rank {r}: auto did not fall back: {e}"));
+        assert_eq!(rep.wrong, 0, "rank {r}: wrong sums on the fallback");
+    }
+}

@@ -129,6 +129,9 @@ pub struct ChosenState {
     pub interp: <interp::Interpreter as Backend>::PlanState,
     pub jit: <jit::Jit as Backend>::PlanState,
     traits: Option<auto::PlanTraits>,
+    /// Why the JIT could not make a kernel for an `auto` launch of this plan: from then on
+    /// `auto` runs the plan on the interpreter (warned once per plan).
+    jit_unavailable: Option<String>,
 }
 
 std::thread_local! {
@@ -181,15 +184,30 @@ impl Backend for Chosen {
         ctx: &StepContext<'_, F>,
         state: &mut ChosenState,
     ) -> Result<(), ExecError> {
-        let jit = match overridden().unwrap_or(ctx.opts.backend) {
+        let kind = overridden().unwrap_or(ctx.opts.backend);
+        let jit = match kind {
             BackendKind::Interp => false,
             BackendKind::Jit => true,
-            BackendKind::Auto => auto_prefers_jit(ctx, state),
+            BackendKind::Auto => state.jit_unavailable.is_none() && auto_prefers_jit(ctx, state),
         };
-        if jit {
-            jit::Jit.run(ctx, &mut state.jit)
-        } else {
-            interp::Interpreter.run(ctx, &mut state.interp)
+        if !jit {
+            return interp::Interpreter.run(ctx, &mut state.interp);
+        }
+        match jit::Jit.run(ctx, &mut state.jit) {
+            // No kernel could be made (no step has run: the kernel is made before it is
+            // called), so `auto` falls back to the reference for this plan. Every rank
+            // compiles the same kernel, so a failure is normally the same on every rank; a
+            // rank that falls back alone still runs the plan's signal protocol.
+            Err(ExecError::Jit(e)) if kind == BackendKind::Auto => {
+                tracing::warn!(
+                    schedule = %ctx.plan.schedule,
+                    "auto backend: the JIT cannot make a kernel ({e}); this plan runs on the \
+                     interpreter from now on"
+                );
+                state.jit_unavailable = Some(e.to_string());
+                interp::Interpreter.run(ctx, &mut state.interp)
+            }
+            r => r,
         }
     }
 }
