@@ -189,8 +189,8 @@ ALLREDUCE_PULL_MIN_BYTES = Knob(
 ALLREDUCE_ORDER = Knob(
     "SYMSCHED_ALLREDUCE_ORDER", "size", choice("size", "gloo"), "size, gloo", PER_CALL,
     "allreduce without a wire format: `size` picks the schedule by message size; `gloo` runs "
-    "`allreduce_ring_gloo`, which folds every element in the order of torch's gloo backend "
-    "(f32 results equal gloo's bit for bit when ceil(n/P) is even; `python/README.md`, Bit-exact against gloo)")
+    "`allreduce_ring_gloo`, which cuts the buffer and folds every element as torch's gloo backend "
+    "does (f32 results equal gloo's bit for bit; `python/README.md`, Bit-exact against gloo)")
 
 ALLGATHER_PULL_MIN_BYTES = Knob(
     "SYMSCHED_ALLGATHER_PULL_MIN_BYTES", 0, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
