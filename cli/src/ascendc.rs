@@ -23,8 +23,8 @@ pub struct AscendcArgs {
     /// Unified-buffer bytes the kernel's tiles may use.
     #[arg(long, default_value_t = symsched_kernels::lower::DEFAULT_UB_BYTES)]
     pub ub_bytes: u32,
-    /// Vector cores (blockDim) each step's data is split over (kernels with matmul steps also
-    /// run one Cube core per vector core).
+    /// blockDim: vector cores each step's data is split over; for kernels with matmul steps, AI
+    /// Cores of one Cube core and two vector cores each (at most 8).
     #[arg(long, default_value_t = 1)]
     pub block_dim: u32,
 }

@@ -82,8 +82,8 @@ pub struct Args {
     /// Kill the ranks and fail after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
-    /// `--backend sim`: vector cores (blockDim) each step's data is split over; kernels with
-    /// matmul steps also run one Cube core per vector core.
+    /// `--backend sim`: blockDim, the vector cores each step's data is split over; for kernels
+    /// with matmul steps, AI Cores of one Cube core and two vector cores each (at most 8).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     block_dim: u32,
 }

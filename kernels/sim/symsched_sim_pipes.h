@@ -50,8 +50,9 @@ inline const char *engine_name(uint32_t e) {
     }
 }
 
-/// Cores of one rank a launch may run (AIVs first, then AICs).
-constexpr uint32_t kMaxCores = 16;
+/// Cores of one rank a launch may run (AIVs first, then AICs): 16 AIVs, or 8 AI Cores of one
+/// AIC and two AIVs (KERNEL_TYPE_MIX_AIC_1_2).
+constexpr uint32_t kMaxCores = 24;
 constexpr uint32_t kSlots = kMaxCores * kEngines;
 inline uint32_t slot_of(uint32_t core, uint32_t eng) { return core * kEngines + eng; }
 

@@ -26,10 +26,15 @@ constexpr bool kAvg = {{ avg }};
 constexpr uint32_t kElemBytes = sizeof(AccT) > 4 || sizeof(DataT) > 4 ? 8u : 4u;
 
 constexpr uint32_t kGroupSize = {{ plan.group_size }};
-// Vector cores (AIVs) every step's data is split over; matmul steps also get as many Cube
-// cores (AICs), one per AIV (a KERNEL_TYPE_MIX_AIC_1_1 kernel).
+// blockDim: vector cores (AIVs) without matmul steps; with them, AI Cores of one Cube core
+// (AIC) and two AIVs each (KERNEL_TYPE_MIX_AIC_1_2, the Atlas A2 AI Core's own shape: the
+// kernel-type pages of CANN 8.0 call 1:1 reserved). GetBlockIdx() is then 0..2·blockDim-1 on
+// an AIV and 0..blockDim-1 on an AIC.
 constexpr uint32_t kBlockDim = {{ x.block_dim }};
-constexpr uint32_t kKernelType = {% if x.has_matmul %}KERNEL_TYPE_MIX_AIC_1_1{% else %}KERNEL_TYPE_AIV_ONLY{% endif %};
+constexpr uint32_t kKernelType = {% if x.has_matmul %}KERNEL_TYPE_MIX_AIC_1_2{% else %}KERNEL_TYPE_AIV_ONLY{% endif %};
+// AIVs per AI Core (GetTaskRatio() on an AIV) and the AIVs every step's data is split over.
+constexpr uint32_t kAivPerCore = {% if x.has_matmul %}2{% else %}1{% endif %};
+constexpr uint32_t kVecCores = kBlockDim * kAivPerCore;
 // A step's elements are split over the AIVs in blocks of kSliceElems, aligned in the buffer
 // (>= 64 bytes of any class, so no two cores write one 32-byte block).
 constexpr uint64_t kSliceElems = 64;
@@ -422,7 +427,7 @@ protected:
 {%- endif %}
 
 // The program of one vector core (AIV): the rank's rows, each step's data split over the
-// kBlockDim AIVs. Every hand-over of a UB tile between engines is an explicit SetFlag/WaitFlag
+// kVecCores AIVs. Every hand-over of a UB tile between engines is an explicit SetFlag/WaitFlag
 // (or PipeBarrier within the vector engine), chosen by the tile's last writer and its readers
 // since (Handoff); queues order their own producer and consumer engines.
 template <uint32_t UbBytes>
@@ -489,7 +494,7 @@ public:
 
 private:
     // This core's part of a step over `s`: the blocks of kSliceElems (aligned in the buffer)
-    // that `s` touches, in kBlockDim contiguous shares; or all of it for one core, as the row's
+    // that `s` touches, in kVecCores contiguous shares; or all of it for one core, as the row's
     // placement says.
     static __aicore__ inline uint32_t Place(__gm__ int32_t *w) {
         return (static_cast<uint32_t>(w[1]) >> kPlacementShift) & 0xffu;
@@ -498,12 +503,12 @@ private:
         if (place != 0) {
             return place - 1 == blk_ ? s : Span{s.off, 0};
         }
-        if (kBlockDim == 1 || s.len == 0) {
+        if (kVecCores == 1 || s.len == 0) {
             return s;
         }
         uint64_t first = s.off / kSliceElems;
         uint64_t blocks = (s.off + s.len - 1) / kSliceElems - first + 1;
-        uint64_t share = SymCeilDiv(blocks, kBlockDim);
+        uint64_t share = SymCeilDiv(blocks, kVecCores);
         uint64_t lo = SymMin(SymMax((first + blk_ * share) * kSliceElems, s.off), s.off + s.len);
         uint64_t hi = SymMin((first + (blk_ + 1) * share) * kSliceElems, s.off + s.len);
         return Span{lo, hi > lo ? hi - lo : 0};
@@ -528,7 +533,7 @@ private:
     // Every AIV of this rank has finished everything it issued (PIPE_ALL, then a mode-0
     // cross-core barrier over the AIVs).
     __aicore__ inline void SyncCores() {
-        if constexpr (kBlockDim > 1) {
+        if constexpr (kVecCores > 1) {
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::CrossCoreSetFlag<0x0, PIPE_MTE3>(kFlagAivSync);
             AscendC::CrossCoreWaitFlag(kFlagAivSync);
@@ -686,7 +691,7 @@ private:
                 from += kMaxPutBytes;
                 bytes -= kMaxPutBytes;
             }
-            if (withSignal && kBlockDim == 1) {
+            if (withSignal && kVecCores == 1) {
                 aclshmem_putmem_signal_nbi(to, from, bytes, Sig(w[9]), SignalValue(w), w[10], pe);
                 return;
             }
@@ -1140,7 +1145,7 @@ private:
 // Size variables: {{ size_var_doc }}.
 // `table` is {{ name }}_table (see {{ name }}_table.h) copied to device memory; `signals` is a
 // symmetric pad of {{ plan.signals.len() }} x 64 bytes, zeroed once at allocation and never reset.
-// Launched with blockDim = {{ name }}_ns::kBlockDim ({% if x.has_matmul %}AI Cores, each one AIC + one AIV{% else %}vector cores{% endif %}).
+// Launched with blockDim = {{ name }}_ns::kBlockDim ({% if x.has_matmul %}AI Cores, each one AIC + two AIVs{% else %}vector cores{% endif %}).
 extern "C" __global__ __aicore__ void {{ name }}(
 {%- for b in bufs %}GM_ADDR buf{{ b.index }}, {% endfor %}GM_ADDR signals, GM_ADDR sizes, GM_ADDR counts, GM_ADDR table,
     {% if x.has_matmul %}GM_ADDR workspace, {% endif %}uint64_t epoch, aclshmem_team_t team, int32_t exit_signals{% if x.has_hostcoll %}, int32_t segment{% endif %}) {

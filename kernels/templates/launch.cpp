@@ -27,7 +27,7 @@ extern "C" int32_t {{ name }}_launch(void *stream, const {{ name }}_args *args) 
         }
         table = dev;
     }
-    // {% if x.has_matmul %}AI Cores (KERNEL_TYPE_MIX_AIC_1_1: one AIC and one AIV each){% else %}Vector cores (KERNEL_TYPE_AIV_ONLY){% endif %}.
+    // {% if x.has_matmul %}AI Cores (KERNEL_TYPE_MIX_AIC_1_2: one AIC and two AIVs each){% else %}Vector cores (KERNEL_TYPE_AIV_ONLY){% endif %}.
     const uint32_t blockDim = {{ name }}_ns::kBlockDim;
 {%- if x.has_hostcoll %}
     // Kernel segments with the rank's host collectives in between, all on `stream`.

@@ -45,9 +45,12 @@ impl Default for LowerOptions {
     }
 }
 
-/// Most vector cores a kernel may be split over: the simulation runs at most 16 cores per rank,
-/// and a kernel with matmul steps needs one Cube core per vector core.
+/// Most vector cores a kernel may be split over (the simulation runs at most 24 cores per rank).
 pub const MAX_BLOCK_DIM: u32 = 16;
+
+/// Most AI Cores a kernel with matmul steps may run on: each is one Cube core and two vector
+/// cores (`KERNEL_TYPE_MIX_AIC_1_2`), 24 cores at 8.
+pub const MAX_MIXED_BLOCK_DIM: u32 = 8;
 
 /// Default UB budget: 96 KiB, half of an Atlas A2 vector core's 192 KiB, leaving room for the
 /// shmem library's own MTE staging buffer (`aclshmemx_set_mte_config`).
@@ -300,10 +303,10 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
     }
     let tab = table::build(plan, &classes)?;
     let x = extras::extras(plan, &classes, opts, &bufs)?;
-    if x.has_matmul && 2 * opts.block_dim > MAX_BLOCK_DIM {
+    if x.has_matmul && opts.block_dim > MAX_MIXED_BLOCK_DIM {
         return Err(KernelError::BlockDim {
             block_dim: opts.block_dim,
-            max: MAX_BLOCK_DIM / 2,
+            max: MAX_MIXED_BLOCK_DIM,
         });
     }
     let size_var_doc = if plan.size_vars.is_empty() {
