@@ -20,8 +20,13 @@ pub enum KernelError {
     },
     #[error("UB budget {0} bytes is too small: one tile needs at least 1024 bytes")]
     UbBudget(u32),
-    #[error("blockDim {block_dim} is not one the lowering supports: 1 to {max} vector cores (for a kernel with matmul steps: AI Cores, each one Cube core and two vector cores)")]
-    BlockDim { block_dim: u32, max: u32 },
+    #[error("blockDim {block_dim} is not one the lowering supports: 1 to {max} {cores}")]
+    BlockDim {
+        block_dim: u32,
+        max: u32,
+        /// What blockDim counts for this kernel.
+        cores: &'static str,
+    },
     #[error("plan is inconsistent: {0}")]
     Plan(#[from] symsched_plan::PlanError),
     #[error("template rendering failed: {0}")]

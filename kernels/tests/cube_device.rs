@@ -152,3 +152,30 @@ fn a_cross_core_flag_nobody_waits_for_is_caught_at_kernel_end() {
     assert_eq!(e.sim_status(), Some("SYMSCHED_SIM_E_EVENT_MISUSE"), "{e}");
     assert!(e.to_string().contains("never waited for"), "{e}");
 }
+
+#[test]
+fn block_dim_counts_ai_cores_for_matmul_kernels_and_vector_cores_otherwise() {
+    let lowered = |name: &str, block_dim: u32| {
+        let o = LowerOptions {
+            block_dim,
+            ..LowerOptions::default()
+        };
+        lower(&plan(name, 2), &o)
+    };
+    // A matmul kernel is KERNEL_TYPE_MIX_AIC_1_2: blockDim AI Cores of one AIC and two AIVs,
+    // at most 8 (24 simulated cores); a vector-only kernel takes up to 16 vector cores.
+    let k = lowered("allgather_matmul", 8).expect("8 AI Cores");
+    assert!(k.kernel.contains("kKernelType = KERNEL_TYPE_MIX_AIC_1_2;"));
+    assert!(k.kernel.contains("kAivPerCore = 2;"));
+    let err = lowered("allgather_matmul", 9)
+        .expect_err("9 AI Cores are 27 cores")
+        .to_string();
+    assert!(err.contains("1 to 8 AI Cores"), "{err}");
+    let k = lowered("allreduce_ring", 16).expect("16 vector cores");
+    assert!(k.kernel.contains("kKernelType = KERNEL_TYPE_AIV_ONLY;"));
+    assert!(k.kernel.contains("kAivPerCore = 1;"));
+    let err = lowered("allreduce_ring", 17)
+        .expect_err("17 vector cores")
+        .to_string();
+    assert!(err.contains("1 to 16 vector cores"), "{err}");
+}

@@ -243,6 +243,7 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         return Err(KernelError::BlockDim {
             block_dim: opts.block_dim,
             max: MAX_BLOCK_DIM,
+            cores: "vector cores",
         });
     }
     if !opts.dtype.is_data() || !opts.dtype.can_travel_as(opts.wire) {
@@ -307,6 +308,7 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         return Err(KernelError::BlockDim {
             block_dim: opts.block_dim,
             max: MAX_MIXED_BLOCK_DIM,
+            cores: "AI Cores (a kernel with matmul steps: each AI Core is one Cube core and two vector cores)",
         });
     }
     let size_var_doc = if plan.size_vars.is_empty() {
