@@ -164,18 +164,30 @@ fn block_dim_counts_ai_cores_for_matmul_kernels_and_vector_cores_otherwise() {
     };
     // A matmul kernel is KERNEL_TYPE_MIX_AIC_1_2: blockDim AI Cores of one AIC and two AIVs,
     // at most 8 (24 simulated cores); a vector-only kernel takes up to 16 vector cores.
-    let k = lowered("allgather_matmul", 8).expect("8 AI Cores");
-    assert!(k.kernel.contains("kKernelType = KERNEL_TYPE_MIX_AIC_1_2;"));
-    assert!(k.kernel.contains("kAivPerCore = 2;"));
-    let err = lowered("allgather_matmul", 9)
-        .expect_err("9 AI Cores are 27 cores")
-        .to_string();
-    assert!(err.contains("1 to 8 AI Cores"), "{err}");
-    let k = lowered("allreduce_ring", 16).expect("16 vector cores");
-    assert!(k.kernel.contains("kKernelType = KERNEL_TYPE_AIV_ONLY;"));
-    assert!(k.kernel.contains("kAivPerCore = 1;"));
-    let err = lowered("allreduce_ring", 17)
-        .expect_err("17 vector cores")
-        .to_string();
-    assert!(err.contains("1 to 16 vector cores"), "{err}");
+    for (name, max, kernel_type, aivs_per_core, counted) in [
+        (
+            "allgather_matmul",
+            8,
+            "KERNEL_TYPE_MIX_AIC_1_2",
+            2,
+            "AI Cores",
+        ),
+        (
+            "allreduce_ring",
+            16,
+            "KERNEL_TYPE_AIV_ONLY",
+            1,
+            "vector cores",
+        ),
+    ] {
+        let k = lowered(name, max).unwrap_or_else(|e| panic!("{name} at {max}: {e}"));
+        assert!(k.kernel.contains(&format!("kKernelType = {kernel_type};")));
+        assert!(k
+            .kernel
+            .contains(&format!("kAivPerCore = {aivs_per_core};")));
+        let err = lowered(name, max + 1)
+            .expect_err("one past the limit")
+            .to_string();
+        assert!(err.contains(&format!("1 to {max} {counted}")), "{err}");
+    }
 }
