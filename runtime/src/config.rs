@@ -30,7 +30,7 @@
 //! | `SYMSCHED_LOG_DIR` | absolute path, created 0700 if missing (`logs`) | per-user default | directory of the per-rank log files |
 //! | `SYMSCHED_FUSE` | `0`, `1` (`maybe`) | `1` | `0` turns off the executor's reduce→put/cast and get→reduce fusion ([`ExecOptions::fuse`]) |
 //! | `SYMSCHED_NT_COPY` | `0`, `1` (`yes`) | `1` | `0` turns off non-temporal stores for large plain moves into buffers no step reads ([`ExecOptions::nt_copy`]) |
-//! | `SYMSCHED_NT_MIN_BYTES` | bytes (`abc`, `-1`) | 1 048 576 | smallest move those stores are used for ([`ExecOptions::nt_min_bytes`]) |
+//! | `SYMSCHED_NT_MIN_BYTES` | bytes (`abc`, `-1`) | 4 194 304 | smallest move those stores are used for ([`ExecOptions::nt_min_bytes`]) |
 //! | `SYMSCHED_A2A_LARGE_PULL` | `0`, `1` (`2`) | `1` | `0`: alltoall chunks above the eager capacity of a symmetric send tensor take the header round + plan instead of being pulled in one round ([`ExecOptions::a2a_large_pull`]) |
 //! | `SYMSCHED_TRACE` | a path | unset | Chrome/Perfetto trace file of every executed step ([`ExecOptions::trace`]) |
 //! | `SYMSCHED_BACKEND` | `interp`, `jit`, `auto`, any case (`llvm`) | `auto` | what runs a launch's steps: the interpreter, kernels compiled through LLVM (cached in memory and in `$XDG_CACHE_HOME/symsched/jit`, else `$HOME/.cache/symsched/jit`), or per launch the one measured faster, falling back to the interpreter when no kernel can be made ([`ExecOptions::backend`], `docs/llvm.md`) |
@@ -696,13 +696,14 @@ impl BackendKind {
 /// Default of [`ExecOptions::nt_min_bytes`]: below it the destination likely stays in cache
 /// and the ordinary copy wins.
 ///
-/// Measured (2-rank alltoall, executor bench `alltoall_eager`, every move ≥ 128 KiB streamed
-/// against none, time off ÷ on as min / median over rounds, two runs at load 6–8): 256 KiB
-/// moves 0.92 / 1.03 and 1.28 / 0.89 (no gain); 512 KiB 0.96 / 1.27 and 1.92 / 1.10 (mixed);
-/// 1 MiB 1.26 / 1.20 and 1.08 / 1.14; 2 MiB 1.09 / 1.13 and 0.91 / 1.19; 4 MiB 1.29 / 0.90
-/// and 1.27 / 1.09. Earlier whole-perftest runs: 1.24–2.26× at 16–64 MiB messages. So 1 MiB
-/// stays; 512 KiB is the candidate to re-measure on a quiet machine (`docs/performance.md`).
-pub const DEFAULT_NT_MIN_BYTES: usize = 1 << 20;
+/// Measured on a quiet machine (perftest, 2 ranks, alltoall and all-gather, 2 rounds, load
+/// 1.9–2.3; AMD EPYC with 2 MiB L2 per core and 32 MiB L3): streaming 1 MiB and 2 MiB moves
+/// made 2 and 4 MiB messages 2.5–2.8× slower than ordinary stores (alltoall 2 MiB 175–220 µs
+/// against 66–102 µs), 4 MiB moves were a tie within the noise, 16 MiB moves gained 1.7×
+/// (alltoall 32 MiB 1.7–3.1 ms against 4.8–5.0 ms unstreamed). An earlier choice of 1 MiB
+/// came from runs at load 5–14 on another VM (`docs/performance.md`, "The non-temporal
+/// threshold").
+pub const DEFAULT_NT_MIN_BYTES: usize = 4 << 20;
 
 /// The executor's knobs, read once into a value that is handed to the executor and, through
 /// it, to every part that acts on one (the resolve passes, the backends, the eager channel,

@@ -1,4 +1,4 @@
-//! Moves of at least 1 MiB into buffers no step reads are copied with streaming stores
+//! Moves of at least 4 MiB (the default threshold) into buffers no step reads are copied with streaming stores
 //! (`exec::stream_copy`); the collectives that have them must still match the reference.
 
 mod common;
@@ -24,9 +24,10 @@ fn checked(name: &str, data: DType, block: u64) {
 
 #[test]
 fn large_alltoall_and_allgather_match_the_reference() {
-    // Just over 1 MiB per block, and an odd byte count that leaves an unaligned tail.
+    // Just over the 4 MiB threshold per block, and an odd byte count that leaves an unaligned
+    // tail.
     for name in ["alltoall_push", "allgather_push", "allgather_pull"] {
-        checked(name, DType::F32, (1 << 18) + 3);
-        checked(name, DType::U8, (1 << 20) + 7);
+        checked(name, DType::F32, (1 << 20) + 3);
+        checked(name, DType::U8, (4 << 20) + 7);
     }
 }
