@@ -3,7 +3,11 @@
 //! block, applied to its file, is refused with the diagnostic shown in the `text` block after it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+#[allow(dead_code)]
+mod common;
+use common::{symsched_in, text};
 
 /// Kills `symsched run` if a rank hangs; the page's commands leave it at its default.
 const RUN_TIMEOUT_SECS: &str = "120";
@@ -72,18 +76,13 @@ fn assert_lines_match(command: &str, expected: &[String], actual: &str) {
     }
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// Runs `symsched ARGS` in the workspace root, where the page's relative paths point.
 fn symsched(args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_symsched"));
-    command.args(args).current_dir(repo());
+    let mut args = args.to_vec();
     if args.first() == Some(&"run") {
-        command.args(["--timeout", RUN_TIMEOUT_SECS]);
+        args.extend(["--timeout", RUN_TIMEOUT_SECS]);
     }
-    command.output().expect("symsched runs")
+    symsched_in(&repo(), &args)
 }
 
 #[test]

@@ -12,10 +12,16 @@ use symsched_plan::Plan;
 use symsched_runtime::exec::harness::{run_local, sizes_for, RunSpec};
 use symsched_runtime::exec::{DType, ElemTypes, ReduceOp};
 
-/// Runs the `symsched` binary built for this test.
+/// Runs the `symsched` binary built for this test, in the test's working directory.
 pub fn symsched(args: &[&str]) -> Output {
+    symsched_in(Path::new("."), args)
+}
+
+/// Runs the `symsched` binary built for this test in `dir` (relative paths resolve there).
+pub fn symsched_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_symsched"))
         .args(args)
+        .current_dir(dir)
         .output()
         .expect("symsched runs")
 }
