@@ -191,3 +191,16 @@ fn block_dim_counts_ai_cores_for_matmul_kernels_and_vector_cores_otherwise() {
         assert!(err.contains(&format!("1 to {max} {counted}")), "{err}");
     }
 }
+
+#[test]
+fn the_lowering_and_the_simulation_agree_on_the_cores_per_rank() {
+    let header = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sim/symsched_sim_pipes.h"),
+    )
+    .expect("the header reads");
+    let line = format!(
+        "constexpr uint32_t kMaxCores = {};",
+        symsched_kernels::lower::SIM_MAX_CORES
+    );
+    assert!(header.contains(&line), "{line} is not in the header");
+}

@@ -45,12 +45,15 @@ impl Default for LowerOptions {
     }
 }
 
-/// Most vector cores a kernel may be split over (the simulation runs at most 24 cores per rank).
+/// Cores per rank the simulation runs (`kMaxCores` in `sim/symsched_sim_pipes.h`).
+pub const SIM_MAX_CORES: u32 = 24;
+
+/// Most vector cores a kernel may be split over.
 pub const MAX_BLOCK_DIM: u32 = 16;
 
 /// Most AI Cores a kernel with matmul steps may run on: each is one Cube core and two vector
-/// cores (`KERNEL_TYPE_MIX_AIC_1_2`), 24 cores at 8.
-pub const MAX_MIXED_BLOCK_DIM: u32 = 8;
+/// cores (`KERNEL_TYPE_MIX_AIC_1_2`).
+pub const MAX_MIXED_BLOCK_DIM: u32 = SIM_MAX_CORES / 3;
 
 /// Default UB budget: 96 KiB, half of an Atlas A2 vector core's 192 KiB, leaving room for the
 /// shmem library's own MTE staging buffer (`aclshmemx_set_mte_config`).
