@@ -454,10 +454,12 @@ void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> &src, const Fixpip
                     if constexpr (std::is_same<T, float>::value) {
                         out = v;
                     } else if constexpr (std::is_same<T, half>::value) {
-                        uint16_t bits = detail::f16_rne(v);
+                        // Fixpipe's F322F16 / F322BF16 are precision conversions, which CTRL[48]
+                        // governs like Cast's (saturation mode: inf to ±MAX, NaN to 0).
+                        uint16_t bits = detail::saturate16(detail::f16_rne(v), 0x7c00u, 0x7bffu);
                         std::memcpy(&out, &bits, 2);
                     } else {
-                        out.bits = detail::bf16_rne(v);
+                        out.bits = detail::saturate16(detail::bf16_rne(v), 0x7f80u, 0x7f7fu);
                     }
                 }
             }

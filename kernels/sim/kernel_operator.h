@@ -37,6 +37,33 @@ using symsim::KERNEL_TYPE_MIX_AIC_1_0;
 using symsim::KERNEL_TYPE_MIX_AIC_1_1;
 using symsim::KERNEL_TYPE_MIX_AIC_1_2;
 
+/// The core's CTRL register, as the C API's asc_get_ctrl reads it (asc-devkit
+/// docs/api/c_api/sys_var, Atlas A2 listed).
+inline uint64_t asc_get_ctrl() { return symsim::core().ctrl; }
+
+/// asc_set_ctrl: write CTRL on the scalar pipe (PIPE_S), in order with the scalar unit's own
+/// instructions. The page documents bits 48, 53, 56 and 59 and asks for a read-modify-write of
+/// the value asc_get_ctrl returned; the simulation models CTRL[48] (float overflow mode: 1
+/// keeps Inf/NaN, 0 saturates) and refuses a change of any other bit. Instructions of V, MTE3,
+/// M and FIX read CTRL when they execute (symsim::reads_ctrl), so a write not ordered after
+/// the ones issued before it (PipeBarrier<PIPE_ALL>) is reported as SYMSCHED_SIM_E_PIPE_RACE.
+inline void asc_set_ctrl(uint64_t config, uint32_t line = __builtin_LINE()) {
+    symsim::CoreState &c = symsim::core();
+    uint64_t other = (config ^ c.ctrl) & ~symsim::kCtrlInfNan;
+    if (other != 0) {
+        symsim::fail(SYMSCHED_SIM_E_CTRL, "asc_set_ctrl (kernel line " + std::to_string(line) +
+                                              ") changes CTRL bits other than 48 (mask " + std::to_string(other) +
+                                              "): not modelled by the simulation");
+    }
+    symsim::Pipes &ps = c.pipes;
+    symsim::Who who{symsim::slot_of(c.index, symsim::kS), ++ps.n[symsim::kS], "asc_set_ctrl", line};
+    symsim::Clock clk = ps.scalar_clock();
+    clk.v[symsim::slot_of(c.index, symsim::kS)] = ps.n[symsim::kS] - 1;
+    symsim::touch_ctrl(who, clk, true);
+    ps.k_obs.v[symsim::slot_of(c.index, symsim::kS)] = ps.n[symsim::kS];
+    c.ctrl = config;
+}
+
 namespace AscendC {
 
 // A1/B1 live in L1, A2 in L0A, B2 in L0B, CO1 in L0C (the Cube side; see cube.h).
@@ -870,6 +897,19 @@ inline uint16_t f16_rne(float x) {
     return b;
 }
 
+/// What a conversion to a 16-bit float gives in the saturation mode (CTRL[48] = 0, the
+/// aclrtFloatOverflowMode page: an inf result becomes the largest finite value of its sign, a
+/// NaN result 0), from the Inf/NaN-mode bits `b`; `max_finite` is the format's 0x7bff / 0x7f7f.
+inline uint16_t saturate16(uint16_t b, uint16_t exp_mask, uint16_t max_finite) {
+    if ((b & exp_mask) != exp_mask || !symsim::saturating()) {
+        return b;
+    }
+    if ((b & 0x7fffu & ~exp_mask) != 0) {
+        return 0;
+    }
+    return static_cast<uint16_t>((b & 0x8000u) | max_finite);
+}
+
 inline float f16_widen(uint16_t b) {
     half h;
     std::memcpy(&h, &b, 2);
@@ -934,9 +974,11 @@ inline const char *mode_name(RoundMode m) {
 /// Element-wise conversion: the Atlas A2 pairs and round modes of the Cast page's A2 table
 /// (half/bfloat16_t -> float: CAST_NONE only; float -> half: RINT/FLOOR/CEIL/ROUND/TRUNC/ODD/
 /// NONE, NONE meaning RINT when lossy; float -> bfloat16_t: RINT/FLOOR/CEIL/ROUND/TRUNC).
-/// Overflow gives inf (INF/NAN mode, the only float mode); a NaN input gives the documented
-/// "nan" (here the host's conversion, which keeps the sign and the top payload bits: the device
-/// does not specify them).
+/// Overflow gives inf in the Inf/NaN mode (CTRL[48] = 1, the A2 default) and the largest finite
+/// value in the saturation mode, where a NaN result also becomes 0 (CTRL[48] = 0, what
+/// aclrtSetDeviceSatMode can select for the process); read when the instruction executes. A
+/// NaN input gives the documented "nan" (here the host's conversion, which keeps the sign and
+/// the top payload bits: the device does not specify them).
 template <typename D, typename S>
 void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src, const RoundMode &round, uint32_t count,
           uint32_t line = __builtin_LINE()) {
@@ -974,10 +1016,12 @@ void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src, const RoundMode 
                 d[i] = detail::bf16_widen(s[i].bits);
             } else if constexpr (std::is_same<D, half>::value && std::is_same<S, float>::value) {
                 uint16_t b = std::isnan(s[i]) ? detail::f16_rne(s[i]) : detail::narrow(s[i], mode, detail::f16_rne, detail::f16_widen);
+                b = detail::saturate16(b, 0x7c00u, 0x7bffu);
                 std::memcpy(&d[i], &b, 2);
             } else {
-                d[i].bits = std::isnan(s[i]) ? detail::bf16_rne(s[i])
-                                             : detail::narrow(s[i], mode, detail::bf16_rne, detail::bf16_widen);
+                uint16_t b = std::isnan(s[i]) ? detail::bf16_rne(s[i])
+                                              : detail::narrow(s[i], mode, detail::bf16_rne, detail::bf16_widen);
+                d[i].bits = detail::saturate16(b, 0x7f80u, 0x7f7fu);
             }
         }
     });

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /** Bumped on any incompatible change of the two structs below. */
-#define SYMSCHED_DEVICE_ABI 4
+#define SYMSCHED_DEVICE_ABI 5
 
 /** Status codes returned by symsched_sim_launch. Each names one misuse the simulation rejects. */
 enum symsched_sim_status {
@@ -70,7 +70,11 @@ enum symsched_sim_status {
      *  or from a core ordered after it, that the reading core waited for before it issued the read
      *  (for example a signal sent before another core's quieted put, the cross-core barrier
      *  before it deleted). */
-    SYMSCHED_SIM_E_GM_RACE = 20
+    SYMSCHED_SIM_E_GM_RACE = 20,
+    /** asc_set_ctrl changed a CTRL bit the simulation does not model (only CTRL[48], the float
+     *  overflow mode, is), or a kernel returned with CTRL other than the value it started with
+     *  (the next kernel on the core would inherit the change). */
+    SYMSCHED_SIM_E_CTRL = 21
 };
 
 /** Operations of the device table. Callbacks are called from the rank's simulated core
@@ -128,6 +132,10 @@ struct symsched_launch_args {
     /* the launch group: equal on every rank of one group, never reused by another group in the
      * process (the simulation keys what puts wrote into a PE's GM by it) */
     uint64_t world;
+    /* the device's float overflow mode, as aclrtSetDeviceSatMode sets it for the process:
+     * 0 saturation (ACL_RT_OVERFLOW_MODE_SATURATION), 1 Inf/NaN (ACL_RT_OVERFLOW_MODE_INFNAN,
+     * the Atlas A2 default); every core's CTRL[48] starts as this value */
+    uint32_t overflow_mode;
     char *err_msg;        /* receives a NUL-terminated message on failure (may be NULL) */
     uint32_t err_cap;
 };

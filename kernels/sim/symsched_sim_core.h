@@ -65,6 +65,7 @@ inline const char *status_name(int32_t code) {
     case SYMSCHED_SIM_E_CORE_TYPE: return "SYMSCHED_SIM_E_CORE_TYPE";
     case SYMSCHED_SIM_E_OPERAND_OVERLAP: return "SYMSCHED_SIM_E_OPERAND_OVERLAP";
     case SYMSCHED_SIM_E_GM_RACE: return "SYMSCHED_SIM_E_GM_RACE";
+    case SYMSCHED_SIM_E_CTRL: return "SYMSCHED_SIM_E_CTRL";
     default: return "SYMSCHED_SIM_E_UNKNOWN";
     }
 }
@@ -164,6 +165,12 @@ struct CoreState {
     Shadow local;             // UB, L1 and L0 bytes of this core
     std::vector<Region> regions;
     FlagState flags[kHardEvents][kEventIds];
+    /// The CTRL register (asc_get_ctrl / asc_set_ctrl). Only CTRL[48] is modelled: 1 keeps
+    /// Inf/NaN results of half/bf16 conversions (Cast, Fixpipe), 0 saturates them (inf to ±MAX,
+    /// NaN to 0). Starts as the launch's overflow mode; `ctrl_at_start` is what the kernel must
+    /// leave behind.
+    uint64_t ctrl = 0;
+    uint64_t ctrl_at_start = 0;
     /// Per engine: the last instruction issued that writes this PE's GM (publish checks).
     uint32_t last_gm_write[kEngines] = {};
     const char *last_gm_write_what[kEngines] = {};
@@ -430,8 +437,38 @@ inline void check_published(const char *what) {
 // ------------------------------------------------------------------ engine scheduling
 
 /// Issue an instruction to an engine of this core.
+/// CTRL[48]: the float overflow mode bit (1 = Inf/NaN kept, 0 = saturation).
+constexpr uint64_t kCtrlInfNan = uint64_t(1) << 48;
+
+/// Whether an instruction of `eng` reads CTRL when it executes: V (the mask mode, CTRL[56];
+/// conversions, CTRL[48]), MTE3 and FIX (the atomic mode of moves into GM, CTRL[8:6]; Fixpipe's
+/// conversions) and M (CTRL[45]), per the CTRL bit tables of SetCtrlSpr / asc_set_ctrl.
+inline bool reads_ctrl(uint32_t eng) { return eng == kV || eng == kMte3 || eng == kM || eng == kFix; }
+
+/// Record an access of the CTRL register by `who` (knowing `clk` finished): a write (the scalar
+/// unit's asc_set_ctrl) not ordered after an earlier engine instruction that reads it is a race,
+/// like any unordered pair of accesses to UB bytes.
+inline void touch_ctrl(const Who &who, const Clock &clk, bool write) {
+    CoreState &c = core();
+    auto lo = reinterpret_cast<uintptr_t>(&c.ctrl);
+    Conflict k = c.local.access(lo, lo + sizeof c.ctrl, write, who, clk);
+    if (k.found) {
+        report_race(who, write, k, "the CTRL register");
+    }
+}
+
+/// Whether half/bf16 conversions saturate now (CTRL[48] = 0), read by the instruction running.
+inline bool saturating() { return (core().ctrl & kCtrlInfNan) == 0; }
+
 inline OpPtr issue(uint32_t eng, const char *what, uint32_t line, std::function<void()> body) {
     CoreState &c = core();
+    if (reads_ctrl(eng)) {
+        body = [inner = std::move(body)]() {
+            const Op *op = core().pipes.current;
+            touch_ctrl(op->who, op->clk, false);
+            inner();
+        };
+    }
     OpPtr op = c.pipes.issue(eng, Op::kWork, what, line, std::move(body));
     c.pipes.progress();
     return op;
@@ -571,6 +608,8 @@ struct LaunchCtx {
     uint32_t put_seq[kMaxCores] = {};
     /// Puts known complete at the end of the last segment (carried into the next one).
     KnowPtr know;
+    /// The device's float overflow mode (symsched_launch_args::overflow_mode).
+    uint32_t overflow_mode = 1;
 };
 inline LaunchCtx &launch_ctx() {
     static thread_local LaunchCtx c;
@@ -592,6 +631,11 @@ inline void finish_core() {
     }
     if (has_undelivered()) {
         fail(SYMSCHED_SIM_E_UNQUIETED_AT_EXIT, "kernel returned with non-blocking puts not completed by aclshmem_quiet");
+    }
+    if (c.ctrl != c.ctrl_at_start) {
+        fail(SYMSCHED_SIM_E_CTRL, "kernel returned with CTRL[48] = " + std::to_string((c.ctrl >> 48) & 1) +
+                                      ", not the " + std::to_string((c.ctrl_at_start >> 48) & 1) +
+                                      " it started with: the next kernel on this core would inherit the overflow mode");
     }
 }
 
@@ -679,6 +723,7 @@ void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
         c->block_num = block_dim;
         c->pipes.core = i;
         c->pipes.seed(lc.seed ^ (uint64_t(lc.launches) << 32) ^ (uint64_t(i) << 48));
+        c->ctrl = c->ctrl_at_start = lc.overflow_mode != 0 ? kCtrlInfNan : 0;
         // What earlier segments of this launch knew complete.
         c->pipes.k_obs.rem = lc.know;
         for (uint32_t e = 0; e < kEngines; ++e) {
@@ -776,8 +821,13 @@ int32_t run(const symsched_device *d, const symsched_launch_args *a, uint32_t n_
         return report(SYMSCHED_SIM_E_ABI, "launch passes " + std::to_string(a->n_buffers) +
                                               " buffers, kernel has " + std::to_string(n_buffers));
     }
+    if (a->overflow_mode > 1) {
+        return report(SYMSCHED_SIM_E_ABI, "overflow_mode " + std::to_string(a->overflow_mode) +
+                                              ": 0 (saturation) or 1 (Inf/NaN) expected");
+    }
     LaunchCtx &lc = launch_ctx();
     lc.dev = d;
+    lc.overflow_mode = a->overflow_mode;
     lc.seed = a->seed ^ (a->epoch * 0x2545f4914f6cdd1dull);
     lc.launches = 0;
     lc.world = a->world;

@@ -72,6 +72,16 @@ struct Span {
 __aicore__ inline uint64_t SymCeilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 __aicore__ inline uint64_t SymMin(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
+// CTRL[48] = 1: half/bf16 conversions (Cast, Fixpipe's F322F16/F322BF16) keep inf and NaN, so
+// an f16 sum past 65504 gives inf and a NaN stays NaN, as in the runtime, whichever overflow
+// mode the process chose (aclrtSetDeviceSatMode: saturation would give ±65504 and 0).
+constexpr uint64_t kCtrlInfNan = 1ull << 48;
+// The caller's CTRL back, once every engine has finished the instructions that read it.
+__aicore__ inline void RestoreCtrl(uint64_t ctrl) {
+    AscendC::PipeBarrier<PIPE_ALL>();
+    asc_set_ctrl(ctrl);
+}
+
 // Element class of each buffer: 0 data, 1 wire, 2 acc.
 __aicore__ inline uint32_t ClassOf(uint32_t b) {
     switch (b) {
@@ -1150,6 +1160,8 @@ extern "C" __global__ __aicore__ void {{ name }}(
 {%- for b in bufs %}GM_ADDR buf{{ b.index }}, {% endfor %}GM_ADDR signals, GM_ADDR sizes, GM_ADDR counts, GM_ADDR table,
     {% if x.has_matmul %}GM_ADDR workspace, {% endif %}uint64_t epoch, aclshmem_team_t team, int32_t exit_signals{% if x.has_hostcoll %}, int32_t segment{% endif %}) {
     KERNEL_TASK_TYPE_DEFAULT({{ name }}_ns::kKernelType);
+    const uint64_t callerCtrl = asc_get_ctrl();
+    asc_set_ctrl(callerCtrl | {{ name }}_ns::kCtrlInfNan);
     GM_ADDR bufs[{{ name }}_ns::kNumBuffers] = {
 {%- for b in bufs %}buf{{ b.index }}{% if !loop.last %}, {% endif %}{% endfor %}};
 {%- if x.has_matmul %}
@@ -1159,6 +1171,7 @@ extern "C" __global__ __aicore__ void {{ name }}(
         c.SetSegment(segment);
 {%- endif %}
         c.Run();
+        {{ name }}_ns::RestoreCtrl(callerCtrl);
         return;
     }
 {%- endif %}
@@ -1170,4 +1183,5 @@ extern "C" __global__ __aicore__ void {{ name }}(
     k.SetSegment(segment);
 {%- endif %}
     k.Run();
+    {{ name }}_ns::RestoreCtrl(callerCtrl);
 }

@@ -108,6 +108,7 @@ fn segmented_kernels_run_back_to_back_launches() {
         timeout: Duration::from_secs(60),
         send_exit_signals: true,
         seed: 0,
+        ..RunConfig::default()
     };
     let out = inproc::run(&k, &plan, &layout, &sizes, &init, &cfg).unwrap();
     // An allreduce leaves the same bytes in `x` on every rank.

@@ -4,7 +4,9 @@
 //! boundary-value tables say (vector Max/Min: NaN from either side gives a NaN of unspecified
 //! bits; int32 Add wraps in the default mode), so these pass only because the lowering does not
 //! depend on what the documentation leaves open: float max/min fold through Compare/Select, the
-//! avg division runs on the scalar unit.
+//! avg division runs on the scalar unit. Every case also runs on a device in the saturation
+//! overflow mode (`aclrtSetDeviceSatMode`, where a half/bf16 conversion turns inf into ±MAX and
+//! NaN into 0): the kernels pin the Inf/NaN mode (CTRL[48]) for their own run.
 
 mod common;
 use common::*;
@@ -80,10 +82,14 @@ fn run(kernels: &[(Plan, LowerOptions)]) {
     let mut bad = vec![];
     for ((p, o), k) in kernels.iter().zip(built) {
         let k = k.unwrap_or_else(|e| panic!("{e}"));
-        for seed in [0, 1] {
-            if let Err(e) = compare_with_runtime_from(&k, p, o, N, seed, plant) {
+        for (seed, mode) in [
+            (0, OverflowMode::InfNan),
+            (1, OverflowMode::InfNan),
+            (0, OverflowMode::Saturation),
+        ] {
+            if let Err(e) = compare_under(&k, p, o, N, seed, mode, plant) {
                 bad.push(format!(
-                    "{} {}/{}/{} seed {seed}: {e}",
+                    "{} {}/{}/{} seed {seed} {mode:?}: {e}",
                     p.schedule, o.dtype, o.wire, o.op
                 ));
             }
@@ -180,5 +186,68 @@ fn the_plain_vector_max_would_not_give_the_runtime_bits() {
     match compare_with_runtime_from(&k, &p, &o, N, 0, plant) {
         Err(Mismatch::Wrong(msg)) => assert!(msg.contains("differs") || msg.contains("element")),
         other => panic!("expected a wrong result, got {other:?}"),
+    }
+}
+
+/// The planted overflows and NaNs reach a narrowing conversion: without the kernel's pin of the
+/// Inf/NaN mode, a device in the saturation mode gives 65504 where the runtime gives inf (or 0
+/// for a NaN), and the comparison says so; the same kernel on a device in the Inf/NaN mode
+/// still agrees, so only the pin makes the saturation run pass.
+#[test]
+fn without_the_ctrl_pin_a_saturating_device_would_not_give_the_runtime_bits() {
+    let p = plan(3, "allreduce_one_shot");
+    for o in [
+        opts(DType::F16, DType::F16, ReduceOp::Sum, UB),
+        opts(DType::Bf16, DType::Bf16, ReduceOp::Max, UB),
+    ] {
+        let k = build_edited(
+            &p,
+            &o,
+            |s| &mut s.kernel,
+            "_ns::kCtrlInfNan);",
+            "_ns::kCtrlInfNan * 0);",
+        );
+        compare_under(&k, &p, &o, N, 0, OverflowMode::InfNan, plant)
+            .unwrap_or_else(|e| panic!("{}: Inf/NaN device: {e}", o.dtype));
+        match compare_under(&k, &p, &o, N, 0, OverflowMode::Saturation, plant) {
+            Err(Mismatch::Wrong(msg)) => {
+                eprintln!("{}: {msg}", o.dtype);
+                assert!(msg.contains("element"), "{msg}")
+            }
+            other => panic!("{}: expected a wrong result, got {other:?}", o.dtype),
+        }
+    }
+}
+
+/// A CTRL write while an instruction issued before may still read it (here a rewrite of the
+/// same value right after a narrowing Cast, before anything tells the scalar unit the Cast has
+/// run) is a race the simulation names, whatever the interleaving; a kernel that returns with
+/// CTRL changed (its restore deleted) is refused too.
+#[test]
+fn ctrl_writes_are_ordered_and_restored() {
+    let p = plan(3, "allreduce_one_shot");
+    let o = opts(DType::F16, DType::F16, ReduceOp::Sum, UB);
+    let unordered = build_edited(
+        &p,
+        &o,
+        |s| &mut s.kernel,
+        "AscendC::RoundMode::CAST_RINT, len);",
+        "AscendC::RoundMode::CAST_RINT, len); asc_set_ctrl(asc_get_ctrl());",
+    );
+    let leaked = build_edited(&p, &o, |s| &mut s.kernel, "    asc_set_ctrl(ctrl);\n}", "}");
+    for (k, code, mode) in [
+        (&unordered, "SYMSCHED_SIM_E_PIPE_RACE", OverflowMode::InfNan),
+        (&leaked, "SYMSCHED_SIM_E_CTRL", OverflowMode::Saturation),
+    ] {
+        let got = [0, 1, 2, 3]
+            .into_iter()
+            .find_map(|seed| compare_under(k, &p, &o, N, seed, mode, plant).err());
+        match got {
+            Some(Mismatch::Sim(e)) => {
+                eprintln!("{e}");
+                assert!(e.to_string().contains(code), "{e}")
+            }
+            other => panic!("expected {code}, got {other:?}"),
+        }
     }
 }

@@ -3,7 +3,7 @@
 use std::ffi::{c_char, c_void};
 
 /// Must equal `SYMSCHED_DEVICE_ABI` in `sim/symsched_device.h`.
-pub const DEVICE_ABI: u32 = 4;
+pub const DEVICE_ABI: u32 = 5;
 
 /// Status codes of `symsched_sim_launch` (names as in the C header).
 pub mod status {
@@ -28,6 +28,22 @@ pub mod status {
     pub const CORE_TYPE: i32 = 18;
     pub const OPERAND_OVERLAP: i32 = 19;
     pub const GM_RACE: i32 = 20;
+    pub const CTRL: i32 = 21;
+}
+
+/// The device's float overflow mode, as `aclrtSetDeviceSatMode` sets it for a process
+/// (`symsched_launch_args::overflow_mode`): every simulated core's CTRL[48] starts as it. The
+/// generated kernels pin the Inf/NaN mode for their own run, so they give the runtime's bits in
+/// both (`tests/numerics.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u32)]
+pub enum OverflowMode {
+    /// `ACL_RT_OVERFLOW_MODE_SATURATION`: an inf result of a half/bf16 conversion becomes the
+    /// largest finite value of its sign, a NaN result 0.
+    Saturation = 0,
+    /// `ACL_RT_OVERFLOW_MODE_INFNAN`, the Atlas A2 default: IEEE 754 results.
+    #[default]
+    InfNan = 1,
 }
 
 /// The device table a launcher fills in (see the C header for each callback's contract).
@@ -95,6 +111,8 @@ pub struct LaunchArgs {
     /// reads of their bytes against their completion (`SYMSCHED_SIM_E_GM_RACE`); 0 records no
     /// put (the ABI allows it; the launchers here always pass a [`new_world`]).
     pub world: u64,
+    /// The device's float overflow mode ([`OverflowMode`] as its `u32`).
+    pub overflow_mode: u32,
     pub err_msg: *mut c_char,
     pub err_cap: u32,
 }

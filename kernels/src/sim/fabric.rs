@@ -11,7 +11,7 @@
 //! group barrier, then any number of [`SimBackend::launch`] calls (back to back; launch credits
 //! make a trailing barrier unnecessary). Role buffers are bound in place by heap offset.
 
-use super::device::{status, LaunchArgs, DEVICE_ABI};
+use super::device::{status, LaunchArgs, OverflowMode, DEVICE_ABI};
 use super::heap::SIGNAL_LINE;
 use super::hostcoll::{host_coll, HostCall, HostCollCtx};
 use super::table::{device_table, HeapView};
@@ -33,6 +33,7 @@ pub struct SimBackend {
     kernel: SimKernel,
     timeout: Duration,
     seed: u64,
+    overflow: OverflowMode,
     /// The runtime's heap exchanges behind the launch stub's host collectives, one per rank
     /// (their epochs persist across launches, like the executor's; ranks sharing one backend
     /// in a process must not wait on each other's lock).
@@ -85,6 +86,7 @@ impl SimBackend {
             kernel,
             timeout: Duration::from_secs(120),
             seed: 0,
+            overflow: OverflowMode::default(),
             exchanges: (0..plan.group_size)
                 .map(|_| Mutex::new(Exchanges::default()))
                 .collect(),
@@ -102,6 +104,13 @@ impl SimBackend {
     /// Seed of the simulated engine interleaving (default 0).
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    /// The device's float overflow mode the kernel starts under (default: Inf/NaN, the A2
+    /// default).
+    pub fn with_overflow_mode(mut self, overflow: OverflowMode) -> Self {
+        self.overflow = overflow;
         self
     }
 
@@ -294,6 +303,7 @@ impl SimBackend {
             workspace: unsafe { base.add(bind.workspace as usize) },
             workspace_bytes: bind.workspace_bytes,
             world: bind.world,
+            overflow_mode: self.overflow as u32,
             err_msg: std::ptr::null_mut(),
             err_cap: 0,
         };

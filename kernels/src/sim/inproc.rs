@@ -2,7 +2,7 @@
 //! implemented with atomics on those segments. Waits are bounded by a deadline, and one rank's
 //! failure aborts the others' waits, so a broken kernel fails fast instead of hanging.
 
-use super::device::{status, LaunchArgs, DEVICE_ABI};
+use super::device::{status, LaunchArgs, OverflowMode, DEVICE_ABI};
 use super::heap::{HeapLayout, SIGNAL_LINE};
 use super::hostcoll::{self, host_coll, HostCall, HostCollCtx, Rendezvous};
 use super::table::{device_table, HeapView};
@@ -35,6 +35,8 @@ pub struct RunConfig {
     pub send_exit_signals: bool,
     /// Seed of the simulated engine interleaving (each rank, epoch and core derives its own).
     pub seed: u64,
+    /// The device's float overflow mode the kernels start under.
+    pub overflow: OverflowMode,
 }
 
 impl Default for RunConfig {
@@ -44,6 +46,7 @@ impl Default for RunConfig {
             timeout: Duration::from_secs(60),
             send_exit_signals: true,
             seed: 0,
+            overflow: OverflowMode::default(),
         }
     }
 }
@@ -273,6 +276,7 @@ pub fn run(
                                 workspace: unsafe { base.add(layout.workspace_offset) },
                                 workspace_bytes: layout.workspace_bytes as u64,
                                 world,
+                                overflow_mode: cfg.overflow as u32,
                                 err_msg: std::ptr::null_mut(),
                                 err_cap: 0,
                             };

@@ -7,6 +7,7 @@
 
 use half::{bf16, f16};
 use std::collections::BTreeMap;
+pub use symsched_kernels::sim::device::OverflowMode;
 use symsched_kernels::sim::heap::HeapLayout;
 use symsched_kernels::sim::inproc::{self, RankState, RunConfig};
 use symsched_kernels::sim_build::{self, SimKernel, SimSources};
@@ -1033,6 +1034,7 @@ pub fn compare(
         timeout: std::time::Duration::from_secs(60),
         send_exit_signals: true,
         seed: 0,
+        ..RunConfig::default()
     };
     let got = inproc::run(kernel, plan, &layout, &sizes, &init, &cfg)
         .map_err(|e: KernelError| e.to_string())?;
@@ -1269,7 +1271,37 @@ pub fn compare_with_runtime_at(
     sizes: &LaunchSizes,
     input_seed: u64,
 ) -> Result<(), String> {
-    compare_core(kernel, plan, o, sizes, input_seed, 0, |_, roles| roles).map_err(|e| e.to_string())
+    compare_core(
+        kernel,
+        plan,
+        o,
+        sizes,
+        input_seed,
+        (0, OverflowMode::default()),
+        |_, roles| roles,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// [`compare_with_runtime_seeded`] at explicit launch sizes (role inputs from `n + 11`, as there).
+pub fn compare_with_runtime_sized(
+    kernel: &SimKernel,
+    plan: &Plan,
+    o: &LowerOptions,
+    sizes: &LaunchSizes,
+    n: u64,
+    seed: u64,
+) -> Result<(), Mismatch> {
+    let keep = |_: &[DType], roles| roles;
+    compare_core(
+        kernel,
+        plan,
+        o,
+        sizes,
+        n + 11,
+        (seed, OverflowMode::default()),
+        keep,
+    )
 }
 
 /// [`compare_with_runtime_seeded`] from role contents that `edit` makes of the default inputs
@@ -1282,21 +1314,36 @@ pub fn compare_with_runtime_from(
     seed: u64,
     edit: impl FnOnce(&[DType], Vec<Vec<Vec<u8>>>) -> Vec<Vec<Vec<u8>>>,
 ) -> Result<(), Mismatch> {
-    compare_core(kernel, plan, o, &sizes_for(plan, n), n + 11, seed, edit).map_err(|e| match e {
+    compare_under(kernel, plan, o, n, seed, OverflowMode::default(), edit)
+}
+
+/// [`compare_with_runtime_from`] on a device whose float overflow mode is `overflow` (what
+/// `aclrtSetDeviceSatMode` chose for the process).
+pub fn compare_under(
+    kernel: &SimKernel,
+    plan: &Plan,
+    o: &LowerOptions,
+    n: u64,
+    seed: u64,
+    overflow: OverflowMode,
+    edit: impl FnOnce(&[DType], Vec<Vec<Vec<u8>>>) -> Vec<Vec<Vec<u8>>>,
+) -> Result<(), Mismatch> {
+    let sizes = sizes_for(plan, n);
+    compare_core(kernel, plan, o, &sizes, n + 11, (seed, overflow), edit).map_err(|e| match e {
         Mismatch::Wrong(s) => Mismatch::Wrong(format!("n={n}: {s}")),
         other => other,
     })
 }
 
 /// The comparison behind the `compare_with_runtime*` helpers: inputs from `input_seed`, the
-/// engine interleaving of `seed`.
+/// engine interleaving of `seed`, the device in float overflow mode `overflow`.
 fn compare_core(
     kernel: &SimKernel,
     plan: &Plan,
     o: &LowerOptions,
     sizes: &LaunchSizes,
     input_seed: u64,
-    seed: u64,
+    (seed, overflow): (u64, OverflowMode),
     edit: impl FnOnce(&[DType], Vec<Vec<Vec<u8>>>) -> Vec<Vec<Vec<u8>>>,
 ) -> Result<(), Mismatch> {
     let setup = Mismatch::Setup;
@@ -1320,6 +1367,7 @@ fn compare_core(
         timeout: std::time::Duration::from_secs(60),
         send_exit_signals: true,
         seed,
+        overflow,
     };
     let got = inproc::run(kernel, plan, &layout, &sizes, &init, &cfg).map_err(Mismatch::Sim)?;
     for r in 0..plan.group_size as usize {
