@@ -20,7 +20,7 @@
 //! | `SYMSCHED_RENDEZVOUS_KEY` | 32 hex digits (`xyz`) | unset | directory-free rendezvous on an abstract socket (set by `symsched launch`) |
 //! | `SYMSCHED_RENDEZVOUS_DIR` | absolute path, socket path ≤ 107 bytes, must be ours, 0700 (`rdv`, 120-byte paths) | derived | private rendezvous directory |
 //! | `SYMSCHED_JOB_ID` | 1–64 of `A-Z a-z 0-9 - _ .`, not starting with `.` (`../../etc`) | `TORCHELASTIC_RUN_ID` (made file-name safe), else `default` | the job part of a derived rendezvous directory |
-//! | `SYMMETRIC_MEMORY_HEAP_SIZE` | bytes, 1 MiB – 64 TiB (`1G`, `100`) | 1 GiB | symmetric heap bytes per rank |
+//! | `SYMMETRIC_MEMORY_HEAP_SIZE` | bytes, 1 MiB – 64 TiB (`1.5G`, `100`) | 1 GiB | symmetric heap bytes per rank |
 //! | `SYMSCHED_SCRATCH_SIZE` | bytes, 4 KiB – 1 TiB (`12`, `-1`) | 256 MiB | scratch arena per group (same on every rank) |
 //! | `SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS` | 1 – 2 592 000 000, 30 days (`0`: every wait would time out; `-5`) | 300 000 | deadline of every signal wait (also of in-process worlds) |
 //! | `SYMSCHED_RENDEZVOUS_TIMEOUT_MS` | 1 – 2 592 000 000 (`0`, `garbage`) | 60 000 | deadline of every rendezvous step |
@@ -30,11 +30,13 @@
 //! | `SYMSCHED_LOG_DIR` | absolute path, created 0700 if missing (`logs`) | per-user default | directory of the per-rank log files |
 //! | `SYMSCHED_FUSE` | `0`, `1` (`maybe`) | `1` | `0` turns off the executor's reduce→put/cast and get→reduce fusion ([`ExecOptions::fuse`]) |
 //! | `SYMSCHED_NT_COPY` | `0`, `1` (`yes`) | `1` | `0` turns off non-temporal stores for large plain moves into buffers no step reads ([`ExecOptions::nt_copy`]) |
-//! | `SYMSCHED_NT_MIN_BYTES` | bytes (`abc`, `-1`) | 4 194 304 | smallest move those stores are used for ([`ExecOptions::nt_min_bytes`]) |
+//! | `SYMSCHED_NT_MIN_BYTES` | bytes (`abc`, `-1`) | 4 MiB | smallest move those stores are used for ([`ExecOptions::nt_min_bytes`]) |
 //! | `SYMSCHED_A2A_LARGE_PULL` | `0`, `1` (`2`) | `1` | `0`: alltoall chunks above the eager capacity of a symmetric send tensor take the header round + plan instead of being pulled in one round ([`ExecOptions::a2a_large_pull`]) |
 //! | `SYMSCHED_TRACE` | a path | unset | Chrome/Perfetto trace file of every executed step ([`ExecOptions::trace`]) |
 //! | `SYMSCHED_BACKEND` | `interp`, `jit`, `auto`, any case (`llvm`) | `auto` | what runs a launch's steps: the interpreter, kernels compiled through LLVM (cached in memory and in `$XDG_CACHE_HOME/symsched/jit`, else `$HOME/.cache/symsched/jit`), or per launch the one measured faster, falling back to the interpreter when no kernel can be made ([`ExecOptions::backend`], `docs/llvm.md`) |
 //!
+//! "bytes" is a whole number with an optional `K`, `M` or `G` suffix (`KiB`, `MiB`, `GiB`, any
+//! case; binary multiples), as in the Python layer's byte knobs ([`parse_byte_count`]).
 //! An empty value means "unset" everywhere (so `VAR= cmd` restores the default).
 //! `XDG_RUNTIME_DIR`, `TMPDIR`, `HOME` and `TORCHELASTIC_RUN_ID` belong to other programs: used
 //! when usable, skipped otherwise.
@@ -260,6 +262,50 @@ fn int_in(
     Ok(n)
 }
 
+/// A whole number of bytes with an optional `K`/`M`/`G` (also `KiB`/`MiB`/`GiB`, any case)
+/// binary suffix, spaces allowed before it: the dialect of the Python layer's byte knobs
+/// (`python/symsched/core/knobs.py`, `byte_count`), so one value means the same everywhere.
+/// `None` when malformed or past `u64`.
+pub fn parse_byte_count(text: &str) -> Option<u64> {
+    let digits = text.len() - text.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let (number, unit) = text.split_at(digits);
+    let shift = match unit.trim_start().to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+/// A byte knob ([`parse_byte_count`]) in `min..=max`.
+fn bytes_in(
+    get: &dyn Fn(&str) -> Lookup,
+    var: &'static str,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, RuntimeError> {
+    let Some(v) = value(get, var)? else {
+        return Ok(default);
+    };
+    let n = parse_byte_count(&v).ok_or_else(|| RuntimeError::Env {
+        var,
+        reason: format!(
+            "`{v}` is not a number of bytes (a whole number, optionally with a K, M or G \
+             suffix; expected {min}..={max})"
+        ),
+    })?;
+    if n < min || n > max {
+        return Err(RuntimeError::Env {
+            var,
+            reason: format!("{n} bytes is outside {min}..={max}"),
+        });
+    }
+    Ok(n)
+}
+
 fn timeout_ms(
     get: &dyn Fn(&str) -> Lookup,
     var: &'static str,
@@ -384,13 +430,12 @@ impl Knobs {
     fn from_lookup(get: &dyn Fn(&str) -> Lookup) -> Result<Knobs, RuntimeError> {
         Ok(Knobs {
             heap_size: heap_size_from(get)?,
-            scratch_size: int_in(
+            scratch_size: bytes_in(
                 get,
                 ENV_SCRATCH_SIZE,
                 crate::heap::DEFAULT_ARENA_BYTES,
                 MIN_SCRATCH_SIZE,
                 MAX_SCRATCH_SIZE,
-                "bytes",
             )?,
             signal_timeout: timeout_ms(get, ENV_SIGNAL_TIMEOUT, DEFAULT_SIGNAL_TIMEOUT_MS)?,
             rendezvous_timeout: timeout_ms(
@@ -406,13 +451,12 @@ impl Knobs {
 }
 
 fn heap_size_from(get: &dyn Fn(&str) -> Lookup) -> Result<u64, RuntimeError> {
-    int_in(
+    bytes_in(
         get,
         ENV_HEAP_SIZE,
         DEFAULT_HEAP_SIZE,
         crate::heap::MIN_HEAP_BYTES,
         MAX_HEAP_SIZE,
-        "bytes",
     )
 }
 
@@ -762,13 +806,12 @@ impl ExecOptions {
     /// Like [`ExecOptions::from_env`] with an explicit variable lookup (tests).
     pub fn from_lookup(get: &dyn Fn(&str) -> Lookup) -> Result<ExecOptions, RuntimeError> {
         let d = ExecOptions::default();
-        let nt_min = int_in(
+        let nt_min = bytes_in(
             get,
             ENV_NT_MIN_BYTES,
             d.nt_min_bytes as u64,
             0,
             usize::MAX as u64,
-            "bytes",
         )?;
         Ok(ExecOptions {
             fuse: switch(get, ENV_FUSE, d.fuse)?,
@@ -855,11 +898,16 @@ mod tests {
             (ENV_SIGNAL_TIMEOUT, "18446744073709551615", "outside"),
             (ENV_RENDEZVOUS_TIMEOUT, "soon", "not a whole number"),
             (ENV_RENDEZVOUS_TIMEOUT, "0", "outside 1..="),
-            (ENV_HEAP_SIZE, "1G", "not a whole number of bytes"),
+            (ENV_HEAP_SIZE, "1.5G", "not a number of bytes"),
+            (ENV_HEAP_SIZE, "1T", "not a number of bytes"),
             (ENV_HEAP_SIZE, "1024", "outside 1048576..="),
-            (ENV_HEAP_SIZE, "99999999999999999999", "not a whole number"),
+            (
+                ENV_HEAP_SIZE,
+                "99999999999999999999",
+                "not a number of bytes",
+            ),
             (ENV_SCRATCH_SIZE, "12", "outside 4096..="),
-            (ENV_SCRATCH_SIZE, "lots", "not a whole number"),
+            (ENV_SCRATCH_SIZE, "lots", "not a number of bytes"),
             (ENV_NODE_ID, "node a", "printable characters without spaces"),
             (ENV_RENDEZVOUS_KEY, "abc", "hexadecimal digits"),
             (ENV_RENDEZVOUS_DIR, "rdv", "not an absolute path"),
@@ -873,14 +921,47 @@ mod tests {
         assert!(err(&[(ENV_RENDEZVOUS_DIR, &long)]).contains("too long"));
     }
 
+    /// The Python layer's dialect (`byte_count` in `python/symsched/core/knobs.py`).
+    #[test]
+    fn byte_counts_take_binary_suffixes_in_any_case() {
+        let ok: &[(&str, u64)] = &[
+            ("0", 0),
+            ("4096", 4096),
+            ("4k", 4096),
+            ("4 KiB", 4096),
+            ("3M", 3 << 20),
+            ("2mib", 2 << 20),
+            ("1G", 1 << 30),
+            ("16GiB", 16 << 30),
+        ];
+        for (text, want) in ok {
+            assert_eq!(parse_byte_count(text), Some(*want), "{text}");
+        }
+        for bad in [
+            "",
+            "k",
+            "-1",
+            "1.5G",
+            "1T",
+            "1 k b",
+            " 1k",
+            "1e3",
+            "18446744073709551616",
+            "17179869184G",
+        ] {
+            assert_eq!(parse_byte_count(bad), None, "{bad}");
+        }
+    }
+
     #[test]
     fn every_malformed_executor_knob_is_refused_with_its_name() {
         let cases: &[(&str, &str, &str)] = &[
             (ENV_FUSE, "maybe", "not a switch"),
             (ENV_NT_COPY, "yes", "not a switch"),
             (ENV_A2A_LARGE_PULL, "2", "not a switch"),
-            (ENV_NT_MIN_BYTES, "abc", "not a whole number of bytes"),
-            (ENV_NT_MIN_BYTES, "-1", "not a whole number of bytes"),
+            (ENV_NT_MIN_BYTES, "abc", "not a number of bytes"),
+            (ENV_NT_MIN_BYTES, "-1", "not a number of bytes"),
+            (ENV_NT_MIN_BYTES, "99999999999G", "not a number of bytes"),
             (ENV_BACKEND, "llvm", "not a backend"),
         ];
         for (var, v, want) in cases {
@@ -890,7 +971,7 @@ mod tests {
         let opts = ExecOptions::from_lookup(&with(&[
             (ENV_FUSE, " 0 "),
             (ENV_NT_COPY, ""),
-            (ENV_NT_MIN_BYTES, "4096"),
+            (ENV_NT_MIN_BYTES, "4k"),
             (ENV_TRACE, "/tmp/t.json"),
         ]))
         .unwrap();
