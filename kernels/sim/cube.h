@@ -439,6 +439,10 @@ void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> &src, const Fixpip
         symsim::check_local_write(row, static_cast<uint64_t>(p.nSize) * sizeof(T), what);
     }
     symsim::note_gm_write(symsim::kFix, d0, sizeof(T), what, line);
+    for (uint32_t i = 0; i < p.mSize; ++i) {
+        symsim::note_local_write(symsim::kFix, d0 + static_cast<uint64_t>(i) * p.dstStride,
+                                 static_cast<uint64_t>(p.nSize) * sizeof(T), what, line);
+    }
     const float *c = src.GetPhyAddr();
     FixpipeParamsV220 q = p;
     symsim::issue(symsim::kFix, what, line, [=]() {

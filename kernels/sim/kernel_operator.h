@@ -556,6 +556,7 @@ void ub_operand(const LocalTensor<T> &t, const char *what) {
 inline void copy(uint32_t eng, void *dst, const void *src, uint64_t bytes, const char *what, uint32_t line) {
     if (eng == symsim::kMte3) {
         symsim::note_gm_write(eng, dst, bytes, what, line);
+        symsim::note_local_write(eng, dst, bytes, what, line);
     }
     symsim::issue(eng, what, line, [=]() {
         symsim::touch(src, bytes, false);

@@ -126,7 +126,10 @@ inline void signal(int32_t *sig_local, int32_t value, int op, int32_t pe, const 
     auto *word = static_cast<int32_t *>(remote(sig_local, sizeof(int32_t), pe, what));
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     const symsched_device *d = &dev();
-    publish_signal(word, core().rank->world, core().rank->lc->epoch, pe, value, op, core().pipes.k_obs.rem,
+    // The signal carries the puts and the local GM writes (of every core of the rank) that the
+    // scalar unit knows finished.
+    KnowPtr k = know_join(core().pipes.k_obs.rem, local_knowledge(core().pipes.scalar_clock()));
+    publish_signal(word, core().rank->world, core().rank->lc->epoch, pe, value, op, k,
                    [&]() { d->signal_op(d->ctx, sig_local, value, op, pe); });
 }
 
@@ -181,7 +184,8 @@ inline void aclshmem_putmem_signal_nbi(__gm__ void *dst, __gm__ void *src, size_
         std::memcpy(d, src, elem_size);
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         // The signal carries what the put knew when it was issued, and the put itself.
-        symsim::KnowPtr k = symsim::know_with(symsim::core().pipes.current->clk.rem, source, seq);
+        const symsim::Clock &clk = symsim::core().pipes.current->clk;
+        symsim::KnowPtr k = symsim::know_join(symsim::know_with(clk.rem, source, seq), symsim::local_knowledge(clk));
         symsim::publish_signal(word, world, epoch, pe, signal, sig_op, k,
                                [&]() { dv->signal_op(dv->ctx, sig_addr, signal, sig_op, pe); });
     });
@@ -197,7 +201,9 @@ inline void aclshmem_getmem(__gm__ void *dst, __gm__ void *src, uint32_t elem_si
     void *s = symsim::remote(src, elem_size, pe, what);
     symsim::check_local_operand(dst, elem_size, what);
     symsim::check_local_write(dst, elem_size, what);
+    symsim::note_local_write(symsim::kMte2, dst, elem_size, what, line);
     symsim::OpPtr op = symsim::issue(symsim::kMte2, what, line, [=]() {
+        symsim::touch_remote_read(s, elem_size);
         symsim::touch(dst, elem_size, true);
         std::memcpy(dst, s, elem_size);
     });
@@ -234,6 +240,7 @@ inline void aclshmem_getmem(__gm__ void *dst, __gm__ void *src, uint32_t elem_si
         }                                                                                                 \
         void *s = symsim::remote(src, bytes, pe, what);                                                   \
         symsim::OpPtr op = symsim::issue(symsim::kMte2, what, line, [=]() {                               \
+            symsim::touch_remote_read(s, bytes);                                                          \
             symsim::touch(dst, bytes, true);                                                              \
             std::memcpy(dst, s, bytes);                                                                   \
         });                                                                                               \

@@ -171,6 +171,8 @@ struct CoreState {
     /// leave behind.
     uint64_t ctrl = 0;
     uint64_t ctrl_at_start = 0;
+    /// Local GM writes issued so far (`LocalRec::seq`).
+    uint32_t local_seq = 0;
     /// Per engine: the last instruction issued that writes this PE's GM (publish checks).
     uint32_t last_gm_write[kEngines] = {};
     const char *last_gm_write_what[kEngines] = {};
@@ -199,10 +201,13 @@ struct RankShared {
     Clock sync_acc, sync_done;
     /// Undelivered plain puts of every core: (core, instruction).
     std::vector<std::pair<uint32_t, Who>> puts;
+    /// Every core's local GM writes in its local-write sequence: (engine slot, instruction).
+    std::vector<std::pair<uint32_t, uint32_t>> local_writes[kMaxCores];
     CoreState *cores[kMaxCores] = {};
     /// The launch (all kernel segments) of this rank that runs this segment.
     LaunchCtx *lc = nullptr;
     uint64_t world = 0;  // lc->world
+    uint64_t run = 0;    // lc->run
     /// What each core blocked in CrossCoreWaitFlag / SyncAll waits for (null: not blocked
     /// there), and which cores have returned: only the rank's own cores set its cross-core
     /// flags, so when every core is blocked or gone and no wait is met, none ever will be.
@@ -410,14 +415,86 @@ inline bool is_my_gm(const void *p, uint64_t bytes) {
     return !in_ub(p, bytes) && !in_cube(p, bytes) && d.addr_pe(d.ctx, p, bytes == 0 ? 1 : bytes) == d.my_pe;
 }
 
-/// An instruction just issued to `eng` writes this PE's GM (what a later signal publishes).
+static_assert(kMaxCores <= kLocalSourceBase, "local-write knowledge sources overlap put sources");
+
+/// The instruction about to be issued to `eng` writes [p, p + bytes) of this PE's GM: a peer's
+/// get of those bytes must be ordered after it (`LocalRec`). Call before the issue, once per
+/// contiguous range.
+inline void note_local_write(uint32_t eng, const void *p, uint64_t bytes, const char *what, uint32_t line) {
+    CoreState &c = core();
+    if (c.rank->world == 0 || bytes == 0 || !is_my_gm(p, bytes)) {
+        return;
+    }
+    uint32_t seq = ++c.local_seq;
+    {
+        std::lock_guard<std::mutex> g(c.rank->mu);
+        c.rank->local_writes[c.index].emplace_back(slot_of(c.index, eng), c.pipes.n[eng] + 1);
+    }
+    auto lo = reinterpret_cast<uintptr_t>(p);
+    record_local(lo, lo + bytes, LocalRec{c.rank->world, c.rank->run, c.dev->my_pe, c.index, seq, what, line});
+}
+
+/// The instruction about to be issued to `eng` writes this PE's GM (what a later signal
+/// publishes). Call before the issue: it records the index that instruction gets.
 inline void note_gm_write(uint32_t eng, const void *p, uint64_t bytes, const char *what, uint32_t line) {
     if (is_my_gm(p, bytes)) {
         CoreState &c = core();
-        c.last_gm_write[eng] = c.pipes.n[eng];
+        c.last_gm_write[eng] = c.pipes.n[eng] + 1;
         c.last_gm_write_what[eng] = what;
         c.last_gm_write_line[eng] = line;
     }
+}
+
+/// What `clk` (an instruction's or the scalar unit's knowledge) says about this rank's local
+/// writes, as put-style knowledge a signal carries to other PEs: per core, the longest prefix of
+/// its local writes whose instructions `clk` knows finished.
+inline KnowPtr local_knowledge(const Clock &clk) {
+    CoreState &c = core();
+    RankShared &r = *c.rank;
+    KnowPtr k;
+    if (r.world == 0) {
+        return k;
+    }
+    std::lock_guard<std::mutex> g(r.mu);
+    for (uint32_t i = 0; i < r.n_aiv + r.n_aic; ++i) {
+        uint32_t prefix = 0;
+        for (const auto &w : r.local_writes[i]) {
+            if (clk.v[w.first] < w.second) {
+                break;
+            }
+            ++prefix;
+        }
+        if (prefix > 0) {
+            k = know_with(k, put_source(r.run, kLocalSourceBase + i), prefix);
+        }
+    }
+    return k;
+}
+
+/// The engine instruction running now reads [p, p + bytes) of a PE's GM (a get): from another
+/// PE, each local write of that PE into those bytes must be known finished through the signals
+/// this core waited for; from this PE, it is a local read like any other.
+inline void touch_remote_read(const void *p, uint64_t bytes) {
+    const Op *op = core().pipes.current;
+    CoreState &c = core();
+    if (c.dev->addr_pe(c.dev->ctx, p, bytes) == c.dev->my_pe) {
+        // A get from this PE itself: an ordinary local read, ordered by the clock.
+        touch(p, bytes, false);
+        return;
+    }
+    LocalRec w;
+    uintptr_t at = 0;
+    auto lo = reinterpret_cast<uintptr_t>(p);
+    if (op == nullptr || !unordered_local(lo, lo + bytes, c.rank->world, op->clk.rem, &w, &at)) {
+        return;
+    }
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "GM byte %p of PE %d", reinterpret_cast<void *>(at), w.pe);
+    fail(SYMSCHED_SIM_E_GM_RACE,
+         who_text(op->who) + " reads " + buf + ", which " + w.what + " (PE " + std::to_string(w.pe) + ", core " +
+             std::to_string(w.core) + (w.line != 0 ? ", kernel line " + std::to_string(w.line) : "") +
+             ") writes, before that write is known finished: no signal this core waited for came from a core "
+             "of that PE that knew it finished (a flag or barrier, then the signal)");
 }
 
 /// A signal publishes every local GM write before it: each must be known finished.
@@ -709,6 +786,7 @@ void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
     RankShared rank;
     rank.lc = &lc;
     rank.world = lc.world;
+    rank.run = lc.run;
     rank.n_aiv = n_aiv;
     rank.n_aic = n_aic;
     uint32_t total = n_aiv + n_aic;
@@ -785,6 +863,7 @@ void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
         t.join();
     }
     current_slot() = outer;
+    remote_segment_end(lc.world, d->my_pe);
     // A segment ends with every core's puts completed (finish_core).
     for (uint32_t i = 0; i < total; ++i) {
         lc.know = know_join(lc.know, cores[i]->pipes.k_obs.rem);

@@ -127,6 +127,24 @@ struct PutRec {
     uint32_t line = 0;
 };
 
+/// One engine's write into its own PE's GM (an MTE3 store, a Fixpipe row, a blocking get's
+/// landing): a peer may read those bytes with a get once a signal told it the write finished.
+/// Knowledge of it travels like a put's, under the source `local_source(run, core)` with the
+/// writing core's local-write sequence number (signals carry the prefix of each core's local
+/// writes that the signalling instruction knew finished).
+struct LocalRec {
+    uint64_t world = 0;
+    uint64_t run = 0;       // launch of the writing rank
+    int32_t pe = 0;         // the writing (and owning) PE
+    uint32_t core = 0;      // writing core
+    uint32_t seq = 0;       // its local-write sequence number
+    const char *what = "";
+    uint32_t line = 0;
+};
+
+/// Local-write knowledge sources start past every core a put source can name (kMaxCores <= 32).
+constexpr uint32_t kLocalSourceBase = 32;
+
 /// One signal as it reached a word: the word's value after it, what its sender knew, and the
 /// sender's launch epoch.
 struct SigRec {
@@ -161,6 +179,10 @@ struct Remote {
     std::map<uintptr_t, std::vector<SigRec>> sigs;
     /// (group, PE) -> how its last launch ended.
     std::map<std::pair<uint64_t, int32_t>, Ended> ended;
+    /// Disjoint byte runs of GM and the last local write of each, until the writer's kernel
+    /// segment ends (its engines then drained).
+    std::atomic<size_t> n_locals{0};
+    std::map<uintptr_t, std::pair<uintptr_t, LocalRec>> locals;
     uint64_t next_run = 1;
 };
 
@@ -171,26 +193,39 @@ inline Remote &remote_state() {
 
 namespace remote_detail {
 /// Remove the parts of runs overlapping [lo, hi) (caller holds the lock).
-inline void cut(Remote &r, uintptr_t lo, uintptr_t hi) {
-    auto it = r.puts.lower_bound(lo);
-    if (it != r.puts.begin()) {
+template <typename Runs>
+void cut(Runs &runs, uintptr_t lo, uintptr_t hi) {
+    auto it = runs.lower_bound(lo);
+    if (it != runs.begin()) {
         auto prev = std::prev(it);
         if (prev->second.first > lo) {
             it = prev;
         }
     }
-    while (it != r.puts.end() && it->first < hi) {
+    while (it != runs.end() && it->first < hi) {
         uintptr_t a = it->first, b = it->second.first;
-        PutRec rec = it->second.second;
-        it = r.puts.erase(it);
+        auto rec = it->second.second;
+        it = runs.erase(it);
         if (a < lo) {
-            r.puts.emplace(a, std::make_pair(lo, rec));
+            runs.emplace(a, std::make_pair(lo, rec));
         }
         if (b > hi) {
-            it = r.puts.emplace(hi, std::make_pair(b, rec)).first;
+            it = runs.emplace(hi, std::make_pair(b, rec)).first;
             ++it;
         }
     }
+}
+/// The first run of `runs` overlapping [lo, hi) (caller holds the lock).
+template <typename Runs>
+auto first_overlap(Runs &runs, uintptr_t lo) {
+    auto it = runs.lower_bound(lo);
+    if (it != runs.begin()) {
+        auto prev = std::prev(it);
+        if (prev->second.first > lo) {
+            it = prev;
+        }
+    }
+    return it;
 }
 template <typename Pred>
 void erase_puts_if(Remote &r, Pred p) {
@@ -208,7 +243,7 @@ inline void record_put(uintptr_t lo, uintptr_t hi, const PutRec &rec) {
     }
     Remote &r = remote_state();
     std::lock_guard<std::mutex> g(r.mu);
-    remote_detail::cut(r, lo, hi);
+    remote_detail::cut(r.puts, lo, hi);
     r.puts.emplace(lo, std::make_pair(hi, rec));
     r.n_puts.store(r.puts.size(), std::memory_order_relaxed);
 }
@@ -236,6 +271,51 @@ inline bool unordered_put(uintptr_t lo, uintptr_t hi, uint64_t world, const Know
         }
     }
     return false;
+}
+
+/// A local write of [lo, hi) (see `LocalRec`).
+inline void record_local(uintptr_t lo, uintptr_t hi, const LocalRec &rec) {
+    if (lo >= hi) {
+        return;
+    }
+    Remote &r = remote_state();
+    std::lock_guard<std::mutex> g(r.mu);
+    remote_detail::cut(r.locals, lo, hi);
+    r.locals.emplace(lo, std::make_pair(hi, rec));
+    r.n_locals.store(r.locals.size(), std::memory_order_relaxed);
+}
+
+/// The first local write of group `world` into [lo, hi) that `k` does not know finished, if any.
+inline bool unordered_local(uintptr_t lo, uintptr_t hi, uint64_t world, const KnowPtr &k, LocalRec *out,
+                            uintptr_t *at) {
+    Remote &r = remote_state();
+    if (r.n_locals.load(std::memory_order_relaxed) == 0) {
+        return false;
+    }
+    std::lock_guard<std::mutex> g(r.mu);
+    for (auto it = remote_detail::first_overlap(r.locals, lo); it != r.locals.end() && it->first < hi; ++it) {
+        const LocalRec &w = it->second.second;
+        if (w.world == world && !know_has(k, put_source(w.run, kLocalSourceBase + w.core), w.seq)) {
+            *out = w;
+            *at = std::max(lo, it->first);
+            return true;
+        }
+    }
+    return false;
+}
+
+/// PE `pe` of group `world` finished a kernel segment: every local write it made has landed.
+inline void remote_segment_end(uint64_t world, int32_t pe) {
+    Remote &r = remote_state();
+    if (r.n_locals.load(std::memory_order_relaxed) == 0) {
+        return;
+    }
+    std::lock_guard<std::mutex> g(r.mu);
+    for (auto it = r.locals.begin(); it != r.locals.end();) {
+        const LocalRec &w = it->second.second;
+        it = (w.world == world && w.pe == pe) ? r.locals.erase(it) : std::next(it);
+    }
+    r.n_locals.store(r.locals.size(), std::memory_order_relaxed);
 }
 
 /// What a wait of group `world` that observed `value` on the word at `word` learns.

@@ -80,11 +80,11 @@ const HARMLESS: &[(&str, &str, &str)] = &[
         "every consumer of the GM that MTE3 wrote is checked against the write by the \
          simulation: a signal of this core publishing it (check_published), an MTE2 read or a \
          GM-source put on any core of the rank, a Cube read after a cross-core flag (each an \
-         unordered read of the shadowed bytes); at blockDim 2 every signal also follows \
-         SyncCores' PipeBarrier<PIPE_ALL>. So in a mutant not caught no consumer came before the \
-         next PipeBarrier<PIPE_ALL> (aclshmem_quiet at the end of Run, SyncCores) or the kernel's \
-         end, and those order MTE3 on the device as well; the pair only made the scalar unit \
-         learn it earlier.",
+         unordered read of the shadowed bytes), a peer's get (LocalRec: known finished only \
+         through a signal from a core that knew it). So in a mutant not caught no consumer came \
+         before the next PipeBarrier<PIPE_ALL> (aclshmem_quiet at the end of Run, SyncCores) or \
+         the kernel's end, and those order MTE3 on the device as well; the pair only made the \
+         scalar unit learn it earlier.",
     ),
     (
         "!_b2",
@@ -100,15 +100,7 @@ const HARMLESS: &[(&str, &str, &str)] = &[
 /// Deletions the device needs but the simulation cannot see: (part of the kernel name, site
 /// label, what the device does that the simulation does not model). Reported as gaps; they
 /// fail the check like any other miss.
-const SIM_GAPS: &[(&str, &str, &str)] = &[(
-    "allgather_matmul_pull",
-    "SyncCores: CrossCoreSetFlag/CrossCoreWaitFlag(kFlagAivSync)",
-    "`stage = copy(a)` is split over both AIVs and core 0 then signals `ready`; without the AIV \
-     barrier core 0 may signal before AIV 1's MTE3 half of `stage` has landed, and a peer's get \
-     reads it stale. The simulation checks a signal only against its own core's GM writes, and \
-     a peer's get of this PE's GM against puts, not against this PE's unfinished local writes: \
-     the stale read shows only when thread timing lets it happen.",
-)];
+const SIM_GAPS: &[(&str, &str, &str)] = &[];
 
 /// How a mutant was caught, or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
