@@ -236,16 +236,24 @@ void erase_puts_if(Remote &r, Pred p) {
 }
 }  // namespace remote_detail
 
-/// A put writes [lo, hi) of a PE's GM.
-inline void record_put(uintptr_t lo, uintptr_t hi, const PutRec &rec) {
+namespace remote_detail {
+/// `rec` becomes the last writer of [lo, hi) in `runs`, whose size `n` mirrors.
+template <typename Runs, typename Rec>
+void record_run(Runs &runs, std::atomic<size_t> &n, uintptr_t lo, uintptr_t hi, const Rec &rec) {
     if (lo >= hi) {
         return;
     }
+    std::lock_guard<std::mutex> g(remote_state().mu);
+    cut(runs, lo, hi);
+    runs.emplace(lo, std::make_pair(hi, rec));
+    n.store(runs.size(), std::memory_order_relaxed);
+}
+}  // namespace remote_detail
+
+/// A put writes [lo, hi) of a PE's GM.
+inline void record_put(uintptr_t lo, uintptr_t hi, const PutRec &rec) {
     Remote &r = remote_state();
-    std::lock_guard<std::mutex> g(r.mu);
-    remote_detail::cut(r.puts, lo, hi);
-    r.puts.emplace(lo, std::make_pair(hi, rec));
-    r.n_puts.store(r.puts.size(), std::memory_order_relaxed);
+    remote_detail::record_run(r.puts, r.n_puts, lo, hi, rec);
 }
 
 /// The first put of group `world` into [lo, hi) that `k` does not know complete, if any.
@@ -255,14 +263,7 @@ inline bool unordered_put(uintptr_t lo, uintptr_t hi, uint64_t world, const Know
         return false;
     }
     std::lock_guard<std::mutex> g(r.mu);
-    auto it = r.puts.lower_bound(lo);
-    if (it != r.puts.begin()) {
-        auto prev = std::prev(it);
-        if (prev->second.first > lo) {
-            it = prev;
-        }
-    }
-    for (; it != r.puts.end() && it->first < hi; ++it) {
+    for (auto it = remote_detail::first_overlap(r.puts, lo); it != r.puts.end() && it->first < hi; ++it) {
         const PutRec &p = it->second.second;
         if (p.world == world && !know_has(k, p.src, p.seq)) {
             *out = p;
@@ -275,14 +276,8 @@ inline bool unordered_put(uintptr_t lo, uintptr_t hi, uint64_t world, const Know
 
 /// A local write of [lo, hi) (see `LocalRec`).
 inline void record_local(uintptr_t lo, uintptr_t hi, const LocalRec &rec) {
-    if (lo >= hi) {
-        return;
-    }
     Remote &r = remote_state();
-    std::lock_guard<std::mutex> g(r.mu);
-    remote_detail::cut(r.locals, lo, hi);
-    r.locals.emplace(lo, std::make_pair(hi, rec));
-    r.n_locals.store(r.locals.size(), std::memory_order_relaxed);
+    remote_detail::record_run(r.locals, r.n_locals, lo, hi, rec);
 }
 
 /// The first local write of group `world` into [lo, hi) that `k` does not know finished, if any.
