@@ -167,10 +167,9 @@ struct CoreState {
     FlagState flags[kHardEvents][kEventIds];
     /// The CTRL register (asc_get_ctrl / asc_set_ctrl). Only CTRL[48] is modelled: 1 keeps
     /// Inf/NaN results of half/bf16 conversions (Cast, Fixpipe), 0 saturates them (inf to ±MAX,
-    /// NaN to 0). Starts as the launch's overflow mode; `ctrl_at_start` is what the kernel must
-    /// leave behind.
+    /// NaN to 0). Starts as the launch's overflow mode (`ctrl_of`), which the kernel must leave
+    /// behind.
     uint64_t ctrl = 0;
-    uint64_t ctrl_at_start = 0;
     /// Local GM writes issued so far (`LocalRec::seq`).
     uint32_t local_seq = 0;
     /// Per engine: the last instruction issued that writes this PE's GM (publish checks).
@@ -517,6 +516,9 @@ inline void check_published(const char *what) {
 /// CTRL[48]: the float overflow mode bit (1 = Inf/NaN kept, 0 = saturation).
 constexpr uint64_t kCtrlInfNan = uint64_t(1) << 48;
 
+/// The CTRL a core starts a launch with on a device in `overflow_mode` (0 saturation, 1 Inf/NaN).
+inline uint64_t ctrl_of(uint32_t overflow_mode) { return overflow_mode != 0 ? kCtrlInfNan : 0; }
+
 /// Whether an instruction of `eng` reads CTRL when it executes: V (the mask mode, CTRL[56];
 /// conversions, CTRL[48]), MTE3 and FIX (the atomic mode of moves into GM, CTRL[8:6]; Fixpipe's
 /// conversions) and M (CTRL[45]), per the CTRL bit tables of SetCtrlSpr / asc_set_ctrl.
@@ -539,14 +541,12 @@ inline bool saturating() { return (core().ctrl & kCtrlInfNan) == 0; }
 
 inline OpPtr issue(uint32_t eng, const char *what, uint32_t line, std::function<void()> body) {
     CoreState &c = core();
-    if (reads_ctrl(eng)) {
-        body = [inner = std::move(body)]() {
-            const Op *op = core().pipes.current;
-            touch_ctrl(op->who, op->clk, false);
-            inner();
-        };
-    }
     OpPtr op = c.pipes.issue(eng, Op::kWork, what, line, std::move(body));
+    if (reads_ctrl(eng)) {
+        // Recorded at issue: the check is by happens-before (the instruction's clock), not by
+        // when it runs, so no per-instruction wrapper is needed.
+        touch_ctrl(op->who, op->clk, false);
+    }
     c.pipes.progress();
     return op;
 }
@@ -709,9 +709,10 @@ inline void finish_core() {
     if (has_undelivered()) {
         fail(SYMSCHED_SIM_E_UNQUIETED_AT_EXIT, "kernel returned with non-blocking puts not completed by aclshmem_quiet");
     }
-    if (c.ctrl != c.ctrl_at_start) {
+    uint64_t at_start = ctrl_of(c.rank->lc->overflow_mode);
+    if (c.ctrl != at_start) {
         fail(SYMSCHED_SIM_E_CTRL, "kernel returned with CTRL[48] = " + std::to_string((c.ctrl >> 48) & 1) +
-                                      ", not the " + std::to_string((c.ctrl_at_start >> 48) & 1) +
+                                      ", not the " + std::to_string((at_start >> 48) & 1) +
                                       " it started with: the next kernel on this core would inherit the overflow mode");
     }
 }
@@ -801,7 +802,7 @@ void launch(uint32_t kernel_type, uint32_t block_dim, F &&kernel) {
         c->block_num = block_dim;
         c->pipes.core = i;
         c->pipes.seed(lc.seed ^ (uint64_t(lc.launches) << 32) ^ (uint64_t(i) << 48));
-        c->ctrl = c->ctrl_at_start = lc.overflow_mode != 0 ? kCtrlInfNan : 0;
+        c->ctrl = ctrl_of(lc.overflow_mode);
         // What earlier segments of this launch knew complete.
         c->pipes.k_obs.rem = lc.know;
         for (uint32_t e = 0; e < kEngines; ++e) {
