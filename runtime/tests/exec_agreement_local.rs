@@ -4,7 +4,9 @@
 //! - `speculative_stage_in_of_a_refused_launch_writes_nothing`: ranks that disagree after both
 //!   staged in and sent their entry credits early (bindings that are not empty, a staging area
 //!   that need not grow) fail with the same `Disagreement` naming each rank's counts, and no
-//!   user buffer of any rank — symmetric or private — changed, whichever rank came late;
+//!   user buffer of any rank — symmetric or private — changed, whichever rank came late; also
+//!   when rank 0 repeats the launch just agreed (its word and record then come from the cache of
+//!   its last signature) and only rank 1's differs;
 //! - `launches_after_refused_ones_run_in_step`: on plans with entry credits (and, for contrast,
 //!   exit credits and `add` slots), agreeing launches between refusals of every kind — both
 //!   ranks early, one rank refusing its own arguments, a staging area that must grow, one rank
@@ -284,7 +286,16 @@ fn speculative_stage_in_of_a_refused_launch_writes_nothing() {
                 // ones below, so every rank stages in and sends its entry credits before it
                 // checks the peers' words (the speculative path).
                 rk.agreeing(name, &plan, &Shape::N(64), mem, 1, "warm-up");
-                for (late, t) in [(1u32, 2u64), (0, 3)] {
+                for (late, t, repeat) in [
+                    (1u32, 2u64, false),
+                    (0, 3, false),
+                    (1, 4, true),
+                    (0, 5, true),
+                ] {
+                    if repeat {
+                        // Rank 0's launch below repeats this agreed one (its cached word).
+                        rk.agreeing(name, &plan, &Shape::N(16), mem, 10 + t, "agreed before");
+                    }
                     let n = if me == 0 { 16 } else { 20 };
                     let shape = Shape::N(n);
                     let (inputs, _) = buffers(name, &shape, me, t);
@@ -323,7 +334,7 @@ fn speculative_stage_in_of_a_refused_launch_writes_nothing() {
                     assert_eq!(now, before, "{what}: rank {me}'s buffers changed");
                     barrier.wait();
                 }
-                rk.agreeing(name, &plan, &Shape::N(16), mem, 4, "after the refusals");
+                rk.agreeing(name, &plan, &Shape::N(16), mem, 6, "after the refusals");
             });
         }
     }

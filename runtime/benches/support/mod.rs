@@ -5,12 +5,13 @@
 
 use std::process::Command;
 use std::time::Duration;
-use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
 use symsched_plan::{LaunchSizes, Plan};
 use symsched_runtime::exec::harness::{run_local, RunSpec};
 use symsched_runtime::exec::{ElemTypes, ReduceOp};
 
-/// The standard-library schedule `name` compiled for `p` ranks.
+/// The standard-library schedule `name` compiled for `p` ranks, with the params its examples
+/// use (`sendrecv_pair`'s `src` and `dst`, a root, a level).
 // The entry-credit bench compiles schedules with params itself.
 #[allow(dead_code)]
 pub fn standard_plan(name: &str, p: u32) -> Plan {
@@ -18,7 +19,7 @@ pub fn standard_plan(name: &str, p: u32) -> Plan {
         &standard_library(),
         name,
         p,
-        &Default::default(),
+        &example_params(name),
         &CompileOptions::default(),
     )
     .unwrap_or_else(|d| panic!("{name}: {d:?}"))

@@ -143,7 +143,7 @@ impl LocalWorld {
         let seg = self
             .segments
             .get(rank as usize)
-            .ok_or(ExecError::RankOutsideGroup {
+            .ok_or_else(|| ExecError::RankOutsideGroup {
                 peer: rank,
                 size: self.size(),
             })?;
@@ -237,14 +237,14 @@ impl LocalFabric {
     }
 
     fn slot(&self, rank: u32, slot: u32) -> Result<&AtomicU64, ExecError> {
-        let pad = self
-            .group
-            .slots
-            .get(rank as usize)
-            .ok_or(ExecError::RankOutsideGroup {
-                peer: rank,
-                size: self.size_u32(),
-            })?;
+        let pad =
+            self.group
+                .slots
+                .get(rank as usize)
+                .ok_or_else(|| ExecError::RankOutsideGroup {
+                    peer: rank,
+                    size: self.size_u32(),
+                })?;
         pad.get(slot as usize)
             .map(|s| &s.0)
             .ok_or_else(|| ExecError::Exhausted(format!("signal slot {slot} of {}", pad.len())))
@@ -269,14 +269,15 @@ impl Fabric for LocalFabric {
     }
 
     fn heap_ptr(&self, peer: u32, offset: u64, len: u64) -> Result<*mut u8, ExecError> {
-        let global = *self
-            .group
-            .members
-            .get(peer as usize)
-            .ok_or(ExecError::RankOutsideGroup {
-                peer,
-                size: self.size_u32(),
-            })?;
+        let global =
+            *self
+                .group
+                .members
+                .get(peer as usize)
+                .ok_or_else(|| ExecError::RankOutsideGroup {
+                    peer,
+                    size: self.size_u32(),
+                })?;
         self.group.world.ptr(global, offset, len)
     }
 
