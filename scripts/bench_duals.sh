@@ -29,7 +29,9 @@ for s in allreduce_one_shot allreduce_two_shot allreduce_two_shot_pull allreduce
     derive "$s" "identity assuming replicated, $s" 'identity assuming replicated, derived'
 done
 
-# derived (file, schedule, params) | hand-written (file, schedule, params)
+# derived (file, schedule, params) | hand-written (file, schedule, params); a derived dual takes
+# the params of the collective it implements (`sendrecv_pair.dual` with src=0, dst=1 sends from
+# 0 to 1, the transposition of the forward from 1 to 0)
 PAIRS=(
     "$LIB/allgather_push.sched allgather_push.dual - | examples/reduce_scatter_push.sched reduce_scatter_push -"
     "$LIB/allgather_one_shot.sched allgather_one_shot.dual - | examples/reduce_scatter_push.sched reduce_scatter_push -"
@@ -37,7 +39,7 @@ PAIRS=(
     "$LIB/broadcast_push.sched broadcast_push.dual root=0 | examples/reduce_push.sched reduce_push root=0"
     "$LIB/reduce_push.sched reduce_push.dual root=0 | examples/broadcast_push.sched broadcast_push root=0"
     "$LIB/alltoall_push.sched alltoall_push.dual - | examples/alltoall_push.sched alltoall_push -"
-    "$LIB/sendrecv_pair.sched sendrecv_pair.dual src=0,dst=1 | examples/sendrecv_pair.sched sendrecv_pair src=1,dst=0"
+    "$LIB/sendrecv_pair.sched sendrecv_pair.dual src=0,dst=1 | examples/sendrecv_pair.sched sendrecv_pair src=0,dst=1"
     "$LIB/reduce_scatter_push.sched reduce_scatter_push.dual - | examples/allgather_push.sched allgather_push -"
     "$LIB/allreduce_one_shot.sched allreduce_one_shot.dual - | examples/allreduce_one_shot.sched allreduce_one_shot -"
     "$LIB/allreduce_two_shot.sched allreduce_two_shot.dual - | examples/allreduce_two_shot.sched allreduce_two_shot -"
