@@ -56,7 +56,7 @@ pub struct Args {
     /// SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE when set).
     #[arg(long)]
     wire: Option<String>,
-    /// Timed launches per size.
+    /// Timed launches per size (each row gives the slowest rank's median and minimum per launch).
     #[arg(long, default_value_t = 20)]
     iters: u32,
     /// Untimed launches before them.
@@ -221,11 +221,26 @@ fn header(args: &Args, s: &Setup) {
     );
 }
 
-fn row(s: &Setup, bytes: u64, count: u64, times: &[f64], wrong: Option<u64>) {
+/// Median and minimum of one rank's seconds per launch, in nanoseconds.
+fn median_min_ns(times: &[f64]) -> [u64; 2] {
     let mut t = times.to_vec();
     t.sort_by(|a, b| a.total_cmp(b));
-    let med = t.get(t.len() / 2).copied().unwrap_or(0.0);
-    let min = t.first().copied().unwrap_or(0.0);
+    let ns = |v: Option<&f64>| (v.copied().unwrap_or(0.0) * 1e9).round() as u64;
+    [ns(t.get(t.len() / 2)), ns(t.first())]
+}
+
+/// The slowest rank's median and minimum (seconds) of every rank's `[median, min]` in
+/// nanoseconds: a rank that only sends (a broadcast root, the source of a send) finishes its
+/// launch before the data has arrived anywhere, so one rank's times can hide the collective's.
+fn slowest(per_rank: &[Vec<u64>]) -> (f64, f64) {
+    per_rank
+        .iter()
+        .filter_map(|r| Some((*r.first()?, *r.get(1)?)))
+        .max()
+        .map_or((0.0, 0.0), |(med, min)| (med as f64 / 1e9, min as f64 / 1e9))
+}
+
+fn row(s: &Setup, bytes: u64, count: u64, (med, min): (f64, f64), wrong: Option<u64>) {
     let algbw = if med > 0.0 {
         bytes as f64 / med / 1e9
     } else {
@@ -308,11 +323,15 @@ fn run_threads(args: &Args) -> Result<ExitCode> {
                 println!("{}", explain_wrong(&s.plan, &spec.sizes, r as u32, at));
             }
         }
+        let times: Vec<Vec<u64>> = reports
+            .iter()
+            .map(|r| median_min_ns(&r.times).to_vec())
+            .collect();
         row(
             &s,
             bytes,
             count,
-            &reports[0].times,
+            slowest(&times),
             args.check.then_some(wrong),
         );
     }
@@ -459,10 +478,11 @@ fn run_child(args: &Args) -> Result<ExitCode> {
             println!("{}", explain_wrong(&s.plan, &spec.sizes, me as u32, at));
         }
         let wrongs = exec.allgather_u64("run/wrong", &[rep.wrong])?;
+        let times = exec.allgather_u64("run/times", &median_min_ns(&rep.times))?;
         let wrong: u64 = wrongs.iter().filter_map(|w| w.first()).sum();
         total_wrong += wrong;
         if me == 0 {
-            row(&s, bytes, count, &rep.times, args.check.then_some(wrong));
+            row(&s, bytes, count, slowest(&times), args.check.then_some(wrong));
         }
     }
     drop(mem);
