@@ -2,8 +2,8 @@
 scripts/bench_vs_mpich.sh.
 
 For every size: fresh buffer contents each iteration (so no cache-resident replay), a barrier
-before every timed op (the same protocol `symsched run` uses), rank 0's time per op; prints one
-line per size: `op bytes min_us median_us`. Sizes are nccl-tests style: the byte size of the
+before every timed op (the same protocol `symsched run` uses), the slowest rank's median time per
+op and that rank's minimum; prints one line per size: `op bytes min_us median_us`. Sizes are nccl-tests style: the byte size of the
 collective's largest buffer (allreduce: the vector; allgather: the output; reduce_scatter: the
 input; alltoall: the send buffer), fp32 elements.
 
@@ -47,9 +47,12 @@ def main() -> None:
             t1 = time.perf_counter()
             if it >= warmup:
                 times.append(t1 - t0)
+        times.sort()
+        mine = (times[len(times) // 2], times[0])
+        # The slowest rank's median and its minimum, as `symsched run` reports them.
+        med, low = max(comm.gather(mine, root=0) or [mine])
         if me == 0:
-            times.sort()
-            print(f"{op} {size} {times[0] * 1e6:.2f} {times[len(times) // 2] * 1e6:.2f}", flush=True)
+            print(f"{op} {size} {low * 1e6:.2f} {med * 1e6:.2f}", flush=True)
         size *= 2
 
 

@@ -6,10 +6,11 @@
 #   env: ITERS (20), WARMUP (5), RANKS (2), SYMSCHED_VENV (python venv with mpich + mpi4py)
 #
 # Both sides use the same protocol: new buffer contents every iteration, a barrier before every
-# timed op, rank 0's time per op, min and median over ITERS. symsched's role buffers live in the
-# symmetric heap (the RFC's symmetric tensors); `STAGED=1` binds them as private memory instead.
-# Sizes are nccl-tests sizes (the collective's largest buffer). Output: one table per op with
-# the median times and the ratio symsched / MPICH (< 1 means symsched is faster).
+# timed op, the slowest rank's median time per op (and that rank's min) over ITERS. symsched's
+# role buffers live in the symmetric heap (the RFC's symmetric tensors); `STAGED=1` binds them as
+# private memory instead. Sizes are nccl-tests sizes (the collective's largest buffer). Output:
+# one table per op with the median times and the ratio symsched / MPICH (< 1 means symsched is
+# faster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
