@@ -3,9 +3,9 @@ scripts/bench_vs_mpich.sh.
 
 For every size: fresh buffer contents each iteration (so no cache-resident replay), a barrier
 before every timed op (the same protocol `symsched run` uses), the slowest rank's median time per
-op and that rank's minimum; prints one line per size: `op bytes min_us median_us`. Sizes are nccl-tests style: the byte size of the
-collective's largest buffer (allreduce: the vector; allgather: the output; reduce_scatter: the
-input; alltoall: the send buffer), fp32 elements.
+op and that rank's minimum; prints one line per size: `op bytes min_us median_us`. Sizes are
+nccl-tests style: the byte size of the collective's largest buffer (allreduce: the vector;
+allgather: the output; reduce_scatter: the input; alltoall: the send buffer), fp32 elements.
 
 Usage: mpiexec -n 2 python benches/osu_mpi4py.py OP MIN_BYTES MAX_BYTES ITERS WARMUP
 """

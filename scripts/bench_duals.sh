@@ -59,6 +59,15 @@ run() {
         --iters "$ITERS" --warmup 10 | awk '!/^#/ && NF >= 6 { print $1, $5 }'
 }
 
+# keep_best NAME: fold "bytes us" lines from stdin into the associative array NAME (the least us
+# per bytes)
+keep_best() {
+    local -n best=$1
+    while read -r b us; do
+        [[ -z "${best[$b]:-}" ]] || (($(echo "$us < ${best[$b]}" | bc))) && best[$b]=$us
+    done
+}
+
 echo "# derived duals vs hand-written, $RANKS ranks, f32 sum, best median µs of $TURNS turns"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-28s %-26s %10s %10s %10s %7s\n' derived hand-written bytes derived hand ratio
@@ -66,12 +75,8 @@ for pair in "${PAIRS[@]}"; do
     read -r df ds dp _ hf hs hp <<<"$pair"
     declare -A best_d=() best_h=()
     for ((t = 1; t <= TURNS; t++)); do
-        while read -r b us; do
-            [[ -z "${best_d[$b]:-}" ]] || (($(echo "$us < ${best_d[$b]}" | bc))) && best_d[$b]=$us
-        done < <(run "$df" "$ds" "$dp")
-        while read -r b us; do
-            [[ -z "${best_h[$b]:-}" ]] || (($(echo "$us < ${best_h[$b]}" | bc))) && best_h[$b]=$us
-        done < <(run "$hf" "$hs" "$hp")
+        keep_best best_d < <(run "$df" "$ds" "$dp")
+        keep_best best_h < <(run "$hf" "$hs" "$hp")
     done
     for b in $(printf '%s\n' "${!best_d[@]}" | sort -n); do
         printf '%-28s %-26s %10s %10s %10s %7.2f\n' "$ds" "$hs" "$b" "${best_d[$b]}" \

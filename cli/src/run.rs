@@ -229,13 +229,13 @@ fn median_min_ns(times: &[f64]) -> [u64; 2] {
     [ns(t.get(t.len() / 2)), ns(t.first())]
 }
 
-/// The slowest rank's median and minimum (seconds) of every rank's `[median, min]` in
+/// The slowest rank's median and minimum (seconds) of every rank's `[median, min, …]` in
 /// nanoseconds: a rank that only sends (a broadcast root, the source of a send) finishes its
 /// launch before the data has arrived anywhere, so one rank's times can hide the collective's.
-fn slowest(per_rank: &[Vec<u64>]) -> (f64, f64) {
+fn slowest<R: AsRef<[u64]>>(per_rank: &[R]) -> (f64, f64) {
     per_rank
         .iter()
-        .filter_map(|r| Some((*r.first()?, *r.get(1)?)))
+        .filter_map(|r| Some((*r.as_ref().first()?, *r.as_ref().get(1)?)))
         .max()
         .map_or((0.0, 0.0), |(med, min)| (med as f64 / 1e9, min as f64 / 1e9))
 }
@@ -323,10 +323,7 @@ fn run_threads(args: &Args) -> Result<ExitCode> {
                 println!("{}", explain_wrong(&s.plan, &spec.sizes, r as u32, at));
             }
         }
-        let times: Vec<Vec<u64>> = reports
-            .iter()
-            .map(|r| median_min_ns(&r.times).to_vec())
-            .collect();
+        let times: Vec<[u64; 2]> = reports.iter().map(|r| median_min_ns(&r.times)).collect();
         row(
             &s,
             bytes,
@@ -477,12 +474,13 @@ fn run_child(args: &Args) -> Result<ExitCode> {
         if let Some(at) = rep.first_wrong {
             println!("{}", explain_wrong(&s.plan, &spec.sizes, me as u32, at));
         }
-        let wrongs = exec.allgather_u64("run/wrong", &[rep.wrong])?;
-        let times = exec.allgather_u64("run/times", &median_min_ns(&rep.times))?;
-        let wrong: u64 = wrongs.iter().filter_map(|w| w.first()).sum();
+        // One exchange per size: every rank's [median ns, min ns, wrong elements].
+        let [med, min] = median_min_ns(&rep.times);
+        let all = exec.allgather_u64("run/result", &[med, min, rep.wrong])?;
+        let wrong: u64 = all.iter().filter_map(|r| r.get(2)).sum();
         total_wrong += wrong;
         if me == 0 {
-            row(&s, bytes, count, slowest(&times), args.check.then_some(wrong));
+            row(&s, bytes, count, slowest(&all), args.check.then_some(wrong));
         }
     }
     drop(mem);

@@ -414,11 +414,11 @@ public:
 /// overflow is the device's hard limit.
 class TPipe {
 public:
-    TPipe() { reset(symsim::core()); }
+    TPipe() { free_buffers(symsim::core()); }
     ~TPipe() {
         symsim::CoreState *c = symsim::current_slot();
         if (c != nullptr) {
-            reset(*c);
+            free_buffers(*c);
         }
     }
     TPipe(const TPipe &) = delete;
@@ -443,7 +443,8 @@ public:
 
 private:
     static uint32_t round32(uint32_t n) { return (n + 31u) & ~31u; }
-    static void reset(symsim::CoreState &c) {
+    /// Every buffer carved on `c` is free again (a pipe owns the core's buffers for its life).
+    static void free_buffers(symsim::CoreState &c) {
         c.ub_used = 0;
         c.l1.used = c.l0a.used = c.l0b.used = c.l0c.used = 0;
         c.regions.clear();
