@@ -19,7 +19,7 @@ HI=${2:-$((64 << 20))}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 RANKS=${RANKS:-2}
-VENV=${SYMSCHED_VENV:-/root/.cache/symsched/venv}
+VENV=${SYMSCHED_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/venv}
 STAGED_FLAG=""
 if [[ "${STAGED:-0}" == 1 ]]; then STAGED_FLAG="--staged"; fi
 

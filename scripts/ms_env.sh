@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Create (or reuse) the MindSpore venv for symsched and build the package into it.
 # Idempotent: installs only what is missing, then builds the native module in place.
-#   SYMSCHED_MS_VENV (default /root/.cache/symsched/msvenv), CARGO_TARGET_DIR (default <repo>/target-py).
+#   SYMSCHED_MS_VENV (default ${XDG_CACHE_HOME:-$HOME/.cache}/symsched/msvenv), CARGO_TARGET_DIR (default <repo>/target-py).
 #
 # MindSpore 2.10.0's CPU wheel (~800 MB download, 2.5 GB installed) declares numpy>=1.25 but is
 # built against numpy 1.x: with numpy 2 its bfloat16 breaks, so numpy<2 is pinned in the same
 # pip call. torch is never installed here: the MindSpore side must import without it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MS_VENV="${SYMSCHED_MS_VENV:-/root/.cache/symsched/msvenv}"
+MS_VENV="${SYMSCHED_MS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/msvenv}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target-py}"
 PY="${PYTHON:-python3}"
 

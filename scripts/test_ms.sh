@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Run symsched's MindSpore suite (python/tests_ms) in the MindSpore venv under a global timeout.
-#   SYMSCHED_MS_VENV (default /root/.cache/symsched/msvenv), TIMEOUT (seconds, default 1200);
+#   SYMSCHED_MS_VENV (default ${XDG_CACHE_HOME:-$HOME/.cache}/symsched/msvenv), TIMEOUT (seconds, default 1200);
 #   extra arguments go to pytest (e.g. -k allreduce).
 # Ranks are started by `symsched launch` (the CLI of this checkout: target/release or
 # target/debug, or SYMSCHED_BIN) and by msrun.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MS_VENV="${SYMSCHED_MS_VENV:-/root/.cache/symsched/msvenv}"
+MS_VENV="${SYMSCHED_MS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/msvenv}"
 TIMEOUT="${TIMEOUT:-1200}"
 if [[ ! -x "$MS_VENV/bin/python" ]] || ! "$MS_VENV/bin/python" -c 'import mindspore' 2>/dev/null; then
     echo "test_ms: no MindSpore venv at $MS_VENV; run scripts/ms_env.sh first" >&2

@@ -115,6 +115,10 @@ pub const STANDARD_LIBRARY: &[(&str, &str)] = &[
         include_str!("../../examples/reduce_scatter_push.sched"),
     ),
     (
+        "examples/reduce_scatter_pull.sched",
+        include_str!("../../examples/reduce_scatter_pull.sched"),
+    ),
+    (
         "examples/allreduce_one_shot.sched",
         include_str!("../../examples/allreduce_one_shot.sched"),
     ),

@@ -128,3 +128,42 @@ def ops_overhead(rank: int, world: int, args) -> dict:
         symm.free(small)
         symm.free(big)
     return out
+
+
+#: The allreduce schedules ``allreduce_schedules`` compares, as the knob values that pick each
+#: (``symsched.core.schedules.allreduce``; both knobs are read on every call).
+ALLREDUCE_CHOICES = {
+    "one_shot": {"SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES": "1G", "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES": "1G"},
+    "two_shot": {"SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES": "0", "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES": "1G"},
+    "two_shot_pull": {"SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES": "0", "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES": "0"},
+}
+
+
+def allreduce_schedules(rank: int, world: int, args) -> dict:
+    """Per-call µs of ``shmem_allreduce`` under each schedule of ``ALLREDUCE_CHOICES``, on a
+    symmetric and on an ordinary tensor, per size: {bytes: {"<schedule>/<kind>": µs}}. The
+    cases alternate within every round, so load drift hits each alike; the minimum over rounds
+    is kept."""
+    import os
+
+    symm.init()
+    rounds = int(args.get("rounds", 5))
+    out = {}
+    for nbytes in args["sizes"]:
+        n = max(world, nbytes // 4)
+        tensors = {"symmetric": symm.empty(n, torch.float32), "ordinary": torch.empty(n)}
+        for t in tensors.values():
+            t.fill_(1.0 / world)
+        calls = 2000 if nbytes <= 4096 else max(20, (64 << 20) // max(nbytes, 1) // 64)
+        res: dict = {}
+        for r in range(rounds + 1):  # round 0 warms up: loads, first-call checks
+            for name, knobs in ALLREDUCE_CHOICES.items():
+                os.environ.update(knobs)
+                for kind, t in tensors.items():
+                    us = _per_call_us(lambda t=t: symm.shmem_allreduce(t), calls if r else 20)
+                    if r:
+                        key = f"{name}/{kind}"
+                        res[key] = min(res.get(key, us), us)
+        out[nbytes] = res
+        symm.free(tensors["symmetric"])
+    return out

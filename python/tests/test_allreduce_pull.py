@@ -1,9 +1,9 @@
 """The pull two-shot allreduce (``examples/allreduce_two_shot_pull.sched``): which schedule each
 allreduce takes, and that its results equal the push two-shot's bit for bit.
 
-- At or above ``SYMSCHED_ALLREDUCE_PULL_MIN_BYTES`` (default 256 KiB, where two-shot starts)
+- At or above ``SYMSCHED_ALLREDUCE_PULL_MIN_BYTES`` (default 0: wherever two-shot is used)
   ``shmem_allreduce`` runs ``allreduce_two_shot_pull``, below it ``allreduce_two_shot`` (and
-  one-shot below 256 KiB); on the full path and on cached (fast-path) calls, for private and
+  one-shot below ``SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES``, 4 KiB); on the full path and on cached (fast-path) calls, for private and
   symmetric tensors.
 - Raising the threshold sends the same call back to the push two-shot, with an identical result;
   a malformed value is refused.

@@ -57,8 +57,8 @@ def test_garbage_values_are_typed_errors(knob: knobs.Knob, raw: str) -> None:
 
 @pytest.mark.timeout(30)
 def test_good_values_and_defaults() -> None:
-    assert knobs.ALLREDUCE_ONE_SHOT_MAX_BYTES.parse(None) == 256 * 1024
-    assert knobs.ALLREDUCE_ONE_SHOT_MAX_BYTES.parse("  ") == 256 * 1024
+    assert knobs.ALLREDUCE_ONE_SHOT_MAX_BYTES.parse(None) == 4 * 1024
+    assert knobs.ALLREDUCE_ONE_SHOT_MAX_BYTES.parse("  ") == 4 * 1024
     assert knobs.ALLREDUCE_ONE_SHOT_MAX_BYTES.parse("4096") == 4096
     assert knobs.ALLREDUCE_PULL_MIN_BYTES.parse("512K") == 512 << 10
     assert knobs.ALLGATHER_PULL_MIN_BYTES.parse("2MiB") == 2 << 20

@@ -30,7 +30,7 @@
 //! | `SYMSCHED_LOG_DIR` | absolute path, created 0700 if missing (`logs`) | per-user default | directory of the per-rank log files |
 //! | `SYMSCHED_FUSE` | `0`, `1` (`maybe`) | `1` | `0` turns off the executor's reduce→put/cast and get→reduce fusion ([`ExecOptions::fuse`]) |
 //! | `SYMSCHED_NT_COPY` | `0`, `1` (`yes`) | `1` | `0` turns off non-temporal stores for large plain moves into buffers no step reads ([`ExecOptions::nt_copy`]) |
-//! | `SYMSCHED_NT_MIN_BYTES` | bytes (`abc`, `-1`) | 4 MiB | smallest move those stores are used for ([`ExecOptions::nt_min_bytes`]) |
+//! | `SYMSCHED_NT_MIN_BYTES` | bytes (`abc`, `-1`) | 8 MiB | smallest move those stores are used for ([`ExecOptions::nt_min_bytes`]) |
 //! | `SYMSCHED_A2A_LARGE_PULL` | `0`, `1` (`2`) | `1` | `0`: alltoall chunks above the eager capacity of a symmetric send tensor take the header round + plan instead of being pulled in one round ([`ExecOptions::a2a_large_pull`]) |
 //! | `SYMSCHED_TRACE` | a path | unset | Chrome/Perfetto trace file of every executed step ([`ExecOptions::trace`]) |
 //! | `SYMSCHED_BACKEND` | `interp`, `jit`, `auto`, any case (`llvm`) | `auto` | what runs a launch's steps: the interpreter, kernels compiled through LLVM (cached in memory and in `$XDG_CACHE_HOME/symsched/jit`, else `$HOME/.cache/symsched/jit`), or per launch the one measured faster, falling back to the interpreter when no kernel can be made ([`ExecOptions::backend`], `docs/llvm.md`) |
@@ -743,11 +743,13 @@ impl BackendKind {
 /// Measured on a quiet machine (perftest, 2 ranks, alltoall and all-gather, 2 rounds, load
 /// 1.9–2.3; AMD EPYC with 2 MiB L2 per core and 32 MiB L3): streaming 1 MiB and 2 MiB moves
 /// made 2 and 4 MiB messages 2.5–2.8× slower than ordinary stores (alltoall 2 MiB 175–220 µs
-/// against 66–102 µs), 4 MiB moves were a tie within the noise, 16 MiB moves gained 1.7×
-/// (alltoall 32 MiB 1.7–3.1 ms against 4.8–5.0 ms unstreamed). An earlier choice of 1 MiB
-/// came from runs at load 5–14 on another VM (`docs/performance.md`, "The non-temporal
-/// threshold").
-pub const DEFAULT_NT_MIN_BYTES: usize = 4 << 20;
+/// against 66–102 µs), 16 MiB moves gained 1.7× (alltoall 32 MiB 1.7–3.1 ms against 4.8–5.0 ms
+/// unstreamed). 4 MiB moves, a tie in that run, lost in a later one (8 MiB messages: all-gather
+/// 339–627 µs streamed against 360–412 µs not, alltoall 630–650 against 388–473 µs), and 8 MiB
+/// moves won (16 MiB messages: all-gather 658–1229 µs against 1410–1666, alltoall 671–1294
+/// against 1677–1773), so the smallest streamed move is 8 MiB. An earlier choice of 1 MiB came
+/// from runs at load 5–14 on another VM (`docs/performance.md`, "The non-temporal threshold").
+pub const DEFAULT_NT_MIN_BYTES: usize = 8 << 20;
 
 /// The executor's knobs, read once into a value that is handed to the executor and, through
 /// it, to every part that acts on one (the resolve passes, the backends, the eager channel,

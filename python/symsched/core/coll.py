@@ -47,6 +47,7 @@ _one_shot_env = knobs.ALLREDUCE_ONE_SHOT_MAX_BYTES.raw
 _ar_pull_env = knobs.ALLREDUCE_PULL_MIN_BYTES.raw
 _pull_env = knobs.ALLGATHER_PULL_MIN_BYTES.raw
 _ag_one_shot_env = knobs.ALLGATHER_ONE_SHOT_MAX_BYTES.raw
+_rs_pull_env = knobs.REDUCE_SCATTER_PULL_MIN_BYTES.raw
 _mc2_ag_pull_env = knobs.MC2_AG_PULL.raw
 _mc2_rs_pull_env = knobs.MC2_RS_PULL.raw
 _trace_env = knobs.TRACE.raw
@@ -256,7 +257,8 @@ def reduce_scatter(output: Any, input: Any, op: ReduceOpLike = "sum", group: Any
     try:
         po, pi = _plain(output), _plain(input)
         if po is not None and pi is not None:
-            key = ("reduce_scatter", id(group), po[0], po[1], pi[0], pi[1], op, low_precision_dtype, _wire_env())
+            key = ("reduce_scatter", id(group), po[0], po[1], pi[0], pi[1], op, low_precision_dtype, _wire_env(),
+                   _rs_pull_env())
             hit = _hit(key, group)
             if hit is not None and (not memory._dead or (memory.live(pi[2], hit[2][0])
                                                          and memory.live(po[2], hit[2][1]))):
@@ -281,7 +283,7 @@ def _reduce_scatter_full(key: Key, output: Any, input: Any, op: ReduceOpLike, gr
         raise SymschedArgumentError(
             f"`input_tensor` must have group size × output elements = {info.size} × {so.numel} = "
             f"{info.size * so.numel}, got {si.numel}")
-    _call(key, group, "reduce_scatter", info, schedules.reduce_scatter(wire), [_buf(si), _buf(so)], si.name,
+    _call(key, group, "reduce_scatter", info, schedules.reduce_scatter(wire, si.nbytes), [_buf(si), _buf(so)], si.name,
           {"n": so.numel}, input, (si.nbytes, so.nbytes), reduce=r, wire=wire, nbytes=si.nbytes)
 
 

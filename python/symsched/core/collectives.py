@@ -59,7 +59,7 @@ def shmem_reduce_scatter(output_tensor: Any, input_tensor: Any, op: ReduceOpLike
 
 def shmem_allreduce(tensor: Any, op: ReduceOpLike = "sum", group: Any = None, low_precision_dtype: Any = None,
                     *, backward: str = "identity") -> None:
-    """In-place allreduce. One-shot below ``SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES`` (256 KiB),
+    """In-place allreduce. One-shot below ``SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES`` (4 KiB),
     two-shot above, the wire-format two-shot when a low-precision dtype applies (per call, or
     ``SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE``): cast to the wire type, transfer, accumulate in f32.
     """

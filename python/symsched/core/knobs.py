@@ -178,13 +178,15 @@ LOW_PRECISION_DTYPE = Knob(
     "a per-call `low_precision_dtype` overrides it)")
 
 ALLREDUCE_ONE_SHOT_MAX_BYTES = Knob(
-    "SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES", 256 * 1024, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
-    "allreduce: one-shot below this many bytes, two-shot at or above", shown_default="256K")
+    "SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES", 4 * 1024, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
+    "allreduce: one-shot below this many bytes, two-shot at or above (measured: "
+    "`python/tests/bench_allreduce_schedules.py`)", shown_default="4K")
 
 ALLREDUCE_PULL_MIN_BYTES = Knob(
-    "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES", 256 * 1024, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
+    "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES", 0, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
     "allreduce two-shot: pull at or above this many bytes, push below (the pull form moves about "
-    "16c bytes per rank against 24c, `docs/performance.md`)", shown_default="256K")
+    "16c bytes per rank against 24c, and its reduce-scatter half reads peers' chunks instead of "
+    "having them written into a landing scratch, `docs/performance.md`)")
 
 ALLREDUCE_ORDER = Knob(
     "SYMSCHED_ALLREDUCE_ORDER", "size", choice("size", "gloo"), "size, gloo", PER_CALL,
@@ -201,6 +203,11 @@ ALLGATHER_ONE_SHOT_MAX_BYTES = Knob(
     "SYMSCHED_ALLGATHER_ONE_SHOT_MAX_BYTES", 32 * 1024, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
     "all-gather (and reduce_scatter's backward): the one-shot schedule below this many output bytes (one "
     "signal round, a landing copy), push or pull at or above", shown_default="32K")
+
+REDUCE_SCATTER_PULL_MIN_BYTES = Knob(
+    "SYMSCHED_REDUCE_SCATTER_PULL_MIN_BYTES", 8 * 1024, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
+    "reduce_scatter without a wire format: `reduce_scatter_pull` (peers' blocks read where they are) at "
+    "or above this many input bytes, `reduce_scatter_push` below", shown_default="8K")
 
 MC2_AG_PULL = Knob(
     "SYMSCHED_MC2_AG_PULL", True, flag, "0/1 (false/true, no/yes, off/on)", PER_CALL,
@@ -255,7 +262,7 @@ NODE_ID = Knob(
 #: Every knob, in table order.
 ALL: Tuple[Knob, ...] = (LOW_PRECISION_DTYPE, ALLREDUCE_ONE_SHOT_MAX_BYTES, ALLREDUCE_PULL_MIN_BYTES,
                          ALLREDUCE_ORDER, ALLGATHER_PULL_MIN_BYTES, ALLGATHER_ONE_SHOT_MAX_BYTES,
-                         MC2_AG_PULL, MC2_RS_PULL, MATMUL_ENGINE, MATMUL_BLAS,
+                         REDUCE_SCATTER_PULL_MIN_BYTES, MC2_AG_PULL, MC2_RS_PULL, MATMUL_ENGINE, MATMUL_BLAS,
                          CHECK_BINDINGS, TRACE, JOB_ID, RANK, NODE_ID)
 
 

@@ -40,6 +40,7 @@ HIERARCHICAL: Dict[str, str] = {
     "allreduce_ring": "allreduce_hier",
     "allreduce_ring_gloo": "allreduce_hier",
     "reduce_scatter_push": "reduce_scatter_hier",
+    "reduce_scatter_pull": "reduce_scatter_hier",
     "reduce_scatter_push_wire": "reduce_scatter_hier",
     "allgather_push": "allgather_hier",
     "allgather_pull": "allgather_hier",

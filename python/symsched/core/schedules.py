@@ -25,8 +25,9 @@ def has_schedule(name: str) -> bool:
 
 
 def allreduce(nbytes: int, wire: Optional[str]) -> str:
-    """One-shot for small messages, push two-shot above, pull two-shot for large messages, the
-    wire variant when narrowing; gloo's ring order when ``SYMSCHED_ALLREDUCE_ORDER=gloo``."""
+    """One-shot for small messages, the pull two-shot above (the push two-shot only below a raised
+    ``SYMSCHED_ALLREDUCE_PULL_MIN_BYTES``), the wire variant when narrowing; gloo's ring order
+    when ``SYMSCHED_ALLREDUCE_ORDER=gloo``."""
     if wire is not None:
         return "allreduce_two_shot_wire"
     if knobs.ALLREDUCE_ORDER.get() == "gloo":
@@ -72,8 +73,17 @@ def allgather(nbytes: int, symmetric_output: bool, group_size: int,
     return "allgather_push" if "allgather_push" in candidates else candidates[0]
 
 
-def reduce_scatter(wire: Optional[str]) -> str:
+def reduce_scatter(wire: Optional[str], nbytes: Optional[int] = None) -> str:
+    """The reduce-scatter schedule of a call with ``nbytes`` input bytes: the pull form (peers'
+    blocks read where they are, two signal rounds) at or above
+    ``SYMSCHED_REDUCE_SCATTER_PULL_MIN_BYTES``, the push form (one round, landing writes into
+    the peers' scratch) below, the wire form when narrowing. Both forms declare the same duals
+    (``tests/test_reduce_scatter_pull.py`` checks it), so a backward that only needs the duals
+    of the forward passes no size and gets the push form's name."""
     if wire is None:
+        if (nbytes is not None and nbytes >= knobs.REDUCE_SCATTER_PULL_MIN_BYTES.get()
+                and has_schedule("reduce_scatter_pull")):
+            return "reduce_scatter_pull"
         return "reduce_scatter_push"
     if has_schedule("reduce_scatter_push_wire"):
         return "reduce_scatter_push_wire"
