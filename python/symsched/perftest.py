@@ -28,7 +28,9 @@ Sizes (nccl-tests convention): allreduce = tensor bytes, allgather = output byte
 reduce_scatter = input bytes, alltoall = bytes sent per rank.
 busbw = algbw × (2(P-1)/P for allreduce, (P-1)/P otherwise).
 
-Also reported: backward vs forward time of the differentiable forms (batches of forward calls
+Also reported: at the largest size (≥ 1 MiB), each collective's time against the copy bound
+measured in the same run (every rank copying the message once between two buffers of its own,
+all ranks at once); backward vs forward time of the differentiable forms (batches of forward calls
 vs batches of ``torch.autograd.grad`` over graphs built beforehand, so neither side includes
 building the other's inputs or accumulating into ``.grad``), the low-precision wire allreduce
 in fp32 bytes per second, and MC2 fused vs separate communication + compute.
@@ -264,6 +266,11 @@ def _worker(a: argparse.Namespace) -> None:
             if rank == 0:
                 print_row(rows[-1])
 
+    bound_lines = copy_bound(rows, timed, a)
+    if rank == 0:
+        for line in bound_lines:
+            print(line, flush=True)
+
     extras: List[str] = []
     if "mc2" in a.ops:
         # MC2 fused vs separate (the symsched / gloo collective, then torch.matmul on the same
@@ -445,6 +452,34 @@ def _worker(a: argparse.Namespace) -> None:
     dist.barrier()
     symm.finalize()
     dist.destroy_process_group()
+
+
+def copy_bound(rows: List[Dict[str, object]], timed: Callable[..., float], a: argparse.Namespace) -> List[str]:
+    """Each collective's time at the largest size of the run (≥ 1 MiB) against the copy bound
+    measured right after it: every rank copying the message once between two buffers of its
+    own, all ranks at once, timed as the collectives are (issue 15's "two-copier memcpy bound"
+    at 2 ranks). A collective of that message writes at least that many bytes on every rank
+    through the same memory system, so a ratio near 1 leaves nothing to gain but the copy's
+    own speed."""
+    import torch
+
+    top: Dict[str, Dict[str, object]] = {}
+    for r in rows:
+        if str(r["op"]) not in top or int(r["bytes"]) > int(top[str(r["op"])]["bytes"]):  # type: ignore[call-overload]
+            top[str(r["op"])] = r
+    lines: List[str] = []
+    bounds: Dict[int, float] = {}
+    for op, r in top.items():
+        nb = int(r["bytes"])  # type: ignore[call-overload]
+        if nb < 1 << 20:
+            continue
+        if nb not in bounds:
+            src, dst = torch.randn(nb // 4), torch.empty(nb // 4)
+            bounds[nb] = timed(lambda: dst.copy_(src), lambda: None, batch_calls(a, nb))
+        t, b = float(r["symsched"]), bounds[nb]  # type: ignore[arg-type]
+        lines.append(f"{op:>14} {nb:>10} B: symsched {t * 1e6:10.1f} us, copy bound {b * 1e6:10.1f} us "
+                     f"(every rank copying the message once, at once): {t / b:5.2f}x the bound")
+    return lines
 
 
 def _plot(rows: List[Dict[str, object]], path: str) -> None:

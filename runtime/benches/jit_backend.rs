@@ -622,17 +622,48 @@ trait FilterMatches {
     fn clone_filter_matches(&self, id: &str) -> bool;
 }
 
+/// Criterion 0.5's options that take a value (`--measurement-time 3`): their values are not
+/// filters. Without this, `-- --warm-up-time 1` made "1" a filter and silently skipped every row
+/// whose name lacks a 1 (the 8 B and 4 KiB rows).
+const VALUE_OPTIONS: [&str; 18] = [
+    "--warm-up-time",
+    "--measurement-time",
+    "--sample-size",
+    "--nresamples",
+    "--noise-threshold",
+    "--confidence-level",
+    "--significance-level",
+    "--profile-time",
+    "--save-baseline",
+    "-s",
+    "--baseline",
+    "-b",
+    "--load-baseline",
+    "--color",
+    "-c",
+    "--plotting-backend",
+    "--format",
+    "--output-format",
+];
+
+/// The filter of a criterion command line (its one positional argument), if any.
+fn filter_argument(args: &[String]) -> Option<&str> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if VALUE_OPTIONS.contains(&a.as_str()) {
+            it.next();
+        } else if !a.starts_with('-') {
+            return Some(a);
+        }
+    }
+    None
+}
+
 impl FilterMatches for Criterion {
     fn clone_filter_matches(&self, id: &str) -> bool {
-        let args: Vec<String> = std::env::args()
-            .skip(1)
-            .filter(|a| !a.starts_with('-'))
-            .collect();
+        let args: Vec<String> = std::env::args().skip(1).collect();
         // Criterion reads the filter as a regex; alternatives (`a|b`) are the part used here.
-        args.is_empty()
-            || args
-                .iter()
-                .any(|f| f.split('|').any(|alt| id.contains(alt)))
+        filter_argument(&args).is_none_or(|f| f.split('|').any(|alt| id.contains(alt)))
     }
 }
 
