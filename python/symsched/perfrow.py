@@ -1,6 +1,7 @@
 """What both perftest workers (PyTorch in :mod:`symsched.perftest`, MindSpore in
 :mod:`symsched.mindspore.perftest`) share about one table row: the sizes swept, the element
-count of a size, the calls per timed batch, the CPU binding of a rank and the row's format.
+count of a size, the calls per timed batch, the CPU binding of a rank, the row's format and the
+copy bound of the largest size.
 The driver and both workers import it; it imports neither.
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 
 def sizes(a: argparse.Namespace) -> List[int]:
@@ -80,3 +81,34 @@ def print_row(r: Dict[str, object], lib: str = "gloo") -> None:
     print(line, flush=True)
 
 
+
+
+def copy_bound(rows: List[Dict[str, object]], timed: Callable[[Callable[[], None], int], float]) -> List[str]:
+    """Each collective's time at the largest size of the run (≥ 1 MiB) against the copy bound
+    measured right after it: every rank copying the message once between two buffers of its
+    own (numpy, a plain ``memcpy``), all ranks at once, timed by ``timed(fn, nbytes)`` as the
+    worker times the collectives (issue 15's "two-copier memcpy bound" at 2 ranks). A
+    collective of that message writes at least that many bytes on every rank through the same
+    memory system, so a ratio near 1 leaves nothing to gain but the copy's own speed. Every
+    rank must call it (the timing synchronises); the lines are for rank 0 to print."""
+    import numpy as np
+
+    top: Dict[str, Dict[str, object]] = {}
+    for r in rows:
+        op = str(r["op"])
+        if op not in top or int(r["bytes"]) > int(top[op]["bytes"]):  # type: ignore[call-overload]
+            top[op] = r
+    lines: List[str] = []
+    bounds: Dict[int, float] = {}
+    for op, r in top.items():
+        nb = int(r["bytes"])  # type: ignore[call-overload]
+        if nb < 1 << 20:
+            continue
+        if nb not in bounds:
+            src = np.random.default_rng(0).standard_normal(nb // 4).astype(np.float32)
+            dst = np.empty_like(src)
+            bounds[nb] = timed(lambda: np.copyto(dst, src), nb)
+        t, b = float(r["symsched"]), bounds[nb]  # type: ignore[arg-type]
+        lines.append(f"{op:>14} {nb:>10} B: symsched {t * 1e6:10.1f} us, copy bound {b * 1e6:10.1f} us "
+                     f"(every rank copying the message once, at once): {t / b:5.2f}x the bound")
+    return lines

@@ -55,7 +55,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .perfrow import batch_calls, bind_cpu, element_count, print_row, sizes
+from .perfrow import batch_calls, bind_cpu, copy_bound, element_count, print_row, sizes
 
 OPS = ("allreduce", "allgather", "reduce_scatter", "alltoall", "mc2")
 
@@ -266,7 +266,7 @@ def _worker(a: argparse.Namespace) -> None:
             if rank == 0:
                 print_row(rows[-1])
 
-    bound_lines = copy_bound(rows, timed, a)
+    bound_lines = copy_bound(rows, lambda fn, nb: timed(fn, lambda: None, batch_calls(a, nb)))
     if rank == 0:
         for line in bound_lines:
             print(line, flush=True)
@@ -452,34 +452,6 @@ def _worker(a: argparse.Namespace) -> None:
     dist.barrier()
     symm.finalize()
     dist.destroy_process_group()
-
-
-def copy_bound(rows: List[Dict[str, object]], timed: Callable[..., float], a: argparse.Namespace) -> List[str]:
-    """Each collective's time at the largest size of the run (≥ 1 MiB) against the copy bound
-    measured right after it: every rank copying the message once between two buffers of its
-    own, all ranks at once, timed as the collectives are (issue 15's "two-copier memcpy bound"
-    at 2 ranks). A collective of that message writes at least that many bytes on every rank
-    through the same memory system, so a ratio near 1 leaves nothing to gain but the copy's
-    own speed."""
-    import torch
-
-    top: Dict[str, Dict[str, object]] = {}
-    for r in rows:
-        if str(r["op"]) not in top or int(r["bytes"]) > int(top[str(r["op"])]["bytes"]):  # type: ignore[call-overload]
-            top[str(r["op"])] = r
-    lines: List[str] = []
-    bounds: Dict[int, float] = {}
-    for op, r in top.items():
-        nb = int(r["bytes"])  # type: ignore[call-overload]
-        if nb < 1 << 20:
-            continue
-        if nb not in bounds:
-            src, dst = torch.randn(nb // 4), torch.empty(nb // 4)
-            bounds[nb] = timed(lambda: dst.copy_(src), lambda: None, batch_calls(a, nb))
-        t, b = float(r["symsched"]), bounds[nb]  # type: ignore[arg-type]
-        lines.append(f"{op:>14} {nb:>10} B: symsched {t * 1e6:10.1f} us, copy bound {b * 1e6:10.1f} us "
-                     f"(every rank copying the message once, at once): {t / b:5.2f}x the bound")
-    return lines
 
 
 def _plot(rows: List[Dict[str, object]], path: str) -> None:

@@ -26,7 +26,7 @@ def worker(a: argparse.Namespace) -> None:
     import numpy as np
 
     import symsched.mindspore as symm
-    from symsched.perfrow import batch_calls, bind_cpu, element_count, print_row, sizes
+    from symsched.perfrow import batch_calls, bind_cpu, copy_bound, element_count, print_row, sizes
 
     symm.init_mccl()
     symm.init()
@@ -107,7 +107,10 @@ def worker(a: argparse.Namespace) -> None:
             rows.append({"op": op, "bytes": nbytes, "count": n, "bus": bus, **res})
             if rank == 0:
                 print_row(rows[-1], "mccl")
+    bound_lines = copy_bound(rows, lambda fn, nb: timed(fn, nothing, batch_calls(a, nb), nothing))
     if rank == 0:
+        for line in bound_lines:
+            print(line, flush=True)
         print(f"load average: {os.getloadavg()[0]:.2f}", flush=True)
     symm.barrier()
     symm.free(peak)
