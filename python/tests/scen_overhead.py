@@ -130,40 +130,56 @@ def ops_overhead(rank: int, world: int, args) -> dict:
     return out
 
 
-#: The allreduce schedules ``allreduce_schedules`` compares, as the knob values that pick each
-#: (``symsched.core.schedules.allreduce``; both knobs are read on every call).
-ALLREDUCE_CHOICES = {
-    "one_shot": {"SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES": "1G", "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES": "1G"},
-    "two_shot": {"SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES": "0", "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES": "1G"},
-    "two_shot_pull": {"SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES": "0", "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES": "0"},
+#: Per collective, the schedules ``schedule_choice`` compares, as the knob values that pick each
+#: (``symsched.core.schedules``; every one of these knobs is read on every call).
+CHOICES = {
+    "allreduce": {
+        "one_shot": {"SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES": "1G", "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES": "1G"},
+        "two_shot": {"SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES": "0", "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES": "1G"},
+        "two_shot_pull": {"SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES": "0", "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES": "0"},
+    },
+    "reduce_scatter": {
+        "push": {"SYMSCHED_REDUCE_SCATTER_PULL_MIN_BYTES": "1G"},
+        "pull": {"SYMSCHED_REDUCE_SCATTER_PULL_MIN_BYTES": "0"},
+    },
 }
 
 
-def allreduce_schedules(rank: int, world: int, args) -> dict:
-    """Per-call µs of ``shmem_allreduce`` under each schedule of ``ALLREDUCE_CHOICES``, on a
-    symmetric and on an ordinary tensor, per size: {bytes: {"<schedule>/<kind>": µs}}. The
+def schedule_choice(rank: int, world: int, args) -> dict:
+    """Per-call µs of ``args["op"]`` (allreduce: ``shmem_allreduce`` in place; reduce_scatter:
+    ``shmem_reduce_scatter`` of ``bytes`` input bytes) under each schedule of ``CHOICES``, with
+    symmetric and with ordinary tensors, per size: {bytes: {"<schedule>/<kind>": µs}}. The
     cases alternate within every round, so load drift hits each alike; the minimum over rounds
     is kept."""
     import os
 
     symm.init()
+    op = args["op"]
     rounds = int(args.get("rounds", 5))
     out = {}
     for nbytes in args["sizes"]:
-        n = max(world, nbytes // 4)
-        tensors = {"symmetric": symm.empty(n, torch.float32), "ordinary": torch.empty(n)}
-        for t in tensors.values():
-            t.fill_(1.0 / world)
+        n = max(world, nbytes // 4 // world * world)
+        if op == "allreduce":
+            tensors = {"symmetric": (symm.empty(n, torch.float32),), "ordinary": (torch.empty(n),)}
+            call = symm.shmem_allreduce
+        else:
+            tensors = {"symmetric": (symm.empty(n // world, torch.float32), symm.empty(n, torch.float32)),
+                       "ordinary": (torch.empty(n // world), torch.empty(n))}
+            call = symm.shmem_reduce_scatter
+        for ts in tensors.values():
+            for t in ts:
+                t.fill_(1.0 / world)
         calls = 2000 if nbytes <= 4096 else max(20, (64 << 20) // max(nbytes, 1) // 64)
         res: dict = {}
         for r in range(rounds + 1):  # round 0 warms up: loads, first-call checks
-            for name, knobs in ALLREDUCE_CHOICES.items():
+            for name, knobs in CHOICES[op].items():
                 os.environ.update(knobs)
-                for kind, t in tensors.items():
-                    us = _per_call_us(lambda t=t: symm.shmem_allreduce(t), calls if r else 20)
+                for kind, ts in tensors.items():
+                    us = _per_call_us(lambda ts=ts: call(*ts), calls if r else 20)
                     if r:
                         key = f"{name}/{kind}"
                         res[key] = min(res.get(key, us), us)
         out[nbytes] = res
-        symm.free(tensors["symmetric"])
+        for t in reversed(tensors["symmetric"]):
+            symm.free(t)
     return out

@@ -2,9 +2,9 @@
 reduce_scatter takes, that its results equal the push form's bit for bit (both fold in rank
 order), and that its backward is the push form's (both declare the same all-gather duals).
 
-- At or above ``SYMSCHED_REDUCE_SCATTER_PULL_MIN_BYTES`` input bytes (default 8 KiB)
-  ``shmem_reduce_scatter`` runs ``reduce_scatter_pull``, below it ``reduce_scatter_push``; on the
-  full path and on cached calls, for private and symmetric tensors.
+- With a symmetric input of at least ``SYMSCHED_REDUCE_SCATTER_PULL_MIN_BYTES`` bytes (default
+  8 KiB) ``shmem_reduce_scatter`` runs ``reduce_scatter_pull``, below it and with an ordinary
+  input ``reduce_scatter_push``; on the full path and on cached calls.
 - Raising the threshold sends the same call back to the push form, with an identical result; a
   malformed value is refused.
 
@@ -46,7 +46,8 @@ def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
         seen.clear()
 
     def case(m: int, dtype: torch.dtype, want_schedule: str) -> torch.Tensor:
-        """reduce_scatter of world·m elements; returns this rank's block."""
+        """reduce_scatter of world·m elements, ``want_schedule`` for a symmetric input (an
+        ordinary one always pushes); returns this rank's block."""
         parts = [data(11 * r + m, world * m, dtype) for r in range(world)]
         ref = reference_reduce(parts, "sum")[rank * m:(rank + 1) * m]
         out = torch.empty(m, dtype=dtype)
@@ -54,7 +55,7 @@ def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
             symm.shmem_reduce_scatter(out, parts[rank].clone())
             if not torch.equal(out, ref):
                 fails.append(f"private reduce_scatter {dtype} m={m} differs from the rank-order fold")
-        expect(f"private reduce_scatter {dtype} m={m}", [want_schedule] * 2)
+        expect(f"private reduce_scatter {dtype} m={m}", [PUSH] * 2)
         sin, sout = symm.empty(world * m, dtype), symm.empty(m, dtype)
         for _ in range(2):
             # peers read a symmetric input in place: refill only once every rank is done with it
@@ -94,16 +95,26 @@ def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
     # both forms declare the same duals, so the backward does not depend on the form that ran
     if native().schedule_duals(PULL, world, {}) != native().schedule_duals(PUSH, world, {}):
         fails.append("reduce_scatter_pull and reduce_scatter_push declare different duals")
-    # and a differentiable call above the threshold runs the pull form forward, its gradient the
-    # all-gather of the output's gradient
+    # and a differentiable call on a symmetric input above the threshold runs the pull form
+    # forward, its gradient the all-gather of the output's gradient
     m = 10_001
-    x = data(5 * rank, world * m, torch.float32).requires_grad_()
+    x = symm.empty(world * m, torch.float32)
+    x.copy_(data(5 * rank, world * m, torch.float32))
+    dist.barrier()
+    x.requires_grad_()
+    seen.clear()
+    restore = spy_schedules(seen)
     y = F.reduce_scatter(x, "sum", None)
+    restore()
+    if seen[:1] != [PULL]:
+        fails.append(f"a differentiable reduce_scatter of a symmetric input ran {seen}, expected {PULL} first")
     g = data(7 * rank + 1, m, torch.float32)
     y.backward(g)
     gathered = torch.cat([data(7 * r + 1, m, torch.float32) for r in range(world)])
     if not torch.equal(x.grad, gathered):
         fails.append("reduce_scatter backward (pull forward) is not the all-gather of the gradients")
+    dist.barrier()
+    symm.free(x)
     return {"failures": fails}
 
 

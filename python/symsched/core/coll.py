@@ -252,7 +252,11 @@ def reduce_scatter(output: Any, input: Any, op: ReduceOpLike = "sum", group: Any
     """``output`` (n) ← block ``rank`` of the element-wise reduction of every rank's ``input`` (P·n).
 
     With a wire format (per call, or ``SYMMETRIC_MEMORY_LOW_PRECISION_DTYPE``) peers' blocks
-    travel narrowed and are accumulated in f32; this rank's own block stays full precision."""
+    travel narrowed and are accumulated in f32; this rank's own block stays full precision.
+
+    The cache key holds the kind of input only where the schedule depends on it (at or above
+    ``SYMSCHED_REDUCE_SCATTER_PULL_MIN_BYTES``, no wire): a launch below is cached under the key
+    without it, looked up first."""
     key: Key = None
     try:
         po, pi = _plain(output), _plain(input)
@@ -260,6 +264,8 @@ def reduce_scatter(output: Any, input: Any, op: ReduceOpLike = "sum", group: Any
             key = ("reduce_scatter", id(group), po[0], po[1], pi[0], pi[1], op, low_precision_dtype, _wire_env(),
                    _rs_pull_env())
             hit = _hit(key, group)
+            if hit is None:
+                hit = _hit(key + (_symmetric(pi[2]),), group)
             if hit is not None and (not memory._dead or (memory.live(pi[2], hit[2][0])
                                                          and memory.live(po[2], hit[2][1]))):
                 _fire("reduce_scatter", group, hit[1], [(pi[2], hit[2][0]), (po[2], hit[2][1])], None, input)
@@ -283,8 +289,12 @@ def _reduce_scatter_full(key: Key, output: Any, input: Any, op: ReduceOpLike, gr
         raise SymschedArgumentError(
             f"`input_tensor` must have group size × output elements = {info.size} × {so.numel} = "
             f"{info.size * so.numel}, got {si.numel}")
-    _call(key, group, "reduce_scatter", info, schedules.reduce_scatter(wire, si.nbytes), [_buf(si), _buf(so)], si.name,
-          {"n": so.numel}, input, (si.nbytes, so.nbytes), reduce=r, wire=wire, nbytes=si.nbytes)
+    symmetric = _symmetric(si.ptr)
+    if key is not None and wire is None and si.nbytes >= knobs.REDUCE_SCATTER_PULL_MIN_BYTES.get():
+        key += (symmetric,)
+    _call(key, group, "reduce_scatter", info, schedules.reduce_scatter(wire, si.nbytes, symmetric),
+          [_buf(si), _buf(so)], si.name, {"n": so.numel}, input, (si.nbytes, so.nbytes), reduce=r, wire=wire,
+          nbytes=si.nbytes)
 
 
 def allreduce(tensor: Any, op: ReduceOpLike = "sum", group: Any = None, low_precision_dtype: Any = None) -> None:

@@ -180,7 +180,7 @@ LOW_PRECISION_DTYPE = Knob(
 ALLREDUCE_ONE_SHOT_MAX_BYTES = Knob(
     "SYMSCHED_ALLREDUCE_ONE_SHOT_MAX_BYTES", 4 * 1024, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
     "allreduce: one-shot below this many bytes, two-shot at or above (measured: "
-    "`python/tests/bench_allreduce_schedules.py`)", shown_default="4K")
+    "`python/tests/bench_schedule_choice.py`)", shown_default="4K")
 
 ALLREDUCE_PULL_MIN_BYTES = Knob(
     "SYMSCHED_ALLREDUCE_PULL_MIN_BYTES", 0, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
@@ -206,8 +206,9 @@ ALLGATHER_ONE_SHOT_MAX_BYTES = Knob(
 
 REDUCE_SCATTER_PULL_MIN_BYTES = Knob(
     "SYMSCHED_REDUCE_SCATTER_PULL_MIN_BYTES", 8 * 1024, byte_count, "bytes (K/M/G suffixes)", PER_CALL,
-    "reduce_scatter without a wire format: `reduce_scatter_pull` (peers' blocks read where they are) at "
-    "or above this many input bytes, `reduce_scatter_push` below", shown_default="8K")
+    "reduce_scatter of a symmetric input without a wire format: `reduce_scatter_pull` (peers' blocks "
+    "read where they are) at or above this many input bytes, `reduce_scatter_push` below (an ordinary "
+    "input always pushes)", shown_default="8K")
 
 MC2_AG_PULL = Knob(
     "SYMSCHED_MC2_AG_PULL", True, flag, "0/1 (false/true, no/yes, off/on)", PER_CALL,

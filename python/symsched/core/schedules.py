@@ -73,15 +73,18 @@ def allgather(nbytes: int, symmetric_output: bool, group_size: int,
     return "allgather_push" if "allgather_push" in candidates else candidates[0]
 
 
-def reduce_scatter(wire: Optional[str], nbytes: Optional[int] = None) -> str:
+def reduce_scatter(wire: Optional[str], nbytes: Optional[int] = None, symmetric_input: bool = False) -> str:
     """The reduce-scatter schedule of a call with ``nbytes`` input bytes: the pull form (peers'
-    blocks read where they are, two signal rounds) at or above
-    ``SYMSCHED_REDUCE_SCATTER_PULL_MIN_BYTES``, the push form (one round, landing writes into
-    the peers' scratch) below, the wire form when narrowing. Both forms declare the same duals
+    blocks read where they are, two signal rounds) for a symmetric input at or above
+    ``SYMSCHED_REDUCE_SCATTER_PULL_MIN_BYTES``; the push form (one round, landing writes into the
+    peers' scratch) below it and for an ordinary input, which pull would first have to stage
+    whole into the heap (measured slower: ``docs/performance.md``); the wire form when
+    narrowing. Every rank of a call binds its input alike (the launch agreement checks it), so
+    every rank picks the same. Both forms declare the same duals
     (``tests/test_reduce_scatter_pull.py`` checks it), so a backward that only needs the duals
     of the forward passes no size and gets the push form's name."""
     if wire is None:
-        if (nbytes is not None and nbytes >= knobs.REDUCE_SCATTER_PULL_MIN_BYTES.get()
+        if (symmetric_input and nbytes is not None and nbytes >= knobs.REDUCE_SCATTER_PULL_MIN_BYTES.get()
                 and has_schedule("reduce_scatter_pull")):
             return "reduce_scatter_pull"
         return "reduce_scatter_push"

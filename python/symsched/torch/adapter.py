@@ -132,7 +132,10 @@ class TorchAdapter(_adapter.FrameworkAdapter):
 
     @staticmethod
     def release(t: Any) -> None:
-        t.set_(torch.empty(0, dtype=t.dtype))
+        # no_grad: a symmetric tensor may require grad (a leaf of a differentiable collective),
+        # and autograd refuses in-place changes to a view of such a leaf
+        with torch.no_grad():
+            t.set_(torch.empty(0, dtype=t.dtype))
 
     @staticmethod
     def itemsize(dtype: Any) -> int:
