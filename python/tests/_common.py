@@ -79,3 +79,36 @@ def spy_schedules(seen: List[str]) -> Callable[[], None]:
 
     _launch.run, _coll._fire = spy_run, spy_fire
     return restore
+
+
+class ScheduleChecks:
+    """The schedules launched since the last check, against the expected ones: ``expect`` adds
+    a failure to ``fails`` when they differ; ``bad_knob`` checks that a malformed value of a
+    schedule-choosing knob makes ``call`` raise an error naming it. Spies on every launch until
+    ``restore``."""
+
+    def __init__(self, fails: List[str]) -> None:
+        self.fails = fails
+        self.seen: List[str] = []
+        self.restore = spy_schedules(self.seen)
+
+    def expect(self, what: str, want: List[str]) -> None:
+        if self.seen != want:
+            self.fails.append(f"{what}: schedules {self.seen}, expected {want}")
+        self.seen.clear()
+
+    def bad_knob(self, env: str, call: Callable[[], None]) -> None:
+        import os
+
+        import symsched as symm
+
+        os.environ[env] = "lots"
+        try:
+            call()
+            self.fails.append(f"a bad {env} did not raise")
+        except symm.SymschedArgumentError as e:
+            if env not in str(e):
+                self.fails.append(f"bad {env} error does not name it: {e}")
+        finally:
+            del os.environ[env]
+        self.seen.clear()

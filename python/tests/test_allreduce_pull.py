@@ -31,17 +31,12 @@ def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
     import torch.distributed as dist
 
     import symsched as symm
-    from _common import data, reference_reduce, spy_schedules
+    from _common import ScheduleChecks, data, reference_reduce
 
     symm.init()
     fails: List[str] = []
-    seen: List[str] = []
-    restore = spy_schedules(seen)
-
-    def expect(what: str, want: List[str]) -> None:
-        if seen != want:
-            fails.append(f"{what}: schedules {seen}, expected {want}")
-        seen.clear()
+    checks = ScheduleChecks(fails)
+    expect = checks.expect
 
     results: Dict[Any, torch.Tensor] = {}
 
@@ -92,16 +87,8 @@ def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
             fails.append("push and pull two-shot results differ")
     finally:
         del os.environ[ENV]
-    os.environ[ENV] = "lots"
-    try:
-        symm.shmem_allreduce(torch.ones(1 << 18))
-        fails.append(f"a bad {ENV} did not raise")
-    except symm.SymschedArgumentError as e:
-        if ENV not in str(e):
-            fails.append(f"bad {ENV} error does not name it: {e}")
-    finally:
-        del os.environ[ENV]
-    restore()
+    checks.bad_knob(ENV, lambda: symm.shmem_allreduce(torch.ones(1 << 18)))
+    checks.restore()
     return {"failures": fails}
 
 

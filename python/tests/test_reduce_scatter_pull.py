@@ -32,18 +32,13 @@ def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
 
     import symsched as symm
     import symsched.functional as F
-    from _common import data, reference_reduce, spy_schedules
+    from _common import ScheduleChecks, data, reference_reduce
     from symsched.core.native import native
 
     symm.init()
     fails: List[str] = []
-    seen: List[str] = []
-    restore = spy_schedules(seen)
-
-    def expect(what: str, want: List[str]) -> None:
-        if seen != want:
-            fails.append(f"{what}: schedules {seen}, expected {want}")
-        seen.clear()
+    checks = ScheduleChecks(fails)
+    expect = checks.expect
 
     def case(m: int, dtype: torch.dtype, want_schedule: str) -> torch.Tensor:
         """reduce_scatter of world·m elements, ``want_schedule`` for a symmetric input (an
@@ -81,16 +76,7 @@ def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
             fails.append("push and pull reduce_scatter results differ")
     finally:
         del os.environ[ENV]
-    os.environ[ENV] = "lots"
-    try:
-        symm.shmem_reduce_scatter(torch.empty(4), torch.ones(4 * world))
-        fails.append(f"a bad {ENV} did not raise")
-    except symm.SymschedArgumentError as e:
-        if ENV not in str(e):
-            fails.append(f"bad {ENV} error does not name it: {e}")
-    finally:
-        del os.environ[ENV]
-    restore()
+    checks.bad_knob(ENV, lambda: symm.shmem_reduce_scatter(torch.empty(4), torch.ones(4 * world)))
 
     # both forms declare the same duals, so the backward does not depend on the form that ran
     if native().schedule_duals(PULL, world, {}) != native().schedule_duals(PUSH, world, {}):
@@ -102,12 +88,12 @@ def choice(rank: int, world: int, args: Any) -> Dict[str, Any]:
     x.copy_(data(5 * rank, world * m, torch.float32))
     dist.barrier()
     x.requires_grad_()
-    seen.clear()
-    restore = spy_schedules(seen)
+    checks.seen.clear()
     y = F.reduce_scatter(x, "sum", None)
-    restore()
-    if seen[:1] != [PULL]:
-        fails.append(f"a differentiable reduce_scatter of a symmetric input ran {seen}, expected {PULL} first")
+    if checks.seen[:1] != [PULL]:
+        fails.append(f"a differentiable reduce_scatter of a symmetric input ran {checks.seen}, expected {PULL} "
+                     "first")
+    checks.restore()
     g = data(7 * rank + 1, m, torch.float32)
     y.backward(g)
     gathered = torch.cat([data(7 * r + 1, m, torch.float32) for r in range(world)])
