@@ -17,7 +17,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${OUT:-$ROOT/target-bench-agreement}"
-VENV="${VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/venv}"
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+VENV="${VENV:-$DEFAULT_VENV}"
 ROUNDS="${ROUNDS:-5}"
 LAUNCH_TURNS="${LAUNCH_TURNS:-15}"
 ITERS="${ITERS:-20000}"

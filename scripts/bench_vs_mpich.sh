@@ -19,7 +19,9 @@ HI=${2:-$((64 << 20))}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 RANKS=${RANKS:-2}
-VENV=${SYMSCHED_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/venv}
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+VENV=${SYMSCHED_VENV:-$DEFAULT_VENV}
 STAGED_FLAG=""
 if [[ "${STAGED:-0}" == 1 ]]; then STAGED_FLAG="--staged"; fi
 

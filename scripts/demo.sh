@@ -87,7 +87,7 @@ printf '%s\n' "${ROWS[@]}" | grep '^run ' | grep -c ' ok ' | xargs -I{} echo "{}
 echo
 echo "== 5. MindSpore: the RFC's DP x TP mix on a 2x2 mesh (docs/mindspore.md), 4 ranks"
 bash scripts/ms_env.sh >"$OUT/ms_env.log" 2>&1 || { echo "ms_env failed: $OUT/ms_env.log"; tail -n 20 "$OUT/ms_env.log"; exit 1; }
-MS_VENV="${SYMSCHED_MS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/msvenv}"
+MS_VENV="${SYMSCHED_MS_VENV:-$DEFAULT_MS_VENV}"
 step "MindSpore DP x TP training, 4 ranks" mindspore.log env GLOG_v=3 PATH="$MS_VENV/bin:$PATH" \
     "$SYMSCHED" launch -n 4 --timeout 300 -- "$MS_VENV/bin/python" examples/python/train_dp_tp_mindspore.py
 grep -E "^\[rank 0\] (losses|max|DP|forbidden)" "$OUT/mindspore.log" || true

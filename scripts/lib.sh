@@ -4,6 +4,12 @@
 
 APT_UPDATED=0
 
+# Where the scripts keep their Python venvs unless told otherwise: the PyTorch one (VENV) and the
+# MindSpore one (SYMSCHED_MS_VENV).
+SYMSCHED_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/symsched"
+DEFAULT_VENV="$SYMSCHED_CACHE/venv"
+DEFAULT_MS_VENV="$SYMSCHED_CACHE/msvenv"
+
 # Install Debian packages that are not installed yet.
 ensure_apt() {
     local missing=()

@@ -8,7 +8,9 @@
 # pip call. torch is never installed here: the MindSpore side must import without it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MS_VENV="${SYMSCHED_MS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/msvenv}"
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+MS_VENV="${SYMSCHED_MS_VENV:-$DEFAULT_MS_VENV}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target-py}"
 PY="${PYTHON:-python3}"
 

@@ -7,7 +7,9 @@
 #   PYTHON            the interpreter that makes a new venv (default python3; CPython >= 3.11)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/venv}"
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+VENV="${VENV:-$DEFAULT_VENV}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target-py}"
 PY="${PYTHON:-python3}"
 

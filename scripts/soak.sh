@@ -10,7 +10,9 @@
 # Stops at the first failing round and prints its seed, so `SEED=<seed> DURATION=1` replays it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/venv}"
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+VENV="${VENV:-$DEFAULT_VENV}"
 DURATION="${DURATION:-600}"
 OPS="${OPS:-20000}"
 RANKS="${RANKS:-4}"

@@ -6,7 +6,9 @@
 # target/debug, or SYMSCHED_BIN) and by msrun.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MS_VENV="${SYMSCHED_MS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/msvenv}"
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+MS_VENV="${SYMSCHED_MS_VENV:-$DEFAULT_MS_VENV}"
 TIMEOUT="${TIMEOUT:-1200}"
 if [[ ! -x "$MS_VENV/bin/python" ]] || ! "$MS_VENV/bin/python" -c 'import mindspore' 2>/dev/null; then
     echo "test_ms: no MindSpore venv at $MS_VENV; run scripts/ms_env.sh first" >&2

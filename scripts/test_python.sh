@@ -4,7 +4,9 @@
 #   TIMEOUT (seconds, default 900); extra arguments go to pytest (e.g. -k allreduce).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/symsched/venv}"
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+VENV="${VENV:-$DEFAULT_VENV}"
 TIMEOUT="${TIMEOUT:-900}"
 if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import symsched._native' 2>/dev/null; then
     echo "test_python: the venv lacks symsched; run scripts/python_env.sh first" >&2

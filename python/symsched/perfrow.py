@@ -81,8 +81,6 @@ def print_row(r: Dict[str, object], lib: str = "gloo") -> None:
     print(line, flush=True)
 
 
-
-
 def copy_bound(rows: List[Dict[str, object]], timed: Callable[[Callable[[], None], int], float]) -> List[str]:
     """Each collective's time at the largest size of the run (≥ 1 MiB) against the copy bound
     measured right after it: every rank copying the message once between two buffers of its
