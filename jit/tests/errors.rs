@@ -76,6 +76,7 @@ fn one_rank(chunk: SizeExpr, steps: Vec<Op>, signals: usize) -> Plan {
                     id: i as u32,
                     span: (0, 0),
                     op,
+                    channel: 0,
                 })
                 .collect(),
             entry_signals: vec![],

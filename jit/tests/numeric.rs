@@ -36,6 +36,7 @@ fn conversion_plan() -> Plan {
         id,
         span: (0, 0),
         op,
+        channel: 0,
     };
     Plan {
         schema_version: PLAN_SCHEMA_VERSION,

@@ -40,8 +40,14 @@ pub use reduce_op::ReduceOp;
 /// Version of the JSON plan schema. Bump on any incompatible change; runtimes refuse plans whose
 /// major version differs from theirs.
 /// Version 2 added [`RankProgram::entry_signals`] (a version-1 executor would never send them,
-/// and the waits on them would time out).
-pub const PLAN_SCHEMA_VERSION: u32 = 2;
+/// and the waits on them would time out). Version 3 added [`Step::channel`] (a version-2
+/// executor would run a rank's channels as one sequence, where a wait of one channel for another
+/// channel's later signal never returns).
+pub const PLAN_SCHEMA_VERSION: u32 = 3;
+
+/// How many channels one rank's steps may be split into ([`Step::channel`] is below it). On the
+/// device a channel is an AI core of the kernel's launch (`blockDim`); on the host, a worker.
+pub const MAX_CHANNELS: u32 = 8;
 
 /// Bytes reserved for one signal slot: one counter per cache line, so hot signals never share one.
 pub const SIGNAL_LINE_BYTES: u32 = 64;
@@ -246,6 +252,30 @@ pub struct Step {
     /// Byte range of the statement in the schedule source, for diagnostics.
     pub span: (u32, u32),
     pub op: Op,
+    /// The channel of its rank that runs the step (below [`MAX_CHANNELS`]). A rank's channels
+    /// run concurrently, each its own steps in order; they order against each other only
+    /// through signals, like ranks. Plans without channels have every step on channel 0, and
+    /// the field is left out of their JSON.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub channel: u32,
+}
+
+fn is_zero(c: &u32) -> bool {
+    *c == 0
+}
+
+impl RankProgram {
+    /// How many channels the rank's steps use (1 for a rank without steps).
+    pub fn channel_count(&self) -> u32 {
+        self.steps.iter().map(|s| s.channel + 1).max().unwrap_or(1)
+    }
+}
+
+impl Plan {
+    /// The most channels any rank uses (1 for a plan without channels).
+    pub fn channel_count(&self) -> u32 {
+        self.ranks.iter().map(RankProgram::channel_count).max().unwrap_or(1)
+    }
 }
 
 /// A contiguous range of chunks of one buffer, on the rank that executes the step unless the
@@ -542,6 +572,7 @@ impl Plan {
                     id: u32::MAX - i as u32,
                     span: (0, 0),
                     op: Op::Signal { update: *u },
+                    channel: 0,
                 };
                 self.check_step(&probe)?;
             }
@@ -550,6 +581,12 @@ impl Plan {
     }
 
     fn check_step(&self, step: &Step) -> Result<(), PlanError> {
+        if step.channel >= MAX_CHANNELS {
+            return Err(PlanError::Inconsistent(format!(
+                "step {} runs on channel {} (channels are 0..{MAX_CHANNELS})",
+                step.id, step.channel
+            )));
+        }
         let region = |reg: &Region| -> Result<(), PlanError> {
             let Some(b) = self.buffers.get(reg.buffer as usize) else {
                 return Err(PlanError::Inconsistent(format!(

@@ -29,6 +29,7 @@ pub fn emit_plan(prog: &Program, source_hash: &str, folds: FoldTable) -> Plan {
                         id,
                         span: (s.span.start, s.span.end),
                         op: s.op.clone(),
+                        channel: s.channel,
                     }
                 })
                 .collect();
@@ -115,6 +116,7 @@ pub(crate) mod tests {
                         },
                         span: span(10, 20),
                         inlined_from: vec![],
+                        channel: 0,
                     },
                     IrStep {
                         op: Op::Signal {
@@ -128,6 +130,7 @@ pub(crate) mod tests {
                         },
                         span: span(21, 30),
                         inlined_from: vec![],
+                        channel: 0,
                     },
                 ],
                 vec![IrStep {
@@ -141,6 +144,7 @@ pub(crate) mod tests {
                     },
                     span: span(31, 40),
                     inlined_from: vec![],
+                    channel: 0,
                 }],
             ],
             entry_signals: vec![vec![], vec![]],

@@ -112,6 +112,7 @@ pub fn insert_launch_credits(prog: &mut Program) {
                         },
                         span: step.span,
                         inlined_from: step.inlined_from.clone(),
+                        channel: step.channel,
                     });
                 }
             }

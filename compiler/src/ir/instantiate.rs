@@ -266,6 +266,8 @@ struct Frame<'a> {
     locals: Vec<(&'a str, i64)>,
     inlined_from: Vec<Span>,
     prefix: String,
+    /// The channel the steps emitted now go to (the innermost `channel C { … }`, else 0).
+    channel: u32,
 }
 
 impl Env for Frame<'_> {
@@ -916,6 +918,7 @@ impl<'a> Builder<'a> {
             locals: Vec::new(),
             inlined_from,
             prefix,
+            channel: 0,
         })
     }
 
@@ -939,6 +942,7 @@ impl<'a> Builder<'a> {
             op,
             span,
             inlined_from: f.inlined_from.clone(),
+            channel: f.channel,
         }
     }
 

@@ -67,6 +67,9 @@ pub struct Step {
     pub span: Span,
     /// For steps inlined by `use`: the `use` statements' spans, outermost first.
     pub inlined_from: Vec<Span>,
+    /// The channel of its rank that runs it (`channel C { … }`; 0 outside any). Program order
+    /// holds only among the steps of one channel ([`Program::chains`]).
+    pub channel: u32,
 }
 
 /// Identifies a step: rank and position in that rank's program.

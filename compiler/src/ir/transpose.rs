@@ -509,6 +509,7 @@ impl<'a> Builder<'a> {
             op,
             span,
             inlined_from: Vec::new(),
+            channel: 0,
         }));
         steps.len() - 1
     }

@@ -120,6 +120,7 @@ impl Builder {
             op,
             span,
             inlined_from: Vec::new(),
+            channel: 0,
         });
         sr(rank, steps.len() as u32 - 1)
     }

@@ -163,6 +163,7 @@ impl B {
                         id: i as u32,
                         span: (0, 0),
                         op,
+                        channel: 0,
                     })
                     .collect(),
                 entry_signals: accessors[r]
