@@ -151,6 +151,10 @@ pub const STANDARD_LIBRARY: &[(&str, &str)] = &[
         include_str!("../../examples/reduce_scatter_push_k2.sched"),
     ),
     (
+        "examples/reduce_scatter_push_channels.sched",
+        include_str!("../../examples/reduce_scatter_push_channels.sched"),
+    ),
+    (
         "examples/allgather_push_k2.sched",
         include_str!("../../examples/allgather_push_k2.sched"),
     ),

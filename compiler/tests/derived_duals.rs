@@ -27,6 +27,8 @@ const REFUSED: &[(&str, &str, u32)] = &[
     // (at P = 1 the one block is a plain split, and the dual derives).
     ("reduce_scatter_push_k2", "another extent", 2),
     ("allgather_push_k2", "another extent", 2),
+    // Steps on channels: the transposition builds one sequence per rank.
+    ("reduce_scatter_push_channels", "channels", 1),
 ];
 
 /// `text` with its schedule's `dual` clause led by `derived` (unchanged if it has one).

@@ -274,7 +274,11 @@ impl RankProgram {
 impl Plan {
     /// The most channels any rank uses (1 for a plan without channels).
     pub fn channel_count(&self) -> u32 {
-        self.ranks.iter().map(RankProgram::channel_count).max().unwrap_or(1)
+        self.ranks
+            .iter()
+            .map(RankProgram::channel_count)
+            .max()
+            .unwrap_or(1)
     }
 }
 

@@ -65,7 +65,10 @@ pub fn emit_dot(prog: &Program) -> String {
                 out,
                 "    {} [label={}];",
                 node_id(at),
-                quote(&format!("{i}: {}", prog.op_text(&s.op)))
+                quote(&match s.channel {
+                    0 => format!("{i}: {}", prog.op_text(&s.op)),
+                    c => format!("{i} [ch {c}]: {}", prog.op_text(&s.op)),
+                })
             );
         }
         let _ = writeln!(out, "  }}");

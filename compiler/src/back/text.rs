@@ -76,7 +76,13 @@ pub fn emit_ir(prog: &Program) -> String {
             }
         }
         for (i, s) in steps.iter().enumerate() {
-            let _ = writeln!(out, "  {i:>3}: {}", prog.op_text(&s.op));
+            // Only steps off channel 0 say their channel, so dumps without channels read as
+            // they always did.
+            let ch = match s.channel {
+                0 => String::new(),
+                c => format!("[ch {c}] "),
+            };
+            let _ = writeln!(out, "  {i:>3}: {ch}{}", prog.op_text(&s.op));
         }
         if let Some(exits) = prog.exit_signals.get(r) {
             for u in exits {

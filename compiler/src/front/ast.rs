@@ -294,6 +294,11 @@ pub enum StmtKind {
         arms: Vec<(Expr, Block)>,
         otherwise: Option<Block>,
     },
+    /// `channel C { … }`: the body's steps run on channel C of the rank.
+    Channel {
+        channel: Expr,
+        body: Block,
+    },
     Put {
         src: RegionAst,
         dst: RegionAst,

@@ -97,3 +97,6 @@ pub const E_NO_OUTPUT: &str = "E0220";
 pub const E_MAPPED_TWICE: &str = "E0319";
 /// A declared collective reduces blocks of different roles into one block.
 pub const E_MIXED_REDUCE: &str = "E0320";
+/// A `channel` outside `0..MAX_CHANNELS`, or a step that must run on channel 0 (a `hostcoll`)
+/// inside another channel.
+pub const E_CHANNEL: &str = "E0321";

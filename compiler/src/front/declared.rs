@@ -72,7 +72,7 @@ pub fn walk(items: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
     for s in items {
         f(s);
         match &s.kind {
-            StmtKind::For { body, .. } => walk(&body.stmts, f),
+            StmtKind::For { body, .. } | StmtKind::Channel { body, .. } => walk(&body.stmts, f),
             StmtKind::If { arms, otherwise } => {
                 for (_, b) in arms {
                     walk(&b.stmts, f);

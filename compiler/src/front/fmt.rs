@@ -291,6 +291,13 @@ impl Printer<'_> {
                 self.line("}", body.span.end as usize);
             }
             StmtKind::If { .. } => self.if_chain(st),
+            StmtKind::Channel { channel, body } => {
+                let open = body.span.start as usize;
+                self.inner(open);
+                self.line(&format!("channel {} {{", expr(channel)), open + 1);
+                self.body(&body.stmts, body.span.end as usize - 1);
+                self.line("}", body.span.end as usize);
+            }
             _ => {
                 // Comments inside a one-line statement move before it.
                 self.inner(st.span.end as usize);
@@ -565,7 +572,7 @@ fn simple(st: &Stmt) -> String {
             )
         }
         // Compound statements are printed by the Printer.
-        StmtKind::For { .. } | StmtKind::If { .. } => String::new(),
+        StmtKind::For { .. } | StmtKind::If { .. } | StmtKind::Channel { .. } => String::new(),
     }
 }
 

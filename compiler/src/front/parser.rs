@@ -206,6 +206,8 @@ fn rule_text(r: Rule) -> Option<&'static str> {
         | Rule::let_stmt
         | Rule::for_stmt
         | Rule::if_stmt
+        | Rule::channel_stmt
+        | Rule::kw_channel
         | Rule::else_if
         | Rule::else_block
         | Rule::put_stmt
@@ -427,6 +429,7 @@ fn is_noise(r: Rule) -> bool {
             | Rule::kw_use
             | Rule::kw_within
             | Rule::kw_require
+            | Rule::kw_channel
             | Rule::EOI
     )
 }
@@ -869,6 +872,15 @@ impl Builder {
                     }
                 }
                 StmtKind::If { arms, otherwise }
+            }
+            Rule::channel_stmt => {
+                let mut it = sig(p).into_iter();
+                let channel = self.next_expr(&mut it, span);
+                let body = it.next().map(|b| self.block(b)).unwrap_or(Block {
+                    stmts: Vec::new(),
+                    span,
+                });
+                StmtKind::Channel { channel, body }
             }
             Rule::put_stmt => {
                 let mut it = sig(p).into_iter();

@@ -905,6 +905,10 @@ impl<'a> Resolver<'a> {
                     self.block(b);
                 }
             }
+            StmtKind::Channel { channel, body } => {
+                self.expr_ty(channel, Ty::Int, Ctx::Rank);
+                self.block(body);
+            }
             StmtKind::Put {
                 src,
                 dst,

@@ -6,7 +6,8 @@
 //! could start launch e+1 and write into a peer's scratch (or staged output) while that peer is
 //! still reading it for launch e. So for every ordered pair (r, q) where r touches q's memory or
 //! signals remotely, r waits before its first remote access to q for one credit per launch from
-//! q on slot `__credit[q]`, an epoch-relative add-slot with stride 1:
+//! q on slot `__credit[q]`, an epoch-relative add-slot with stride 1 (with channels, every
+//! channel of r waits before its own first access to q):
 //!
 //! - an **exit credit** (`wait __credit[q] >= e`, offset 0): q sends it when it has fully
 //!   finished a launch (after the runtime copied staged outputs out: the plan's *exit
@@ -72,9 +73,7 @@ fn entry_pairs(prog: &Program) -> Vec<Vec<bool>> {
     let g = graph::build(prog);
     let hb = g.happens_before();
     for (at, q) in writes {
-        let entered = hb.is_some_and(|hb| {
-            !prog.ranks[q as usize].is_empty() && hb.before(StepRef { rank: q, index: 0 }, at)
-        });
+        let entered = hb.is_some_and(|hb| hb.chains().firsts(q).any(|first| hb.before(first, at)));
         if !entered {
             need[at.rank as usize][q as usize] = true;
         }
@@ -91,16 +90,23 @@ pub fn insert_launch_credits(prog: &mut Program) {
     let base = prog.signals.len() as u32;
     let mut used = vec![false; p];
     let mut accessors: Vec<Vec<Rank>> = vec![Vec::new(); p];
+    let channels = prog.channel_count() as usize;
     for (r, steps) in prog.ranks.iter_mut().enumerate() {
         let me = r as Rank;
-        let mut seen = vec![false; p];
+        // Per channel: each channel is ordered only by its own waits, so each waits for the
+        // credit before its own first access to a peer (waits do not consume: one credit per
+        // pair and launch still serves them all).
+        let mut seen = vec![vec![false; p]; channels];
         let mut out = Vec::with_capacity(steps.len());
         for step in steps.drain(..) {
             if let Some(peer) = remote_peer(&step.op, me) {
+                let seen = &mut seen[step.channel as usize];
                 if !seen[peer as usize] {
                     seen[peer as usize] = true;
+                    if !accessors[peer as usize].contains(&me) {
+                        accessors[peer as usize].push(me);
+                    }
                     used[peer as usize] = true;
-                    accessors[peer as usize].push(me);
                     out.push(Step {
                         op: Op::Wait {
                             slot: base + peer,

@@ -9,6 +9,7 @@
 //! ("Happens-before"); [`HappensBefore`] answers ordering queries with vector clocks in
 //! O(events · P) time and memory.
 
+use super::chains::Chains;
 use super::{Program, StepRef, CREDIT_SLOT_PREFIX};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{BTreeMap, HashMap};
@@ -17,7 +18,7 @@ use symsched_plan::{BufferId, Cmp, Op, Owner, Rank, RegionAccess, SignalMode, Sl
 /// Why one step is ordered before another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EdgeKind {
-    /// Consecutive steps of one rank.
+    /// Consecutive steps of one chain (a channel of a rank; without channels, the rank).
     Program,
     /// A signal update guaranteed to precede a wait's completion, or the implicit barrier of a
     /// host collective.
@@ -203,8 +204,8 @@ pub fn hostcoll_instances(prog: &Program) -> (Vec<HostCollInstance>, HashMap<Ste
     (instances, of_step)
 }
 
-/// Happens-before as vector clocks: `clock(s)[q]` is how many of rank q's first steps precede
-/// or equal step s.
+/// Happens-before as vector clocks: `clock(s)[q]` is how many of chain q's first steps precede
+/// or equal step s (a chain is one channel of one rank, [`Chains`]; without channels, a rank).
 ///
 /// Arrival events get no clock component of their own (they are not a chain: the arrivals of
 /// one rank's puts are mutually unordered). An arrival has a single predecessor, its put, so
@@ -213,7 +214,9 @@ pub fn hostcoll_instances(prog: &Program) -> (Vec<HostCollInstance>, HashMap<Ste
 /// `Arrival(p) → y` iff some successor is `y` or precedes it. Step-to-step queries stay O(1).
 #[derive(Debug, Clone)]
 pub struct HappensBefore {
-    p: usize,
+    /// Number of chains (clock components).
+    width: usize,
+    chains: Chains,
     base: Vec<usize>,
     clocks: Vec<u32>,
     /// Successor steps of each put's arrival.
@@ -227,13 +230,18 @@ pub struct HappensBefore {
 impl HappensBefore {
     fn clock(&self, s: StepRef) -> &[u32] {
         let n = self.base[s.rank as usize] + s.index as usize;
-        &self.clocks[n * self.p..(n + 1) * self.p]
+        &self.clocks[n * self.width..(n + 1) * self.width]
     }
 
     /// Whether step `a` is guaranteed to complete before step `b` starts (`a != b`). For a put,
     /// "complete" covers reading its source, not the arrival of its data (see [`Self::precedes`]).
     pub fn before(&self, a: StepRef, b: StepRef) -> bool {
-        a != b && self.clock(b)[a.rank as usize] > a.index
+        a != b && self.clock(b)[self.chains.chain(a) as usize] > self.chains.pos(a)
+    }
+
+    /// The program order the clocks follow.
+    pub fn chains(&self) -> &Chains {
+        &self.chains
     }
 
     /// Whether steps `a` and `b` are ordered either way (or equal).
@@ -321,6 +329,7 @@ pub(crate) fn add_threshold(cmp: Cmp, k: u64) -> Option<u64> {
 /// given, excludes updates that happen after the wait.
 fn sync_edges(
     prog: &Program,
+    chains: &Chains,
     updates: &HashMap<(Rank, SlotId), Vec<Update>>,
     hb: Option<&HappensBefore>,
 ) -> Vec<(Event, StepRef)> {
@@ -337,7 +346,7 @@ fn sync_edges(
         };
         let can_contribute = |u: &&Update| match hb {
             Some(hb) => !hb.precedes(Event::Step(w), u.event()) && u.at != w,
-            None => !(u.at.rank == w.rank && u.at.index > w.index),
+            None => !chains.program_before(w, u.at),
         };
         let cands: Vec<&Update> = cands.iter().filter(can_contribute).collect();
         let k = target.offset;
@@ -373,7 +382,7 @@ fn sync_edges(
 
 /// Implicit barrier of each host collective: every member's earlier steps precede every other
 /// member's hostcoll step, and every member's hostcoll step precedes the others' later steps.
-fn hostcoll_edges(prog: &Program) -> Vec<(Event, StepRef)> {
+fn hostcoll_edges(prog: &Program, chains: &Chains) -> Vec<(Event, StepRef)> {
     let (instances, _) = hostcoll_instances(prog);
     let mut edges = Vec::new();
     for inst in &instances {
@@ -383,23 +392,11 @@ fn hostcoll_edges(prog: &Program) -> Vec<(Event, StepRef)> {
                 if a.rank == b.rank {
                     continue;
                 }
-                if a.index > 0 {
-                    edges.push((
-                        Event::Step(StepRef {
-                            rank: a.rank,
-                            index: a.index - 1,
-                        }),
-                        b,
-                    ));
+                if let Some(before) = chains.prev(a) {
+                    edges.push((Event::Step(before), b));
                 }
-                if (b.index as usize + 1) < prog.ranks[b.rank as usize].len() {
-                    edges.push((
-                        Event::Step(a),
-                        StepRef {
-                            rank: b.rank,
-                            index: b.index + 1,
-                        },
-                    ));
+                if let Some(after) = chains.next(b) {
+                    edges.push((Event::Step(a), after));
                 }
             }
         }
@@ -407,7 +404,7 @@ fn hostcoll_edges(prog: &Program) -> Vec<(Event, StepRef)> {
     edges
 }
 
-fn skeleton(prog: &Program, sync: &[(Event, StepRef)]) -> DataflowGraph {
+fn skeleton(prog: &Program, chains: &Chains, sync: &[(Event, StepRef)]) -> DataflowGraph {
     let puts = prog
         .steps()
         .filter(|(_, s)| matches!(s.op, Op::Put { .. }))
@@ -420,12 +417,14 @@ fn skeleton(prog: &Program, sync: &[(Event, StepRef)]) -> DataflowGraph {
     for (r, steps) in prog.ranks.iter().enumerate() {
         base.push(graph.node_count());
         for i in 0..steps.len() {
-            let n = graph.add_node(StepRef {
+            let at = StepRef {
                 rank: r as Rank,
                 index: i as u32,
-            });
-            if i > 0 {
-                graph.add_edge(NodeIndex::new(n.index() - 1), n, EdgeKind::Program);
+            };
+            let n = graph.add_node(at);
+            if let Some(prev) = chains.prev(at) {
+                let before = NodeIndex::new(base[r] + prev.index as usize);
+                graph.add_edge(before, n, EdgeKind::Program);
             }
         }
     }
@@ -435,8 +434,10 @@ fn skeleton(prog: &Program, sync: &[(Event, StepRef)]) -> DataflowGraph {
     // put). A later put with signal does not order them: there is no fence between the two.
     let mut arrival = HashMap::with_capacity(puts);
     for (r, steps) in prog.ranks.iter().enumerate() {
-        let mut outstanding: Vec<NodeIndex> = Vec::new();
+        // Per channel: the quiet before a signal completes only its own channel's puts.
+        let mut outstanding: Vec<Vec<NodeIndex>> = vec![Vec::new(); chains.width as usize];
         for (i, s) in steps.iter().enumerate() {
+            let outstanding = &mut outstanding[s.channel as usize];
             let at = StepRef {
                 rank: r as Rank,
                 index: i as u32,
@@ -480,7 +481,8 @@ fn skeleton(prog: &Program, sync: &[(Event, StepRef)]) -> DataflowGraph {
     g
 }
 
-fn compute_hb(g: &DataflowGraph, p: usize) -> Result<HappensBefore, NodeIndex> {
+fn compute_hb(g: &DataflowGraph, chains: &Chains) -> Result<HappensBefore, NodeIndex> {
+    let p = chains.count().max(1);
     use petgraph::visit::EdgeRef;
     let order = petgraph::algo::toposort(&g.graph, None).map_err(|c| c.node_id())?;
     let steps = g.step_nodes;
@@ -516,7 +518,7 @@ fn compute_hb(g: &DataflowGraph, p: usize) -> Result<HappensBefore, NodeIndex> {
                     .push(me);
             }
         }
-        cur[me.rank as usize] = me.index + 1;
+        cur[chains.chain(me) as usize] = chains.pos(me) + 1;
         let vi = v.index();
         clocks[vi * p..(vi + 1) * p].copy_from_slice(&cur);
     }
@@ -528,7 +530,8 @@ fn compute_hb(g: &DataflowGraph, p: usize) -> Result<HappensBefore, NodeIndex> {
         }
     };
     Ok(HappensBefore {
-        p,
+        width: p,
+        chains: chains.clone(),
         base: g.base.clone(),
         clocks,
         arrival_succ,
@@ -582,25 +585,25 @@ pub fn build(prog: &Program) -> DataflowGraph {
 /// edges. The interop rule uses that view: the framework's collective library does not complete
 /// or order symmetric-memory traffic, so only signals and waits separate shmem stages.
 pub fn build_with(prog: &Program, hostcoll_barrier: bool) -> DataflowGraph {
-    let p = prog.ranks.len().max(1);
+    let chains = prog.chains();
     let updates = updates_by_slot(prog);
     let barrier = if hostcoll_barrier {
-        hostcoll_edges(prog)
+        hostcoll_edges(prog, &chains)
     } else {
         Vec::new()
     };
-    let mut sync = sync_edges(prog, &updates, None);
+    let mut sync = sync_edges(prog, &chains, &updates, None);
     sync.extend(barrier.iter().copied());
-    let mut g = skeleton(prog, &sync);
+    let mut g = skeleton(prog, &chains, &sync);
     // Each round adds edges or stops; the bound only guards against a rule bug.
     for _ in 0..16 {
-        match compute_hb(&g, p) {
+        match compute_hb(&g, &chains) {
             Err(n) => {
                 g.cycle = Some(n);
                 return g;
             }
             Ok(hb) => {
-                let mut next = sync_edges(prog, &updates, Some(&hb));
+                let mut next = sync_edges(prog, &chains, &updates, Some(&hb));
                 next.extend(barrier.iter().copied());
                 if next.len() == sync.len() {
                     let data = data_edges(prog, &hb);
@@ -614,7 +617,7 @@ pub fn build_with(prog: &Program, hostcoll_barrier: bool) -> DataflowGraph {
                     return g;
                 }
                 sync = next;
-                g = skeleton(prog, &sync);
+                g = skeleton(prog, &chains, &sync);
             }
         }
     }

@@ -1155,6 +1155,22 @@ impl<'a> Builder<'a> {
                     self.exec_stmts(f, &b.stmts, out, st)?;
                 }
             }
+            StmtKind::Channel { channel, body } => {
+                let c = eval_int(channel, f)?;
+                let max = symsched_plan::MAX_CHANNELS;
+                let Some(c) = u32::try_from(c).ok().filter(|c| *c < max) else {
+                    return Err(err(
+                        codes::E_CHANNEL,
+                        format!("channel {c} does not exist: a rank has channels 0..{max}"),
+                        channel.span,
+                        format!("evaluates to {c}"),
+                    ));
+                };
+                let outer = std::mem::replace(&mut f.channel, c);
+                let r = self.exec_stmts(f, &body.stmts, out, st);
+                f.channel = outer;
+                r?;
+            }
             StmtKind::Put {
                 src,
                 dst,
@@ -1299,6 +1315,17 @@ impl<'a> Builder<'a> {
                 out.push(Self::step(f, op, s.span));
             }
             StmtKind::HostColl { op, region, group } => {
+                // The framework's collectives are called from the launching thread, in one
+                // order on every member: channel 0's.
+                if f.channel != 0 {
+                    return Err(err(
+                        codes::E_CHANNEL,
+                        format!("a `hostcoll` runs on channel 0, not channel {}", f.channel),
+                        s.span,
+                        "inside a `channel` block",
+                    )
+                    .with_help("move it out of the `channel` block"));
+                }
                 let hop = hostcoll_op(&op.name).ok_or_else(|| {
                     err(
                         codes::E_UNKNOWN_HOSTCOLL,
@@ -1551,6 +1578,8 @@ impl<'a> Builder<'a> {
         let mut sub = self.frame(
             cs, cres, sub_p, sub_rank, params, rank_map, &roles, &inst, inlined, prefix,
         )?;
+        // The callee's steps run on the channel of the `use`.
+        sub.channel = f.channel;
         st.call_stack.push(callee.name.clone());
         let r = self.exec_stmts(&mut sub, &cs.items, out, st);
         st.call_stack.pop();

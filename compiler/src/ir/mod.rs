@@ -21,6 +21,7 @@ use symsched_plan::{
 /// tools that reason about user-written waits skip them.
 pub const CREDIT_SLOT_PREFIX: &str = "__credit";
 
+pub mod chains;
 pub mod credits;
 pub mod declared;
 mod eval;
@@ -115,6 +116,21 @@ impl Program {
 
     pub fn step_count(&self) -> usize {
         self.ranks.iter().map(Vec::len).sum()
+    }
+
+    /// The most channels any rank's steps use (1 without `channel` blocks).
+    pub fn channel_count(&self) -> u32 {
+        self.ranks
+            .iter()
+            .flatten()
+            .map(|s| s.channel + 1)
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// Program order: the steps of each rank split by channel ([`chains::Chains`]).
+    pub fn chains(&self) -> chains::Chains {
+        chains::Chains::of(self)
     }
 
     /// Human-readable form of a region, e.g. `land[2]`, `x[0..3]`, `out[1] @ 3`.

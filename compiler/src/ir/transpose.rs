@@ -207,6 +207,19 @@ fn transpose_program(fwd: &Program, decl: Span) -> Result<Program, Fail> {
 
 /// Refuse what has no transpose before building anything.
 fn preflight(fwd: &Program) -> Result<(), TransposeError> {
+    if let Some((r, s)) = fwd
+        .ranks
+        .iter()
+        .enumerate()
+        .find_map(|(r, steps)| steps.iter().find(|s| s.channel != 0).map(|s| (r, s)))
+    {
+        return Err(TransposeError::Step {
+            rank: r as Rank,
+            op: fwd.source_op_text(&s.op),
+            why: "the transposition does not place steps on channels yet: declare the dual",
+            span: s.span,
+        });
+    }
     let kind = fwd.collective;
     if dual_collective(kind).is_none() || fwd.declared.is_some() {
         return Err(TransposeError::NoDualCollective(

@@ -13,6 +13,9 @@
 //!
 //! Where it applies, the fused form saves a step and the quiet (one remote operation instead of
 //! two on a real device).
+//!
+//! With channels, "the rank" above is the channel: its quiet, its pending puts and its later
+//! steps; and the put must be the signal's predecessor in the same channel.
 
 use crate::ir::{Program, Step};
 use symsched_plan::{Op, SignalMode};
@@ -39,21 +42,24 @@ fn publishes(op: &Op) -> bool {
 /// to the same peer, where the conditions above hold. Returns the number of fusions.
 pub fn fuse_put_signal(prog: &mut Program) -> usize {
     let mut fused = 0;
+    let channels = prog.channel_count() as usize;
     for steps in &mut prog.ranks {
-        // publishes_after[i]: some step after index i publishes.
+        // publishes_after[i]: some later step of step i's channel publishes.
         let mut publishes_after = vec![false; steps.len()];
-        let mut seen = false;
+        let mut seen = vec![false; channels];
         for (i, st) in steps.iter().enumerate().rev() {
-            publishes_after[i] = seen;
-            seen |= publishes(&st.op);
+            let seen = &mut seen[st.channel as usize];
+            publishes_after[i] = *seen;
+            *seen |= publishes(&st.op);
         }
         let mut out: Vec<Step> = Vec::with_capacity(steps.len());
-        // Plain puts issued since this rank's last standalone signal.
-        let mut pending = 0usize;
+        // Per channel: plain puts issued since its last standalone signal.
+        let mut pending = vec![0usize; channels];
         for (i, step) in steps.drain(..).enumerate() {
+            let ch = step.channel as usize;
             if let Op::Signal { update } = &step.op {
                 let candidate =
-                    update.mode == SignalMode::Add && pending == 1 && !publishes_after[i];
+                    update.mode == SignalMode::Add && pending[ch] == 1 && !publishes_after[i];
                 if let (
                     true,
                     Some(Step {
@@ -64,23 +70,24 @@ pub fn fuse_put_signal(prog: &mut Program) -> usize {
                                 ..
                             },
                         span,
+                        channel,
                         ..
                     }),
                 ) = (candidate, out.last_mut())
                 {
-                    if *peer == update.peer {
+                    if *peer == update.peer && *channel == step.channel {
                         *signal = Some(*update);
                         if span.file == step.span.file {
                             *span = span.join(step.span);
                         }
                         fused += 1;
-                        pending = 0;
+                        pending[ch] = 0;
                         continue;
                     }
                 }
-                pending = 0;
+                pending[ch] = 0;
             } else if is_plain_put(&step.op) {
-                pending += 1;
+                pending[ch] += 1;
             }
             out.push(step);
         }

@@ -1,4 +1,4 @@
-//! Redundant-wait elimination: on one rank, a wait on an add-signal slot is implied by an earlier
+//! Redundant-wait elimination: on one rank (one channel of it, with channels), a wait on an add-signal slot is implied by an earlier
 //! wait on the same slot whose threshold is at least as strong, because add-counters only grow
 //! within and across launches. Both targets are `epoch·stride + offset` with the same stride
 //! (one slot, one rank), so comparing offsets compares the targets in every epoch.
@@ -28,8 +28,9 @@ pub fn remove_redundant_waits(prog: &mut Program) -> usize {
         .map(|s| s.mode == SignalMode::Add)
         .collect();
     for steps in &mut prog.ranks {
-        // slot -> strongest threshold already waited for on this rank
-        let mut reached: HashMap<u32, u64> = HashMap::new();
+        // (channel, slot) -> strongest threshold already waited for on that channel: a wait of
+        // another channel orders nothing for this one.
+        let mut reached: HashMap<(u32, u32), u64> = HashMap::new();
         steps.retain(|step| {
             let Op::Wait { slot, cmp, target } = &step.op else {
                 return true;
@@ -40,13 +41,13 @@ pub fn remove_redundant_waits(prog: &mut Program) -> usize {
             let Some(t) = threshold(*cmp, target.offset) else {
                 return true;
             };
-            match reached.get(slot) {
+            match reached.get(&(step.channel, *slot)) {
                 Some(&have) if have >= t => {
                     removed += 1;
                     false
                 }
                 _ => {
-                    reached.insert(*slot, t);
+                    reached.insert((step.channel, *slot), t);
                     true
                 }
             }

@@ -1,7 +1,8 @@
-//! Deadlock (E042x), by simulation: every rank advances while its next step is enabled (a wait
-//! whose comparison holds, a hostcoll all members have reached, anything else), signal updates
-//! apply at once. With add-slots and `>=`/`>` waits the outcome does not depend on the order
-//! ranks are advanced in, so a rank left blocked is blocked in every execution.
+//! Deadlock (E042x), by simulation: every chain (a channel of a rank; without channels, the rank)
+//! advances while its next step is enabled (a wait whose comparison holds, a hostcoll all members
+//! have reached, anything else), signal updates apply at once. With add-slots and `>=`/`>` waits
+//! the outcome does not depend on the order chains are advanced in, so a chain left blocked is
+//! blocked in every execution.
 //!
 //! - E0421: the wait cannot be satisfied by any combination of the updates the program sends
 //!   to that slot (e.g. `wait s >= 3` with two `+= 1`).
@@ -29,17 +30,22 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
             counter[q * slots + sl] = counter[q * slots + sl].saturating_add(u.value);
         }
     }
-    let mut pc = vec![0usize; p];
+    let chains = prog.chains();
+    // Each chain's steps in order, and how many of them ran.
+    let mut seq: Vec<Vec<StepRef>> = vec![Vec::new(); chains.count()];
+    for (at, _) in prog.steps() {
+        seq[chains.chain(at) as usize].push(at);
+    }
+    let mut done = vec![0usize; seq.len()];
+    let ran =
+        |done: &[usize], s: StepRef| (chains.pos(s) as usize) < done[chains.chain(s) as usize];
     let (instances, of_step) = hostcoll_instances(prog);
-    let at = |r: usize, i: usize| StepRef {
-        rank: r as Rank,
-        index: i as u32,
-    };
     loop {
         let mut progress = false;
-        for r in 0..p {
-            while pc[r] < prog.ranks[r].len() {
-                let step = &prog.ranks[r][pc[r]];
+        for ch in 0..seq.len() {
+            while let Some(&here) = seq[ch].get(done[ch]) {
+                let r = here.rank as usize;
+                let step = prog.step(here);
                 match &step.op {
                     Op::Wait { slot, cmp, target } => {
                         let sl = *slot as usize;
@@ -49,18 +55,23 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
                         }
                     }
                     Op::HostColl { .. } => {
-                        let inst = &instances[of_step[&at(r, pc[r])]];
+                        let inst = &instances[of_step[&here]];
+                        let next = |s: StepRef| {
+                            seq[chains.chain(s) as usize]
+                                .get(done[chains.chain(s) as usize])
+                                .copied()
+                        };
                         let all_here = inst
                             .steps
                             .iter()
-                            .all(|s| s.is_some_and(|s| pc[s.rank as usize] == s.index as usize));
+                            .all(|s| s.is_some_and(|s| next(s) == Some(s)));
                         if !all_here {
                             break;
                         }
                         // The collective completes on every member together.
                         for s in inst.steps.iter().flatten() {
-                            if s.rank as usize != r {
-                                pc[s.rank as usize] += 1;
+                            if *s != here {
+                                done[chains.chain(*s) as usize] += 1;
                             }
                         }
                     }
@@ -80,7 +91,7 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
                     }
                     _ => {}
                 }
-                pc[r] += 1;
+                done[ch] += 1;
                 progress = true;
             }
         }
@@ -88,12 +99,19 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
             break;
         }
     }
-    let stuck: Vec<usize> = (0..p).filter(|&r| pc[r] < prog.ranks[r].len()).collect();
+    // Where the chain of `s` stopped (`None`: it finished).
+    let blocked_at = |s: StepRef| {
+        let ch = chains.chain(s) as usize;
+        seq[ch].get(done[ch]).copied()
+    };
     let updates = graph::updates_by_slot(prog);
     let mut hard = Vec::new();
     let mut cyclic = Vec::new();
-    for &r in &stuck {
-        let w = at(r, pc[r]);
+    for ch in 0..seq.len() {
+        let Some(&w) = seq[ch].get(done[ch]) else {
+            continue;
+        };
+        let r = w.rank as usize;
         match &prog.step(w).op {
             Op::Wait { slot, cmp, target } => {
                 let ups = updates.get(&(w.rank, *slot)).cloned().unwrap_or_default();
@@ -102,7 +120,7 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
                 let pending: Vec<StepRef> = ups
                     .iter()
                     .map(|u| u.at)
-                    .filter(|u| pc[u.rank as usize] <= u.index as usize)
+                    .filter(|u| !ran(&done, *u))
                     .collect();
                 let total: u64 = ups.iter().map(|u| u.value).fold(0, u64::saturating_add);
                 let slot_name = prog.slot_name(*slot).to_string();
@@ -162,16 +180,24 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
                         format!(
                             "[deadlock] {} waits forever: `{slot_name}` reached {} but the updates that would satisfy it come from rank(s) {} which are blocked themselves (a cycle)",
                             step_text(prog, w),
-                            counter_value(prog, &ups, &pc),
+                            counter_value(&ups, |s| ran(&done, s)),
                             list.join(", ")
                         ),
                         "blocked here",
                     );
                     for u in pending.iter().take(3) {
                         let q = u.rank as usize;
-                        let blocked = at(q, pc[q]);
-                        let why = if q == r {
+                        // Not run, so its chain stopped at or before it.
+                        let blocked = blocked_at(*u).unwrap_or(*u);
+                        let why = if chains.chain(*u) == chains.chain(w) {
                             format!("sent by this rank only after the wait (step {})", u.index)
+                        } else if q == r {
+                            format!(
+                                "would be sent by channel {} of this rank, blocked at step {} `{}`",
+                                prog.step(*u).channel,
+                                blocked.index,
+                                prog.source_op_text(&prog.step(blocked).op)
+                            )
                         } else {
                             format!(
                                 "would be sent by rank {q}, blocked at step {} `{}`",
@@ -190,7 +216,7 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
                     .members
                     .iter()
                     .zip(&inst.steps)
-                    .filter(|(_, s)| s.is_none_or(|s| pc[s.rank as usize] != s.index as usize))
+                    .filter(|(_, s)| s.is_none_or(|s| blocked_at(s) != Some(s)))
                     .map(|(m, _)| m.to_string())
                     .collect();
                 hard.push(step_error(
@@ -213,12 +239,9 @@ pub(super) fn check(prog: &Program, _g: &DataflowGraph) -> Vec<Diagnostic> {
 }
 
 /// The value the slot reached in the simulation (sum or last set of the delivered updates).
-fn counter_value(_prog: &Program, ups: &[graph::Update], pc: &[usize]) -> u64 {
+fn counter_value(ups: &[graph::Update], ran: impl Fn(StepRef) -> bool) -> u64 {
     let mut v = 0u64;
-    for u in ups
-        .iter()
-        .filter(|u| pc[u.at.rank as usize] > u.at.index as usize)
-    {
+    for u in ups.iter().filter(|u| ran(u.at)) {
         v = match u.mode {
             SignalMode::Add => v.saturating_add(u.value),
             SignalMode::Set => u.value,

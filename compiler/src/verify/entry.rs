@@ -24,16 +24,12 @@ use std::collections::HashSet;
 use symsched_plan::{BufferRole, Rank};
 
 /// Whether rank `q`'s entry into the launch happens before event `ev`.
-fn entered_before(
-    prog: &Program,
-    hb: &HappensBefore,
-    waits: &[Vec<StepRef>],
-    q: Rank,
-    ev: Event,
-) -> bool {
-    let first = StepRef { rank: q, index: 0 };
+fn entered_before(hb: &HappensBefore, waits: &[Vec<StepRef>], q: Rank, ev: Event) -> bool {
     ev.step().rank == q
-        || (!prog.ranks[q as usize].is_empty() && hb.precedes(Event::Step(first), ev))
+        || hb
+            .chains()
+            .firsts(q)
+            .any(|first| hb.precedes(Event::Step(first), ev))
         || waits[q as usize]
             .iter()
             .any(|&w| w == ev.step() || hb.precedes(Event::Step(w), ev))
@@ -57,10 +53,7 @@ pub(super) fn check(
             let s = ev.step();
             // A put is issued after its credit wait and lands later still: the issue is the
             // event the entry must precede.
-            if s.rank == r
-                || entered_before(prog, hb, &waits, r, Event::Step(s))
-                || !reported.insert(s)
-            {
+            if s.rank == r || entered_before(hb, &waits, r, Event::Step(s)) || !reported.insert(s) {
                 continue;
             }
             let name = &prog.buffers[buf as usize].name;

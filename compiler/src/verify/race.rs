@@ -163,15 +163,22 @@ fn in_flight_at_return(
         if scratch && !owner_writes {
             continue;
         }
-        let len = prog.ranks[r as usize].len() as u32;
-        let end = (len > 0).then(|| StepRef {
-            rank: r,
-            index: len - 1,
-        });
+        // The owner returns after the last step of every channel: an access ordered before any
+        // of them is done by then. The last step of the rank's program is the one to show.
+        let end = prog.ranks[r as usize]
+            .len()
+            .checked_sub(1)
+            .map(|i| StepRef {
+                rank: r,
+                index: i as u32,
+            });
         for &(ev, write) in acc {
             let s = ev.step();
             if s.rank == r
-                || end.is_some_and(|e| hb.precedes(ev, Event::Step(e)))
+                || hb
+                    .chains()
+                    .lasts(r)
+                    .any(|e| hb.precedes(ev, Event::Step(e)))
                 || !reported.insert(s)
             {
                 continue;

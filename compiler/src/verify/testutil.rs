@@ -242,6 +242,12 @@ impl Builder {
         )
     }
 
+    /// Move a step to another channel of its rank.
+    pub fn channel(&mut self, at: StepRef, channel: u32) -> &mut Self {
+        self.prog.ranks[at.rank as usize][at.index as usize].channel = channel;
+        self
+    }
+
     pub fn build(&self) -> Program {
         self.prog.clone()
     }
