@@ -14,6 +14,9 @@
 //!    destination instead of its sources — the one-token mutant of the wire all-reduce whose
 //!    owner keeps its full-precision chunk (`x[rank] = reduce(gath[rank])` →
 //!    `x[rank] = reduce(x[rank])`) is of this class.
+//! 4. **a wait moved to another channel** (schedules with `channel` blocks): any single user
+//!    wait put on another channel of its rank, where it no longer orders the steps after it in
+//!    its own channel — a wait of one channel says nothing about another.
 //!
 //! Skipped, because the edit is a no-op by construction: waits on launch-credit slots; waits
 //! that hold in every epoch before any update arrives — `>=` with offset 0 and stride 0
@@ -93,6 +96,34 @@ fn deletions(prog: &Program) -> Vec<Mutant> {
             prog: p,
             code: None,
         });
+    }
+    out
+}
+
+/// Class 4: every user wait of a multi-channel program moved to each other channel in use.
+fn moved_waits(prog: &Program) -> Vec<Mutant> {
+    let channels = prog.channel_count();
+    let mut out = Vec::new();
+    for (at, s) in prog.steps() {
+        let Op::Wait { slot, .. } = &s.op else {
+            continue;
+        };
+        if is_credit_slot(prog, *slot) {
+            continue;
+        }
+        for c in (0..channels).filter(|c| *c != s.channel) {
+            let mut p = prog.clone();
+            p.ranks[at.rank as usize][at.index as usize].channel = c;
+            out.push(Mutant {
+                what: format!(
+                    "move wait {at} `{}` from channel {} to {c}",
+                    prog.op_text(&s.op),
+                    s.channel
+                ),
+                prog: p,
+                code: None,
+            });
+        }
     }
     out
 }
@@ -211,10 +242,11 @@ fn every_breaking_single_edit_is_caught() {
                     "{} P={p} must verify as is",
                     s.name
                 );
-                let classes: [(&str, Vec<Mutant>); 3] = [
+                let classes: [(&str, Vec<Mutant>); 4] = [
                     ("delete a sync", deletions(&prog)),
                     ("write into an input", writes_into_inputs(&prog)),
                     ("divergent replica", divergent_replicas(&prog)),
+                    ("wait on another channel", moved_waits(&prog)),
                 ];
                 for (class, mutants) in classes {
                     for m in mutants {
@@ -236,7 +268,12 @@ fn every_breaking_single_edit_is_caught() {
             }
         }
     }
-    for class in ["delete a sync", "write into an input", "divergent replica"] {
+    for class in [
+        "delete a sync",
+        "write into an input",
+        "divergent replica",
+        "wait on another channel",
+    ] {
         assert!(
             tried.get(class).copied().unwrap_or(0) > 0,
             "no mutation of class `{class}` was tried: {tried:?}"
