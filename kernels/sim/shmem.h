@@ -114,6 +114,7 @@ inline void acquire(const void *word, int32_t value) {
     if (k) {
         Pipes &ps = core().pipes;
         ps.k_obs.rem = know_join(ps.k_obs.rem, k);
+        learn_local_writes(k);
     }
 }
 

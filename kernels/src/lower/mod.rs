@@ -240,7 +240,11 @@ pub fn kernel_name(plan: &Plan, opts: &LowerOptions) -> String {
 }
 
 /// What a plan with more than one channel per rank may not combine with.
-fn check_channels(channels: u32, opts: &LowerOptions, x: &extras::Extras) -> Result<(), KernelError> {
+fn check_channels(
+    channels: u32,
+    opts: &LowerOptions,
+    x: &extras::Extras,
+) -> Result<(), KernelError> {
     let what = if opts.block_dim > 1 {
         // The cores of one channel would have to meet before every signal; the only barrier
         // over chosen vector cores (mode-0 CrossCoreSetFlag) spans every vector core of the
