@@ -470,6 +470,11 @@ inline KnowPtr local_knowledge(const Clock &clk) {
     return k;
 }
 
+/// The sender's clock of a signal to its own PE (see `SigRec::local`).
+struct LocalClock {
+    Clock clk;
+};
+
 /// A wait observed a signal that carries `k`. When the signal came from another core of this
 /// rank (a channel signalling its own rank: channels order against each other only through
 /// signals), `k` holds the prefix of that core's local GM writes its sender knew finished: the

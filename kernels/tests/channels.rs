@@ -439,3 +439,116 @@ fn a_stuck_channel_fails_the_launch_without_hanging_the_others() {
     );
     assert_eq!(e.sim_status(), Some("SYMSCHED_SIM_E_WAIT_FAILED"), "{e}");
 }
+
+/// The same plan with channel 1's signal moved before its copy: nothing orders channel 0's
+/// read of `mid` after channel 1's write any more, and the simulation says so (a self-signal
+/// orders only the writes its sender knew finished, not everything).
+#[test]
+fn a_signal_before_the_write_does_not_order_the_channels() {
+    let mut plan = crossed_channels();
+    plan.schedule = "crossed_channels_early_signal".into();
+    for prog in &mut plan.ranks {
+        // Steps 4 (copy into mid) and 5 (signal mine) of channel 1 trade places.
+        prog.steps.swap(4, 5);
+        for (i, s) in prog.steps.iter_mut().enumerate() {
+            s.id = i as u32;
+        }
+    }
+    let o = f32_opts();
+    let k = build(&plan, &o);
+    let sizes = sizes_for(&plan, N);
+    let layout = HeapLayout::new(&plan, o.dtype, o.wire, &sizes).unwrap();
+    for seed in 0..4 {
+        let cfg = RunConfig {
+            timeout: TIMEOUT,
+            seed,
+            ..RunConfig::default()
+        };
+        let e = inproc::run(
+            &k,
+            &plan,
+            &layout,
+            &sizes,
+            &fresh_states(&plan, &layout, 1),
+            &cfg,
+        )
+        .expect_err("the race is reported");
+        let status = e.sim_status().unwrap_or_default().to_string();
+        assert!(
+            status == "SYMSCHED_SIM_E_PIPE_RACE" || status == "SYMSCHED_SIM_E_GM_RACE",
+            "seed {seed}: {e}"
+        );
+    }
+}
+
+/// Write after read across channels: channel 0 copies `mid` out, then signals its own rank;
+/// channel 1 waits for that signal and only then overwrites `mid` (listed first, so one
+/// sequence would deadlock). The read finished before the signal (the copy's store waited for
+/// its load), so the overwrite is ordered after it.
+#[test]
+fn a_channel_may_overwrite_what_another_channel_read_after_its_signal() {
+    let (inp, out, mid) = (0, 1, 2);
+    let done = 0;
+    let ranks = (0..2u32)
+        .map(|r| {
+            vec![
+                (1, wait_ge(done, 1)),
+                (
+                    1,
+                    Op::Copy {
+                        src: reg(inp, 0, 1),
+                        dst: reg(mid, 0, 1),
+                    },
+                ),
+                (
+                    1,
+                    Op::Copy {
+                        src: reg(mid, 0, 1),
+                        dst: reg(out, 1, 1),
+                    },
+                ),
+                (
+                    0,
+                    Op::Copy {
+                        src: reg(mid, 0, 1),
+                        dst: reg(out, 0, 1),
+                    },
+                ),
+                (
+                    0,
+                    Op::Signal {
+                        update: add(done, r),
+                    },
+                ),
+            ]
+        })
+        .collect();
+    let plan = plan_of(
+        "channel_write_after_read",
+        vec![
+            buffer("in", BufferRole::Input, 2),
+            buffer("out", BufferRole::Output, 2),
+            buffer("mid", BufferRole::Scratch, 1),
+        ],
+        &["done"],
+        ranks,
+    );
+    let o = f32_opts();
+    let k = build(&plan, &o);
+    let sizes = sizes_for(&plan, N);
+    let layout = HeapLayout::new(&plan, o.dtype, o.wire, &sizes).unwrap();
+    let init = fresh_states(&plan, &layout, 1);
+    let got = run_fresh(&k, &plan, &o, N, TIMEOUT).unwrap_or_else(|e| panic!("{e}"));
+    let n = N as usize;
+    for r in 0..2 {
+        let mid0 = f32s(&init[r].buffers[2]);
+        let inp = f32s(&init[r].buffers[0]);
+        let out = f32s(&got[r].buffers[1]);
+        assert_eq!(
+            out[..n],
+            mid0[..n],
+            "rank {r}: out[0] is mid before channel 1 wrote it"
+        );
+        assert_eq!(out[n..2 * n], inp[..n], "rank {r}: out[1] is in[0] via mid");
+    }
+}
