@@ -211,11 +211,11 @@ fn a_wait_on_one_channel_does_not_block_the_other() {
     }
 }
 
-/// `reduce_scatter_direct` with its steps dealt over two channels: the puts (each after its
-/// credit wait) alternate between the channels by peer; the own copy runs on channel 1, which
+/// `reduce_scatter_direct` with its steps dealt over `c` >= 2 channels: the puts (each after its
+/// credit wait) go to channel `peer % c`; the own copy runs on channel 1, which
 /// then signals its own rank's `ready`, so channel 0's wait counts P arrivals instead of P - 1
 /// before the reduce.
-fn two_channel_split(plan: &Plan) -> Plan {
+fn channel_split(plan: &Plan, c: u32) -> Plan {
     let ready = plan
         .signals
         .iter()
@@ -230,11 +230,11 @@ fn two_channel_split(plan: &Plan) -> Plan {
         for (i, step) in old.iter().enumerate() {
             let mut s = step.clone();
             match &step.op {
-                Op::Put { peer, .. } => s.channel = peer % 2,
+                Op::Put { peer, .. } => s.channel = peer % c,
                 // A credit wait guards the put after it: same channel.
                 Op::Wait { slot, .. } if *slot != ready => {
                     if let Some(Op::Put { peer, .. }) = old.get(i + 1).map(|n| &n.op) {
-                        s.channel = peer % 2;
+                        s.channel = peer % c;
                     }
                 }
                 Op::Wait { slot, .. } => {
@@ -260,7 +260,7 @@ fn two_channel_split(plan: &Plan) -> Plan {
         }
         prog.steps = steps;
     }
-    split.schedule = format!("{}_two_channels", plan.schedule);
+    split.schedule = format!("{}_{c}_channels", plan.schedule);
     split.check_consistency().expect("split plan is consistent");
     split
 }
@@ -290,27 +290,33 @@ fn run_epochs(
 }
 
 #[test]
-fn two_channel_reduce_scatter_gives_the_single_channel_bytes() {
+fn reduce_scatter_split_over_channels_gives_the_single_channel_bytes() {
     let one = common::reduce_scatter_direct(4, false);
-    let two = two_channel_split(&one);
+    let two = channel_split(&one, 2);
+    let three = channel_split(&one, 3);
     assert_eq!(two.channel_count(), 2);
-    let mut combos = vec![];
-    for op in [ReduceOp::Sum, ReduceOp::Avg] {
-        let o = opts(DType::F32, DType::F32, op, 16 * 1024);
-        combos.push((one.clone(), o));
-        combos.push((two.clone(), o));
-    }
+    assert_eq!(three.channel_count(), 3);
+    let sum = opts(DType::F32, DType::F32, ReduceOp::Sum, 16 * 1024);
+    let avg = opts(DType::F32, DType::F32, ReduceOp::Avg, 16 * 1024);
+    let combos = vec![
+        (one.clone(), sum),
+        (two.clone(), sum),
+        (one.clone(), avg),
+        (two.clone(), avg),
+        (one.clone(), sum),
+        (three.clone(), sum),
+    ];
     let kernels = build_all(&combos);
     for (pair, ks) in combos.chunks(2).zip(kernels.chunks(2)) {
-        let o = pair[0].1;
+        let (o, split) = (pair[0].1, &pair[1].0);
         // Three launches back to back: the credits and exit signals carry across epochs.
         let a = run_epochs(&ks[0], &one, &o, 0..3);
-        let b = run_epochs(&ks[1], &two, &o, 0..3);
+        let b = run_epochs(&ks[1], split, &o, 0..3);
         for r in 0..one.group_size as usize {
             assert_eq!(
                 a[r].buffers, b[r].buffers,
-                "{:?}: rank {r}: the two-channel plan's buffers differ",
-                o.op
+                "{} {:?}: rank {r}: the buffers differ from the single-channel plan's",
+                split.schedule, o.op
             );
         }
     }
@@ -550,5 +556,42 @@ fn a_channel_may_overwrite_what_another_channel_read_after_its_signal() {
             "rank {r}: out[0] is mid before channel 1 wrote it"
         );
         assert_eq!(out[n..2 * n], inp[..n], "rank {r}: out[1] is in[0] via mid");
+    }
+}
+
+/// Ranks may use different numbers of channels: the plan's count sets the launch, and a rank's
+/// unused channels run empty (their cores only meet the others at the start and the end).
+#[test]
+fn a_rank_with_fewer_channels_leaves_its_extra_cores_idle() {
+    let (inp, out) = (0, 1);
+    let copy = |c: u32| Op::Copy {
+        src: reg(inp, c, 1),
+        dst: reg(out, c, 1),
+    };
+    let plan = plan_of(
+        "uneven_channels",
+        vec![
+            buffer("in", BufferRole::Input, 3),
+            buffer("out", BufferRole::Output, 3),
+        ],
+        &[],
+        vec![
+            vec![(2, copy(2)), (0, copy(0)), (1, copy(1))],
+            vec![(0, copy(0)), (0, copy(1)), (0, copy(2))],
+        ],
+    );
+    assert_eq!(plan.ranks[1].channel_count(), 1);
+    let o = f32_opts();
+    let l = lower(&plan, &o).unwrap();
+    assert!(l.kernel.contains("constexpr uint32_t kBlockDim = 3;"));
+    // Rank 1: no entry rows, three rows on channel 0, empty channels 1 and 2, no exit rows.
+    assert_eq!(l.table_data.rank_first[5..], [3, 3, 6, 6, 6, 6]);
+    let k = build(&plan, &o);
+    let sizes = sizes_for(&plan, N);
+    let layout = HeapLayout::new(&plan, o.dtype, o.wire, &sizes).unwrap();
+    let init = fresh_states(&plan, &layout, 1);
+    let got = run_fresh(&k, &plan, &o, N, TIMEOUT).unwrap_or_else(|e| panic!("{e}"));
+    for r in 0..2 {
+        assert_eq!(got[r].buffers[1], init[r].buffers[0], "rank {r}");
     }
 }
