@@ -339,6 +339,12 @@ fn generated_source_maps_channels_to_cores() {
         assert!(l.kernel.contains(want), "`{want}` not in the kernel:\n{}", l.kernel);
     }
     assert!(l.header.contains("_BLOCK_DIM 2"), "{}", l.header);
+    assert!(
+        l.table
+            .contains("first_row[0..=P*(C+2)] with C = 2 channels"),
+        "{}",
+        l.table
+    );
     // The table: P·(C+2)+1 run starts, each rank's runs entry, channel 0, channel 1, exit.
     let t = &l.table_data;
     assert_eq!(t.channels, 2);

@@ -170,6 +170,8 @@ struct TableTpl<'a> {
     header_words: String,
     rows: Vec<(String, String)>,
     n_words: usize,
+    /// Channels per rank (the layout of `first_row`).
+    channels: u32,
 }
 
 #[derive(Template)]
@@ -412,6 +414,7 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         header_words,
         rows,
         n_words: words.len(),
+        channels: tab.channels,
     }
     .render()?;
     let launch = LaunchTpl {
