@@ -601,3 +601,41 @@ fn a_rank_with_fewer_channels_leaves_its_extra_cores_idle() {
         assert_eq!(got[r].buffers[1], init[r].buffers[0], "rank {r}");
     }
 }
+
+/// Matmul steps and host collectives stay single-channel: a plan with either and a second
+/// channel is refused by name (the Cube cores and launch segments serve every core at once).
+#[test]
+fn matmul_and_host_collectives_with_channels_are_refused() {
+    use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+    let lib = standard_library();
+    for (name, params, what) in [
+        ("allgather_matmul", vec![], "matmul steps"),
+        (
+            "allreduce_hier",
+            vec![("L".to_string(), 2i64)],
+            "host collectives",
+        ),
+    ] {
+        let mut plan = compile(
+            &lib,
+            name,
+            4,
+            &params.into_iter().collect(),
+            &CompileOptions::default(),
+        )
+        .unwrap_or_else(|d| panic!("{name}: {d:?}"))
+        .plan;
+        // Some step that is neither (the lowering checks combinations, not the verifier's rules).
+        let step = plan.ranks[0]
+            .steps
+            .iter_mut()
+            .find(|s| matches!(s.op, Op::Wait { .. } | Op::Copy { .. } | Op::Put { .. }))
+            .expect("a movable step");
+        step.channel = 1;
+        let e = lower(&plan, &f32_opts()).unwrap_err();
+        assert!(
+            matches!(&e, KernelError::Channels { channels: 2, what: w } if w == what),
+            "{name}: {e:?}"
+        );
+    }
+}
