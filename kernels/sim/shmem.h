@@ -114,6 +114,16 @@ inline void acquire(const void *word, int32_t value) {
     if (k) {
         Pipes &ps = core().pipes;
         ps.k_obs.rem = know_join(ps.k_obs.rem, k);
+        learn_local_writes(k);
+    }
+    // A signal from another core of this launch of the rank (one channel to another) orders
+    // this core after everything its sender's scalar unit knew finished, as a cross-core flag
+    // would: its local GM writes and its reads of bytes this core may now overwrite.
+    RankShared &r = *core().rank;
+    if (r.world != 0) {
+        for (const LocalClockPtr &l : acquire_local_clocks(reinterpret_cast<uintptr_t>(word), r.world, r.run, value)) {
+            core().pipes.k_obs.join(l->clk);
+        }
     }
 }
 
@@ -129,6 +139,12 @@ inline void signal(int32_t *sig_local, int32_t value, int op, int32_t pe, const 
     // The signal carries the puts and the local GM writes (of every core of the rank) that the
     // scalar unit knows finished.
     KnowPtr k = know_join(core().pipes.k_obs.rem, local_knowledge(core().pipes.scalar_clock()));
+    if (pe == d->my_pe && core().rank->world != 0) {
+        auto local = std::make_shared<const LocalClock>(LocalClock{core().pipes.scalar_clock()});
+        publish_self_signal(word, core().rank->world, core().rank->lc->epoch, pe, value, op, k, core().rank->run, local,
+                            [&]() { d->signal_op(d->ctx, sig_local, value, op, pe); });
+        return;
+    }
     publish_signal(word, core().rank->world, core().rank->lc->epoch, pe, value, op, k,
                    [&]() { d->signal_op(d->ctx, sig_local, value, op, pe); });
 }

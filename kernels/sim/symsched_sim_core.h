@@ -470,6 +470,40 @@ inline KnowPtr local_knowledge(const Clock &clk) {
     return k;
 }
 
+/// The sender's clock of a signal to its own PE (see `SigRec::local`).
+struct LocalClock {
+    Clock clk;
+};
+
+/// A wait observed a signal that carries `k`. When the signal came from another core of this
+/// rank (a channel signalling its own rank: channels order against each other only through
+/// signals), `k` holds the prefix of that core's local GM writes its sender knew finished: the
+/// waiting core's scalar unit now knows those instructions finished, as a cross-core flag from
+/// that core would have told it, so its later reads of the bytes are ordered after them.
+inline void learn_local_writes(const KnowPtr &k) {
+    CoreState &c = core();
+    RankShared &r = *c.rank;
+    if (r.world == 0 || !k) {
+        return;
+    }
+    std::lock_guard<std::mutex> g(r.mu);
+    for (uint32_t i = 0; i < r.n_aiv + r.n_aic; ++i) {
+        if (i == c.index) {
+            continue;
+        }
+        uint64_t src = put_source(r.run, kLocalSourceBase + i);
+        auto it = std::lower_bound(k->v.begin(), k->v.end(), std::make_pair(src, uint32_t(0)));
+        if (it == k->v.end() || it->first != src) {
+            continue;
+        }
+        const auto &writes = r.local_writes[i];
+        for (uint32_t j = 0; j < it->second && j < writes.size(); ++j) {
+            uint32_t &known = c.pipes.k_obs.v[writes[j].first];
+            known = std::max(known, writes[j].second);
+        }
+    }
+}
+
 /// The engine instruction running now reads [p, p + bytes) of a PE's GM (a get): from another
 /// PE, each local write of that PE into those bytes must be known finished through the signals
 /// this core waited for; from this PE, it is a local read like any other.

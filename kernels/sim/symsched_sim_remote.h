@@ -145,14 +145,23 @@ struct LocalRec {
 /// Local-write knowledge sources start past every core a put source can name (kMaxCores <= 32).
 constexpr uint32_t kLocalSourceBase = 32;
 
+/// What a signal's sender core knew finished inside its own rank (its scalar unit's vector
+/// clock), for a waiter on another core of the same launch of that rank: one channel signalling
+/// another. Defined with the clocks (symsched_sim_core.h).
+struct LocalClock;
+using LocalClockPtr = std::shared_ptr<const LocalClock>;
+
 /// One signal as it reached a word: the word's value after it, what its sender knew, and the
-/// sender's launch epoch.
+/// sender's launch epoch; for a signal to the sender's own PE also the sender's launch (`run`)
+/// and clock.
 struct SigRec {
     uint64_t world = 0;
     uint64_t epoch = 0;
     int32_t recv_pe = 0;
     int32_t after = 0;
     KnowPtr know;
+    uint64_t run = 0;
+    LocalClockPtr local;
 };
 
 /// How a PE's last launch of a group ended: its epoch, whether it failed, and the puts it knew
@@ -346,6 +355,38 @@ void publish_signal(int32_t *peer_word, uint64_t world, uint64_t epoch, int32_t 
     int32_t after = op == 0 ? value : static_cast<int32_t>(static_cast<uint32_t>(before) + static_cast<uint32_t>(value));
     r.sigs[reinterpret_cast<uintptr_t>(peer_word)].push_back(SigRec{world, epoch, recv_pe, after, k});
     send();
+}
+
+/// `publish_signal` for a signal to the sender's own PE: recorded even without put knowledge,
+/// with the sender's launch `run` and clock `local` (see `acquire_local_clocks`).
+template <typename F>
+void publish_self_signal(int32_t *word, uint64_t world, uint64_t epoch, int32_t pe, int32_t value, int op,
+                         const KnowPtr &k, uint64_t run, const LocalClockPtr &local, F send) {
+    Remote &r = remote_state();
+    std::lock_guard<std::mutex> g(r.mu);
+    int32_t before = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    int32_t after = op == 0 ? value : static_cast<int32_t>(static_cast<uint32_t>(before) + static_cast<uint32_t>(value));
+    r.sigs[reinterpret_cast<uintptr_t>(word)].push_back(SigRec{world, epoch, pe, after, k, run, local});
+    send();
+}
+
+/// The clocks of the signals from cores of launch `run` (the waiter's own rank's launch) that a
+/// wait observing `value` on the word at `word` saw arrive.
+inline std::vector<LocalClockPtr> acquire_local_clocks(uintptr_t word, uint64_t world, uint64_t run, int32_t value) {
+    Remote &r = remote_state();
+    std::lock_guard<std::mutex> g(r.mu);
+    std::vector<LocalClockPtr> out;
+    auto it = r.sigs.find(word);
+    if (it == r.sigs.end()) {
+        return out;
+    }
+    for (const SigRec &s : it->second) {
+        if (s.local && s.world == world && s.run == run &&
+            static_cast<int32_t>(static_cast<uint32_t>(value) - static_cast<uint32_t>(s.after)) >= 0) {
+            out.push_back(s.local);
+        }
+    }
+    return out;
 }
 
 /// A rank's launch starts; returns the launch's number.

@@ -27,6 +27,20 @@ pub enum KernelError {
         /// What blockDim counts for this kernel.
         cores: &'static str,
     },
+    #[error("{channels} channels x blockDim {block_dim} = {cores} cores per rank: the lowering supports at most {max} {what}")]
+    ChannelCores {
+        channels: u32,
+        /// Cores per channel (the launch option `block_dim`).
+        block_dim: u32,
+        /// `channels * block_dim`: the launch's blockDim.
+        cores: u32,
+        max: u32,
+        what: &'static str,
+    },
+    #[error(
+        "the Ascend C lowering does not support {what} in a plan with {channels} channels per rank"
+    )]
+    Channels { channels: u32, what: String },
     #[error("plan is inconsistent: {0}")]
     Plan(#[from] symsched_plan::PlanError),
     #[error("template rendering failed: {0}")]

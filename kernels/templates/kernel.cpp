@@ -34,7 +34,21 @@ constexpr uint32_t kBlockDim = {{ x.block_dim }};
 constexpr uint32_t kKernelType = {% if x.has_matmul %}KERNEL_TYPE_MIX_AIC_1_2{% else %}KERNEL_TYPE_AIV_ONLY{% endif %};
 // AIVs per AI Core (GetTaskRatio() on an AIV) and the AIVs every step's data is split over.
 constexpr uint32_t kAivPerCore = {% if x.has_matmul %}2{% else %}1{% endif %};
+{%- if x.channels > 1 %}
+// Channels: the rank's steps form {{ x.channels }} concurrent sequences, ordered against each other
+// only by signals. Launch core i (GetBlockIdx()) serves channel i / kChannelCores and splits that
+// channel's steps over its kChannelCores AIVs, so kBlockDim = kChannels * kChannelCores.
+constexpr uint32_t kChannels = {{ x.channels }};
+constexpr uint32_t kChannelCores = {{ x.channel_cores }};
+constexpr uint32_t kVecCores = kChannelCores * kAivPerCore;
+// The per-channel barrier SyncCores would be a mode-0 flag over every AIV of the launch, which
+// would make channels wait for each other: the lowering gives each channel one AIV.
+static_assert(kVecCores == 1, "a channel runs on one vector core");
+// Cross-core flag of the barriers over every channel (kernel start and end only).
+constexpr uint16_t kFlagChannels = 4;
+{%- else %}
 constexpr uint32_t kVecCores = kBlockDim * kAivPerCore;
+{%- endif %}
 // A step's elements are split over the AIVs in blocks of kSliceElems, aligned in the buffer
 // (>= 64 bytes of any class, so no two cores write one 32-byte block).
 constexpr uint64_t kSliceElems = 64;
@@ -454,6 +468,11 @@ public:
           epoch32_(static_cast<uint32_t>(epoch)), team_(team), exitSignals_(exitSignals) {
         rank_ = static_cast<uint32_t>(aclshmem_team_my_pe(team_));
         blk_ = static_cast<uint32_t>(AscendC::GetBlockIdx());
+{%- if x.channels > 1 %}
+        // Core i is core i % kChannelCores of channel i / kChannelCores.
+        chan_ = blk_ / kChannelCores;
+        blk_ %= kChannelCores;
+{%- endif %}
         pipe_.InitBuffer(inQ_, 1, kTile * kElemBytes);
         pipe_.InitBuffer(ioQ_, 1, kTile * kElemBytes);
         pipe_.InitBuffer(outQ_, 1, kTile * kElemBytes);
@@ -462,7 +481,31 @@ public:
         pipe_.InitBuffer(maskBuf_, kTile / 4u);
     }
 
+{% if x.channels > 1 %}    // This core's channel's rows (the rank's runs of the table, see table.rs): channel 0 also
+    // sends the entry signals before any channel starts and the exit signals once every channel
+    // has ended. The two barriers over every core are the only points where channels meet
+    // outside the plan's own signals; every core reaches both whatever the others do.
     __aicore__ inline void Run() {
+        __gm__ int32_t *firstRow = table_ + 3 + rank_ * (kChannels + 2);
+        rows_ = table_ + 3 + (kGroupSize * (kChannels + 2) + 1);
+        if (chan_ == 0) {
+            RunRows(static_cast<uint32_t>(firstRow[0]), static_cast<uint32_t>(firstRow[1]));
+        }
+        SyncChannels();
+        RunRows(static_cast<uint32_t>(firstRow[1 + chan_]), static_cast<uint32_t>(firstRow[2 + chan_]));
+        // Every channel's puts are complete before the exit signals.
+        Quiet();
+        SyncChannels();
+        if (chan_ == 0) {
+            RunRows(static_cast<uint32_t>(firstRow[kChannels + 1]), static_cast<uint32_t>(firstRow[kChannels + 2]));
+            Quiet();
+            if (kAvg) {
+                // Every channel's results are in (the barrier): channel 0 divides them all.
+                Average();
+            }
+        }
+    }
+{% else %}    __aicore__ inline void Run() {
         __gm__ int32_t *firstRow = table_ + 3;
         uint32_t row = static_cast<uint32_t>(firstRow[rank_]);
         uint32_t end = static_cast<uint32_t>(firstRow[rank_ + 1]);
@@ -495,6 +538,7 @@ public:
             Average();
         }
     }
+{%- endif %}
 {%- if x.has_hostcoll %}
 
     // Launch segment to run: the rank's rows between its segment-th and (segment+1)-th
@@ -550,6 +594,20 @@ private:
             Forget();
         }
     }
+{%- if x.channels > 1 %}
+    // Every AIV of the rank, whatever its channel, has finished everything it issued.
+    __aicore__ inline void SyncChannels() {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        AscendC::CrossCoreSetFlag<0x0, PIPE_MTE3>(kFlagChannels);
+        AscendC::CrossCoreWaitFlag(kFlagChannels);
+        Forget();
+    }
+    __aicore__ inline void RunRows(uint32_t row, uint32_t end) {
+        while (row < end) {
+            row += Exec(rows_ + row * kRowWords);
+        }
+    }
+{%- endif %}
     // Complete this core's non-blocking puts (also a PipeBarrier<PIPE_ALL> in CANN shmem).
     __aicore__ inline void Quiet() {
         aclshmem_quiet();
@@ -1148,6 +1206,9 @@ private:
     int32_t exitSignals_;
     uint32_t rank_ = 0;
     uint32_t blk_ = 0;
+{%- if x.channels > 1 %}
+    uint32_t chan_ = 0;
+{%- endif %}
 };
 
 }  // namespace {{ name }}_ns

@@ -48,8 +48,13 @@ pub struct Extras {
     pub mm_n: String,
     /// `m` over a host array `sizes` (the workspace size function).
     pub mm_m_host: String,
-    /// `blockDim` of the launch.
+    /// `blockDim` of the launch: channels × the option's cores per channel.
     pub block_dim: u32,
+    /// Channels per rank ([`Plan::channel_count`]); the templates add the channel mapping only
+    /// when it is more than 1, so single-channel kernels stay as they were.
+    pub channels: u32,
+    /// Vector cores (AIVs) of one channel: the option's `block_dim`.
+    pub channel_cores: u32,
     pub has_hostcoll: bool,
     pub host_bufs: Vec<HostBuf>,
     pub calls: Vec<HostCall>,
@@ -103,7 +108,9 @@ pub fn extras(
         } else {
             String::new()
         },
-        block_dim: opts.block_dim,
+        block_dim: opts.block_dim * plan.channel_count(),
+        channels: plan.channel_count(),
+        channel_cores: opts.block_dim,
         has_hostcoll: false,
         host_bufs: Vec::new(),
         calls: Vec::new(),

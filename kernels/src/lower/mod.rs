@@ -170,6 +170,8 @@ struct TableTpl<'a> {
     header_words: String,
     rows: Vec<(String, String)>,
     n_words: usize,
+    /// Channels per rank (the layout of `first_row`).
+    channels: u32,
 }
 
 #[derive(Template)]
@@ -219,11 +221,14 @@ pub fn kernel_name(plan: &Plan, opts: &LowerOptions) -> String {
     for (k, v) in &plan.params {
         params.push_str(&format!("_{}{}", sanitize(k), v));
     }
-    let blocks = if opts.block_dim > 1 {
+    let mut blocks = if opts.block_dim > 1 {
         format!("_b{}", opts.block_dim)
     } else {
         String::new()
     };
+    if plan.channel_count() > 1 {
+        blocks.push_str(&format!("_c{}", plan.channel_count()));
+    }
     format!(
         "symsched_{}{}_p{}_{}_{}_{}{}",
         sanitize(&plan.schedule),
@@ -234,6 +239,32 @@ pub fn kernel_name(plan: &Plan, opts: &LowerOptions) -> String {
         opts.op,
         blocks
     )
+}
+
+/// What a plan with more than one channel per rank may not combine with.
+fn check_channels(
+    channels: u32,
+    opts: &LowerOptions,
+    x: &extras::Extras,
+) -> Result<(), KernelError> {
+    let what = if opts.block_dim > 1 {
+        // The cores of one channel would have to meet before every signal; the only barrier
+        // over chosen vector cores (mode-0 CrossCoreSetFlag) spans every vector core of the
+        // launch, which would make each channel wait for the others and can deadlock them.
+        format!(
+            "blockDim {} per channel (each channel runs on one vector core)",
+            opts.block_dim
+        )
+    } else if x.has_matmul {
+        // The Cube cores take every matmul row from all vector cores at once.
+        "matmul steps".to_string()
+    } else if x.has_hostcoll {
+        // A host collective ends the launch segment of every core, whatever its channel.
+        "host collectives".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(KernelError::Channels { channels, what })
 }
 
 /// Lower `plan` (already verified) for the given launch types.
@@ -247,6 +278,19 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
             block_dim: opts.block_dim,
             max: MAX_BLOCK_DIM,
             cores: "vector cores",
+        });
+    }
+    let channels = plan.channel_count();
+    // Channel c of a rank runs on launch cores c·block_dim .. (c+1)·block_dim - 1, so the
+    // launch's blockDim is channels × block_dim (see docs/ascendc.md, "Channels").
+    let cores = channels.saturating_mul(opts.block_dim);
+    if channels > 1 && cores > MAX_BLOCK_DIM {
+        return Err(KernelError::ChannelCores {
+            channels,
+            block_dim: opts.block_dim,
+            cores,
+            max: MAX_BLOCK_DIM,
+            what: "vector cores",
         });
     }
     if !opts.dtype.is_data() || !opts.dtype.can_travel_as(opts.wire) {
@@ -314,6 +358,9 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
             cores: "AI Cores (a kernel with matmul steps: each AI Core is one Cube core and two vector cores)",
         });
     }
+    if channels > 1 {
+        check_channels(channels, opts, &x)?;
+    }
     let size_var_doc = if plan.size_vars.is_empty() {
         "(none)".to_string()
     } else {
@@ -367,6 +414,7 @@ pub fn lower(plan: &Plan, opts: &LowerOptions) -> Result<Lowered, KernelError> {
         header_words,
         rows,
         n_words: words.len(),
+        channels: tab.channels,
     }
     .render()?;
     let launch = LaunchTpl {

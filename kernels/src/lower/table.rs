@@ -9,6 +9,12 @@
 //! A rank's rows start with its entry signals (the plan's `entry_signals`, entry credits) as
 //! plain [`Kind::Signal`] rows, so they are sent when the kernel starts (in the first launch
 //! segment); its exit signals are [`Kind::ExitSignal`] rows at the end.
+//!
+//! A plan with C > 1 channels has `first_row[0..=P·(C+2)]` instead: rank r's rows are C + 2
+//! runs starting at `first_row[r·(C+2) + i]`: i = 0 its entry signals, i = 1 + c channel c's
+//! steps, i = C + 1 its exit signals (the next entry ends each run). The kernel's channel-c
+//! cores interpret only run 1 + c; channel 0's cores also send the entry and exit signals,
+//! around barriers over every core (see docs/ascendc.md, "Channels").
 
 use super::Classes;
 use crate::signal32;
@@ -98,6 +104,8 @@ pub struct Row {
 #[derive(Debug, Clone)]
 pub struct Table {
     pub group_size: u32,
+    /// Channels per rank ([`Plan::channel_count`]); more than one changes `rank_first`.
+    pub channels: u32,
     pub rank_first: Vec<u32>,
     pub rows: Vec<Row>,
 }
@@ -282,7 +290,8 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
         classes,
         rows: Vec::new(),
     };
-    let mut rank_first = Vec::with_capacity(plan.ranks.len() + 1);
+    let channels = plan.channel_count();
+    let mut rank_first = Vec::with_capacity(plan.ranks.len() * (channels as usize + 2) + 1);
     for prog in &plan.ranks {
         rank_first.push(b.rows.len() as u32);
         // Entry credits, sent as the kernel starts: a runtime that stages inputs in copies them
@@ -293,287 +302,304 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
             last.comment = format!("r{}: entry-{}", prog.rank, last.comment);
         }
         let mut pend = Pending::default();
-        let mut splits = Splits::default();
         let mut host_ordinal = 0i32;
-        for step in &prog.steps {
-            let tag = format!("r{} s{}", prog.rank, step.id);
-            match &step.op {
-                Op::Put {
-                    src,
-                    dst,
-                    peer,
-                    signal,
-                } => {
-                    let convert = b.classes.differ(b.plan, src, dst);
-                    let fused = signal.filter(|u| u.peer == *peer);
-                    let mut flags = 0;
-                    if fused.is_some() || convert {
-                        // Its signal (or the staged put's internal quiet) publishes everything
-                        // before it, so earlier plain puts must be complete first.
-                        flags |= pend.flags_for_signal();
-                    }
-                    let comment = format!(
-                        "{tag}: put {} -> {} @{}{}{}",
-                        b.region_name(src),
-                        b.region_name(dst),
+        // Channel c's rows are the rank's steps of channel c in program order; the quiet and
+        // split analyses run per channel, since a channel's cores issue only its own rows.
+        for chan in 0..channels {
+            if channels > 1 {
+                rank_first.push(b.rows.len() as u32);
+                pend = Pending::default();
+            }
+            let mut splits = Splits::default();
+            for step in prog.steps.iter().filter(|s| s.channel == chan) {
+                let tag = if channels > 1 {
+                    format!("r{} c{} s{}", prog.rank, chan, step.id)
+                } else {
+                    format!("r{} s{}", prog.rank, step.id)
+                };
+                match &step.op {
+                    Op::Put {
+                        src,
+                        dst,
                         peer,
-                        if convert { " (convert via UB)" } else { "" },
-                        fused
-                            .map(|u| format!(", signal {}", b.slot_name(u.slot)))
-                            .unwrap_or_default()
-                    );
-                    let kind = if fused.is_some() {
-                        Kind::PutSignal
-                    } else {
-                        Kind::Put
-                    };
-                    if splits.step(&[(*src, *src, false)]) {
-                        flags |= BARRIER_BEFORE;
-                    }
-                    if fused.is_some() || convert {
-                        // Its signal (or the converted tiles' quiets and a signal) meet the cores.
-                        splits.synchronised();
-                    }
-                    if let Some(u) = fused {
-                        let offset = if u.mode == SignalMode::Set {
-                            u.value
+                        signal,
+                    } => {
+                        let convert = b.classes.differ(b.plan, src, dst);
+                        let fused = signal.filter(|u| u.peer == *peer);
+                        let mut flags = 0;
+                        if fused.is_some() || convert {
+                            // Its signal (or the staged put's internal quiet) publishes everything
+                            // before it, so earlier plain puts must be complete first.
+                            flags |= pend.flags_for_signal();
+                        }
+                        let comment = format!(
+                            "{tag}: put {} -> {} @{}{}{}",
+                            b.region_name(src),
+                            b.region_name(dst),
+                            peer,
+                            if convert { " (convert via UB)" } else { "" },
+                            fused
+                                .map(|u| format!(", signal {}", b.slot_name(u.slot)))
+                                .unwrap_or_default()
+                        );
+                        let kind = if fused.is_some() {
+                            Kind::PutSignal
                         } else {
-                            0
+                            Kind::Put
                         };
-                        b.check_slot(u.slot, u.stride, offset.max(u.value))?;
-                    }
-                    let (src, dst, peer) = (*src, *dst, *peer);
-                    b.push(
-                        kind,
-                        flags,
-                        |w| {
-                            set_regions(w, &src, &dst);
-                            w[8] = peer as i32;
-                            if let Some(u) = fused {
-                                w[9] = u.slot as i32;
-                                w[10] = mode_code(u.mode);
-                                w[11] = u.value as u32 as i32;
-                                w[12] = u.stride as u32 as i32;
+                        if splits.step(&[(*src, *src, false)]) {
+                            flags |= BARRIER_BEFORE;
+                        }
+                        if fused.is_some() || convert {
+                            // Its signal (or the converted tiles' quiets and a signal) meet the cores.
+                            splits.synchronised();
+                        }
+                        if let Some(u) = fused {
+                            let offset = if u.mode == SignalMode::Set {
+                                u.value
+                            } else {
+                                0
+                            };
+                            b.check_slot(u.slot, u.stride, offset.max(u.value))?;
+                        }
+                        let (src, dst, peer) = (*src, *dst, *peer);
+                        b.push(
+                            kind,
+                            flags,
+                            |w| {
+                                set_regions(w, &src, &dst);
+                                w[8] = peer as i32;
+                                if let Some(u) = fused {
+                                    w[9] = u.slot as i32;
+                                    w[10] = mode_code(u.mode);
+                                    w[11] = u.value as u32 as i32;
+                                    w[12] = u.stride as u32 as i32;
+                                }
+                            },
+                            comment,
+                        );
+                        if convert {
+                            pend.clear();
+                        } else {
+                            pend.sources.push(src);
+                            if fused.is_none() {
+                                pend.undelivered = true;
                             }
-                        },
-                        comment,
-                    );
-                    if convert {
-                        pend.clear();
-                    } else {
-                        pend.sources.push(src);
-                        if fused.is_none() {
-                            pend.undelivered = true;
+                        }
+                        if let Some(u) = signal.filter(|u| u.peer != peer) {
+                            splits.synchronised();
+                            let f = pend.flags_for_signal();
+                            b.signal_row(Kind::Signal, f, &u)?;
                         }
                     }
-                    if let Some(u) = signal.filter(|u| u.peer != peer) {
+                    Op::Get { src, dst, peer } => {
+                        let mut flags = pend.flags_for_write(&[*dst]);
+                        if splits.step(&[(*dst, *dst, true)]) {
+                            flags |= BARRIER_BEFORE;
+                        }
+                        let convert = b.classes.differ(b.plan, src, dst);
+                        let comment = format!(
+                            "{tag}: get {} @{} -> {}{}",
+                            b.region_name(src),
+                            peer,
+                            b.region_name(dst),
+                            if convert { " (convert via UB)" } else { "" }
+                        );
+                        let (src, dst, peer) = (*src, *dst, *peer);
+                        b.push(
+                            Kind::Get,
+                            flags,
+                            |w| {
+                                set_regions(w, &src, &dst);
+                                w[8] = peer as i32;
+                            },
+                            comment,
+                        );
+                        if convert {
+                            pend.clear();
+                        }
+                    }
+                    Op::Signal { update } => {
                         splits.synchronised();
                         let f = pend.flags_for_signal();
-                        b.signal_row(Kind::Signal, f, &u)?;
+                        b.signal_row(Kind::Signal, f, update)?;
+                        let last = b.rows.last_mut().expect("row just pushed");
+                        last.comment = format!("{tag}: {}", last.comment);
                     }
-                }
-                Op::Get { src, dst, peer } => {
-                    let mut flags = pend.flags_for_write(&[*dst]);
-                    if splits.step(&[(*dst, *dst, true)]) {
-                        flags |= BARRIER_BEFORE;
-                    }
-                    let convert = b.classes.differ(b.plan, src, dst);
-                    let comment = format!(
-                        "{tag}: get {} @{} -> {}{}",
-                        b.region_name(src),
-                        peer,
-                        b.region_name(dst),
-                        if convert { " (convert via UB)" } else { "" }
-                    );
-                    let (src, dst, peer) = (*src, *dst, *peer);
-                    b.push(
-                        Kind::Get,
-                        flags,
-                        |w| {
-                            set_regions(w, &src, &dst);
-                            w[8] = peer as i32;
-                        },
-                        comment,
-                    );
-                    if convert {
-                        pend.clear();
-                    }
-                }
-                Op::Signal { update } => {
-                    splits.synchronised();
-                    let f = pend.flags_for_signal();
-                    b.signal_row(Kind::Signal, f, update)?;
-                    let last = b.rows.last_mut().expect("row just pushed");
-                    last.comment = format!("{tag}: {}", last.comment);
-                }
-                Op::Wait { slot, cmp, target } => {
-                    b.check_slot(*slot, target.stride, target.offset)?;
-                    let comment = format!(
-                        "{tag}: wait {} {:?} epoch*{} + {}",
-                        b.slot_name(*slot),
-                        cmp,
-                        target.stride,
-                        target.offset
-                    );
-                    let (slot, cmp, target) = (*slot, *cmp, *target);
-                    b.push(
-                        Kind::Wait,
-                        0,
-                        |w| {
-                            w[9] = slot as i32;
-                            w[10] = cmp.code() as i32;
-                            w[11] = target.offset as u32 as i32;
-                            w[12] = target.stride as u32 as i32;
-                        },
-                        comment,
-                    );
-                }
-                Op::Reduce { dst, srcs } => {
-                    let mut flags = pend.flags_for_write(&[*dst]);
-                    let mut acc: Vec<(Region, Region, bool)> =
-                        srcs.iter().map(|s| (*s, *dst, false)).collect();
-                    acc.push((*dst, *dst, true));
-                    if splits.step(&acc) {
-                        flags |= BARRIER_BEFORE;
-                    }
-                    let names: Vec<String> = srcs.iter().map(|s| b.region_name(s)).collect();
-                    let comment = format!(
-                        "{tag}: {} = reduce({})",
-                        b.region_name(dst),
-                        names.join(", ")
-                    );
-                    let (dst, n) = (*dst, srcs.len() as i32);
-                    if n == 0 {
-                        return Err(KernelError::Unsupported {
-                            what: "a reduce without operands".into(),
-                            rank: prog.rank,
-                            step: step.id,
-                        });
-                    }
-                    b.push(
-                        Kind::Reduce,
-                        flags,
-                        |w| {
-                            set_region(w, 2, &dst);
-                            w[10] = n;
-                        },
-                        comment,
-                    );
-                    for s in srcs {
-                        let s = *s;
+                    Op::Wait { slot, cmp, target } => {
+                        b.check_slot(*slot, target.stride, target.offset)?;
+                        let comment = format!(
+                            "{tag}: wait {} {:?} epoch*{} + {}",
+                            b.slot_name(*slot),
+                            cmp,
+                            target.stride,
+                            target.offset
+                        );
+                        let (slot, cmp, target) = (*slot, *cmp, *target);
                         b.push(
-                            Kind::Operand,
+                            Kind::Wait,
                             0,
-                            |w| set_region(w, 2, &s),
-                            "  operand".into(),
+                            |w| {
+                                w[9] = slot as i32;
+                                w[10] = cmp.code() as i32;
+                                w[11] = target.offset as u32 as i32;
+                                w[12] = target.stride as u32 as i32;
+                            },
+                            comment,
                         );
                     }
-                }
-                Op::Copy { src, dst } | Op::Cast { src, dst } => {
-                    let mut flags = pend.flags_for_write(&[*dst]);
-                    if splits.step(&[(*src, *src, false), (*dst, *src, true)]) {
-                        flags |= BARRIER_BEFORE;
+                    Op::Reduce { dst, srcs } => {
+                        let mut flags = pend.flags_for_write(&[*dst]);
+                        let mut acc: Vec<(Region, Region, bool)> =
+                            srcs.iter().map(|s| (*s, *dst, false)).collect();
+                        acc.push((*dst, *dst, true));
+                        if splits.step(&acc) {
+                            flags |= BARRIER_BEFORE;
+                        }
+                        let names: Vec<String> = srcs.iter().map(|s| b.region_name(s)).collect();
+                        let comment = format!(
+                            "{tag}: {} = reduce({})",
+                            b.region_name(dst),
+                            names.join(", ")
+                        );
+                        let (dst, n) = (*dst, srcs.len() as i32);
+                        if n == 0 {
+                            return Err(KernelError::Unsupported {
+                                what: "a reduce without operands".into(),
+                                rank: prog.rank,
+                                step: step.id,
+                            });
+                        }
+                        b.push(
+                            Kind::Reduce,
+                            flags,
+                            |w| {
+                                set_region(w, 2, &dst);
+                                w[10] = n;
+                            },
+                            comment,
+                        );
+                        for s in srcs {
+                            let s = *s;
+                            b.push(
+                                Kind::Operand,
+                                0,
+                                |w| set_region(w, 2, &s),
+                                "  operand".into(),
+                            );
+                        }
                     }
-                    let what = if matches!(step.op, Op::Copy { .. }) {
-                        "copy"
-                    } else {
-                        "cast"
-                    };
-                    let comment = format!(
-                        "{tag}: {} = {what}({})",
-                        b.region_name(dst),
-                        b.region_name(src)
-                    );
-                    let (src, dst) = (*src, *dst);
-                    b.push(
-                        Kind::Copy,
-                        flags,
-                        |w| {
-                            set_regions(w, &src, &dst);
-                        },
-                        comment,
-                    );
-                }
-                Op::Matmul { c, a, b: bm } => {
-                    let ty = |r: &Region| b.classes.of(class_of(b.plan, r));
-                    let (tc, ta, tb) = (ty(c), ty(a), ty(bm));
-                    if !(cube_type(tc) && cube_type(ta) && ta == tb) {
-                        return Err(KernelError::Unsupported {
-                            what: format!(
+                    Op::Copy { src, dst } | Op::Cast { src, dst } => {
+                        let mut flags = pend.flags_for_write(&[*dst]);
+                        if splits.step(&[(*src, *src, false), (*dst, *src, true)]) {
+                            flags |= BARRIER_BEFORE;
+                        }
+                        let what = if matches!(step.op, Op::Copy { .. }) {
+                            "copy"
+                        } else {
+                            "cast"
+                        };
+                        let comment = format!(
+                            "{tag}: {} = {what}({})",
+                            b.region_name(dst),
+                            b.region_name(src)
+                        );
+                        let (src, dst) = (*src, *dst);
+                        b.push(
+                            Kind::Copy,
+                            flags,
+                            |w| {
+                                set_regions(w, &src, &dst);
+                            },
+                            comment,
+                        );
+                    }
+                    Op::Matmul { c, a, b: bm } => {
+                        let ty = |r: &Region| b.classes.of(class_of(b.plan, r));
+                        let (tc, ta, tb) = (ty(c), ty(a), ty(bm));
+                        if !(cube_type(tc) && cube_type(ta) && ta == tb) {
+                            return Err(KernelError::Unsupported {
+                                what: format!(
                                 "matmul of {ta} x {tb} into {tc} (the Cube lowering multiplies two \
                                  operands of one type among f32, f16, bf16 into f32, f16 or bf16)"
                             ),
-                            rank: prog.rank,
-                            step: step.id,
-                        });
+                                rank: prog.rank,
+                                step: step.id,
+                            });
+                        }
+                        let flags = pend.flags_for_write(&[*c]);
+                        // The step meets every vector and Cube core before and after.
+                        splits.synchronised();
+                        let comment = format!(
+                            "{tag}: {} = matmul({}, {})",
+                            b.region_name(c),
+                            b.region_name(a),
+                            b.region_name(bm)
+                        );
+                        let (c, a, bm) = (*c, *a, *bm);
+                        b.push(
+                            Kind::Matmul,
+                            flags,
+                            |w| {
+                                set_regions(w, &c, &a);
+                            },
+                            comment,
+                        );
+                        b.push(
+                            Kind::Operand,
+                            0,
+                            |w| set_region(w, 2, &bm),
+                            "  operand b".into(),
+                        );
                     }
-                    let flags = pend.flags_for_write(&[*c]);
-                    // The step meets every vector and Cube core before and after.
-                    splits.synchronised();
-                    let comment = format!(
-                        "{tag}: {} = matmul({}, {})",
-                        b.region_name(c),
-                        b.region_name(a),
-                        b.region_name(bm)
-                    );
-                    let (c, a, bm) = (*c, *a, *bm);
-                    b.push(
-                        Kind::Matmul,
-                        flags,
-                        |w| {
-                            set_regions(w, &c, &a);
-                        },
-                        comment,
-                    );
-                    b.push(
-                        Kind::Operand,
-                        0,
-                        |w| set_region(w, 2, &bm),
-                        "  operand b".into(),
-                    );
-                }
-                Op::HostColl {
-                    op,
-                    region,
-                    members,
-                } => {
-                    if matches!(
-                        b.plan.buffers[region.buffer as usize].extent,
-                        symsched_plan::Extent::Counts { .. }
-                    ) {
-                        return Err(KernelError::Unsupported {
-                            what: "a hostcoll on a counts-sized buffer (the launch stub \
-                                   computes host-collective extents from the size variables only)"
-                                .into(),
-                            rank: prog.rank,
-                            step: step.id,
-                        });
-                    }
-                    let comment = format!(
-                        "{tag}: hostcoll {:?}({}) over {:?} (ends a launch segment)",
+                    Op::HostColl {
                         op,
-                        b.region_name(region),
-                        members
-                    );
-                    let (code, region) = (hostcoll_code(*op), *region);
-                    let ordinal = host_ordinal;
-                    host_ordinal += 1;
-                    b.push(
-                        Kind::HostColl,
-                        0,
-                        |w| {
-                            set_region(w, 2, &region);
-                            w[8] = code;
-                            w[9] = members.len() as i32;
-                            w[11] = ordinal;
-                        },
-                        comment,
-                    );
-                    // The segment ends with aclshmem_quiet: nothing is outstanding after it.
-                    pend.clear();
-                    splits.synchronised();
+                        region,
+                        members,
+                    } => {
+                        if matches!(
+                            b.plan.buffers[region.buffer as usize].extent,
+                            symsched_plan::Extent::Counts { .. }
+                        ) {
+                            return Err(KernelError::Unsupported {
+                                what: "a hostcoll on a counts-sized buffer (the launch stub \
+                                   computes host-collective extents from the size variables only)"
+                                    .into(),
+                                rank: prog.rank,
+                                step: step.id,
+                            });
+                        }
+                        let comment = format!(
+                            "{tag}: hostcoll {:?}({}) over {:?} (ends a launch segment)",
+                            op,
+                            b.region_name(region),
+                            members
+                        );
+                        let (code, region) = (hostcoll_code(*op), *region);
+                        let ordinal = host_ordinal;
+                        host_ordinal += 1;
+                        b.push(
+                            Kind::HostColl,
+                            0,
+                            |w| {
+                                set_region(w, 2, &region);
+                                w[8] = code;
+                                w[9] = members.len() as i32;
+                                w[11] = ordinal;
+                            },
+                            comment,
+                        );
+                        // The segment ends with aclshmem_quiet: nothing is outstanding after it.
+                        pend.clear();
+                        splits.synchronised();
+                    }
                 }
             }
+        }
+        if channels > 1 {
+            // Every channel's cores quiet and meet before channel 0 sends the exit signals.
+            pend.clear();
+            rank_first.push(b.rows.len() as u32);
         }
         for u in &prog.exit_signals {
             let f = pend.flags_for_signal();
@@ -585,6 +611,7 @@ pub fn build(plan: &Plan, classes: &Classes) -> Result<Table, KernelError> {
     rank_first.push(b.rows.len() as u32);
     Ok(Table {
         group_size: plan.group_size,
+        channels,
         rank_first,
         rows: b.rows,
     })
