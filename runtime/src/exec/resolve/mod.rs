@@ -31,7 +31,7 @@ mod fuse_get;
 mod streaming;
 
 use super::error::ExecError;
-use super::resolved::{GetFolds, RReg, RStep, Resolved};
+use super::resolved::{ChannelSteps, GetFolds, RReg, RStep, Resolved};
 use crate::config::ExecOptions;
 use symsched_plan::{LaunchSizes, Op, Plan, Rank};
 
@@ -237,15 +237,29 @@ fn resolve(
         }
         max_len.push(mx);
     }
+    let prog = &plan.ranks[me as usize];
+    let (steps, plan_index, channels) = by_channel(steps, prog);
     let (chain, get_folds) = if opts.fuse {
-        let chain = fuse::reduce_chains(&steps, me);
-        let folds = fuse_get::get_folds(plan, &steps, me, &chain);
+        let mut chain = Vec::with_capacity(steps.len());
+        for c in &channels {
+            chain.extend(fuse::reduce_chains(&steps[c.steps.clone()], me));
+        }
+        let folds = if channels.len() > 1 {
+            channel_folds(plan, &steps, &channels, me, &chain)
+        } else {
+            fuse_get::get_folds(plan, &steps, me, &chain)
+        };
         (chain, folds)
     } else {
         (vec![0; steps.len()], GetFolds::default())
     };
     let nt = if opts.nt_copy {
-        streaming::nt_steps(plan, &steps, &chain)
+        let mut nt = Vec::with_capacity(steps.len());
+        for c in &channels {
+            let r = c.steps.clone();
+            nt.extend(streaming::nt_steps(plan, &steps[r.clone()], &chain[r]));
+        }
+        nt
     } else {
         vec![false; steps.len()]
     };
@@ -257,5 +271,77 @@ fn resolve(
         chain,
         get_folds,
         nt,
+        channels,
+        plan_index,
     })
+}
+
+/// Group the resolved steps (in plan order) by channel: channel order, plan order within a
+/// channel. Returns the regrouped steps, each one's plan index, and each non-empty channel's
+/// range. A single-channel rank keeps its order (nothing moves).
+fn by_channel(
+    steps: Vec<RStep>,
+    prog: &symsched_plan::RankProgram,
+) -> (Vec<RStep>, Vec<u32>, Vec<ChannelSteps>) {
+    let channel = |i: usize| prog.steps.get(i).map_or(0, |s| s.channel);
+    let mut order: Vec<u32> = (0..steps.len() as u32).collect();
+    // Stable: plan order holds within a channel.
+    order.sort_by_key(|&i| channel(i as usize));
+    let mut channels: Vec<ChannelSteps> = Vec::new();
+    for (pos, &i) in order.iter().enumerate() {
+        let c = channel(i as usize);
+        match channels.last_mut() {
+            Some(last) if last.channel == c => last.steps.end = pos + 1,
+            _ => channels.push(ChannelSteps {
+                channel: c,
+                steps: pos..pos + 1,
+            }),
+        }
+    }
+    if channels.len() <= 1 {
+        return (steps, order, channels);
+    }
+    let mut slots: Vec<Option<RStep>> = steps.into_iter().map(Some).collect();
+    let grouped = order
+        .iter()
+        .map(|&i| {
+            slots[i as usize]
+                .take()
+                .expect("a permutation takes each step once")
+        })
+        .collect();
+    (grouped, order, channels)
+}
+
+/// The get-fold pass of a multi-channel rank: run within each channel, with the other
+/// channels' steps as concurrent ones (a landing region any of them touches stays a get, since
+/// such a step may run at any point of the channel's sequence).
+fn channel_folds(
+    plan: &Plan,
+    steps: &[RStep],
+    channels: &[ChannelSteps],
+    me: Rank,
+    chain: &[u32],
+) -> GetFolds {
+    let mut out = GetFolds::default();
+    for c in channels {
+        let r = c.steps.clone();
+        let others: Vec<RStep> = channels
+            .iter()
+            .filter(|o| o.channel != c.channel)
+            .flat_map(|o| steps[o.steps.clone()].iter().cloned())
+            .collect();
+        let f = fuse_get::get_folds_among(plan, &steps[r.clone()], &others, me, &chain[r.clone()]);
+        for i in 0..r.len() {
+            if f.folded(i) {
+                out.folded.resize(steps.len(), false);
+                out.folded[r.start + i] = true;
+            }
+            if !f.pulls(i).is_empty() {
+                out.pulls.resize(steps.len(), Vec::new());
+                out.pulls[r.start + i] = f.pulls(i).to_vec();
+            }
+        }
+    }
+    out
 }
