@@ -345,3 +345,117 @@ fn channel_folds(
     }
     out
 }
+
+#[cfg(test)]
+mod channel_tests {
+    //! The passes decide within one channel: steps are grouped by channel, and a chain or fold
+    //! never takes a step of another channel.
+
+    use super::*;
+    use crate::exec::harness::sizes_for;
+    use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+
+    fn plan(name: &str) -> Plan {
+        compile(
+            &standard_library(),
+            name,
+            2,
+            &Default::default(),
+            &CompileOptions::default(),
+        )
+        .expect("standard schedules verify at P = 2")
+        .plan
+    }
+
+    fn resolved(plan: &Plan) -> Resolved {
+        let sizes = sizes_for(plan, 64, &[]);
+        resolve(plan, 0, &sizes, None, &ExecOptions::default()).expect("resolves")
+    }
+
+    #[test]
+    fn a_single_channel_resolves_in_plan_order() {
+        // Rank 0 of the two-shot: wait, put, wait, reduce, put (fused into the reduce), wait.
+        let p = plan("allreduce_two_shot");
+        let r = resolved(&p);
+        assert_eq!(r.chain, [0, 0, 0, 1, 0, 0]);
+        assert_eq!(r.plan_index, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(
+            r.channels,
+            [ChannelSteps {
+                channel: 0,
+                steps: 0..6
+            }]
+        );
+        assert!(!r.multi_channel());
+    }
+
+    #[test]
+    fn a_reduce_chain_stops_at_its_channel() {
+        // The push after the reduce moved to channel 1: channel 0 is wait, put, wait, reduce,
+        // wait; channel 1 the push alone. The reduce is last-but-one of its channel and the
+        // wait after it ends its chain.
+        let mut p = plan("allreduce_two_shot");
+        p.ranks[0].steps[4].channel = 1;
+        let r = resolved(&p);
+        assert_eq!(r.plan_index, [0, 1, 2, 3, 5, 4]);
+        assert_eq!(
+            r.channels,
+            [
+                ChannelSteps {
+                    channel: 0,
+                    steps: 0..5
+                },
+                ChannelSteps {
+                    channel: 1,
+                    steps: 5..6
+                }
+            ]
+        );
+        assert!(matches!(r.steps[3], RStep::Reduce { .. }));
+        assert!(matches!(r.steps[5], RStep::Put { .. }));
+        assert_eq!(r.chain, [0; 6]);
+        assert!(r.multi_channel());
+        // Both on channel 1 (the rest on 0): the chain forms again, inside channel 1.
+        p.ranks[0].steps[3].channel = 1;
+        let r = resolved(&p);
+        assert_eq!(r.plan_index, [0, 1, 2, 5, 3, 4]);
+        assert_eq!(r.chain, [0, 0, 0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn a_get_folds_only_into_a_reduce_of_its_channel() {
+        // Rank 0 of the pull two-shot: wait, signal, wait, get, reduce, put, wait; the get
+        // folds into the reduce.
+        let mut p = plan("allreduce_two_shot_pull");
+        let r = resolved(&p);
+        assert!(r.get_folds.folded(3));
+        assert_eq!(r.get_folds.pulls(4).len(), 1);
+        // The get on channel 1: another channel's step, kept as a get.
+        p.ranks[0].steps[3].channel = 1;
+        let r = resolved(&p);
+        assert!(
+            (0..r.steps.len()).all(|i| !r.get_folds.folded(i) && r.get_folds.pulls(i).is_empty())
+        );
+        // Get and reduce on channel 1, a step touching the landing slot on channel 0: kept.
+        p.ranks[0].steps[4].channel = 1;
+        let r = resolved(&p);
+        let (g, red) = (
+            r.plan_index.iter().position(|&i| i == 3),
+            r.plan_index.iter().position(|&i| i == 4),
+        );
+        assert_eq!((g, red), (Some(5), Some(6)));
+        assert!(r.get_folds.folded(5), "the fold holds within channel 1");
+        let RStep::Get { dst: land, n, .. } = r.steps[5] else {
+            panic!("step 5 is the get");
+        };
+        let mut steps = r.steps.clone();
+        steps[0] = RStep::Copy {
+            src: land,
+            dst: RReg { buf: 0, elem: 0 },
+            n,
+        };
+        let chans = r.channels.clone();
+        let f = channel_folds(&p, &steps, &chans, 0, &r.chain);
+        assert!(!f.folded(5), "a concurrent step reads the landing slot");
+    }
+}
