@@ -18,6 +18,12 @@
 //!   reduce straight from the peer;
 //! - `streaming`: plain moves whose destination nobody reads may stream past the cache.
 //!
+//! **Channels.** A rank's steps are grouped by channel first (channel order, plan order within
+//! one; see [`Resolved::channels`]) and every pass runs on one channel's sequence: "the step
+//! right after" means the next step of the same channel, since another channel's steps may run
+//! at any time relative to it. The get fold also treats the other channels' steps as
+//! concurrent: a landing region any of them touches keeps its get.
+//!
 //! **Cache key.** A resolution is reused when the launch's size variables (plan order) are the
 //! same; a plan whose extents take alltoallv counts also compares the counts matrix row by row
 //! (the usual training loop repeats its splits), and one launched with a matrix that is not
