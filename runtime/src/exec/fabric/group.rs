@@ -178,7 +178,7 @@ impl Fabric for GroupFabric {
     }
 
     /// The wait of a channel in a multi-channel launch: the core's wait in slices of
-    /// [`CANCEL_SLICE`], looking at `cancel` between slices, up to the group's signal timeout
+    /// `CANCEL_SLICE` (20 ms), looking at `cancel` between slices, up to the group's signal timeout
     /// in all (the last slice reports the core's own timeout error, naming the silent peers).
     fn wait_cancellable(
         &self,
