@@ -9,7 +9,14 @@
 //! instead. Plain moves the streaming pass marked ([`Resolved::nt`]) use non-temporal stores
 //! from [`ExecOptions::nt_min_bytes`] on.
 //!
+//! **Channels.** A rank whose steps run on one channel runs them on the calling thread, as
+//! always. With several ([`Resolved::channels`]), the first channel runs on the calling thread
+//! and every other one on a scoped worker thread with its own scratch; a failing channel
+//! cancels the others through a shared [`LaunchCancel`] (looked at before each step and inside
+//! each wait), and the launch returns the first real failure in channel order.
+//!
 //! [`Resolved::chain`]: crate::exec::resolved::Resolved::chain
+//! [`Resolved::channels`]: crate::exec::resolved::Resolved::channels
 //! [`Resolved::get_folds`]: crate::exec::resolved::Resolved::get_folds
 //! [`Resolved::nt`]: crate::exec::resolved::Resolved::nt
 //! [`ExecOptions::nt_min_bytes`]: crate::config::ExecOptions::nt_min_bytes
@@ -107,23 +114,41 @@ fn run_channels<F: Fabric>(
         }
         r
     };
+    // Sharing: the workers get `&StepContext`, which is `Sync` without any new `unsafe impl`
+    // (the fabric is `Send + Sync` by its trait, the launch memory, signals, plan and trace are
+    // shared references to `Sync` data, the host library is `Sync` by its trait); each worker
+    // owns its `Scratch`, whose addresses are `Send` under the rule on `Link`. What the channels
+    // do to memory concurrently is ordered by their signals and waits, as between ranks (the
+    // verifier's proof under the channel contract).
     let results: Vec<Result<(), ExecError>> = std::thread::scope(|s| {
         let handles: Vec<_> = rest
             .iter()
             .zip(workers.iter_mut())
             .map(|(c, scratch)| {
                 let run_one = &run_one;
-                (c.channel, s.spawn(move || run_one(scratch, c)))
+                let h = std::thread::Builder::new()
+                    .name(format!("symsched-ch{}", c.channel))
+                    .spawn_scoped(s, move || run_one(scratch, c));
+                if h.is_err() {
+                    // The workers already started stop at their next step or wait.
+                    cancel.fail(c.channel);
+                }
+                (c.channel, h)
             })
             .collect();
         let mut results = vec![run_one(main, first)];
         for (channel, h) in handles {
-            results.push(h.join().unwrap_or_else(|_| {
-                cancel.fail(channel);
-                Err(ExecError::Runtime(format!(
-                    "the worker of channel {channel} panicked"
-                )))
-            }));
+            results.push(match h {
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    cancel.fail(channel);
+                    Err(ExecError::Runtime(format!(
+                        "the worker of channel {channel} panicked"
+                    )))
+                }),
+                Err(e) => Err(ExecError::Runtime(format!(
+                    "cannot start the worker of channel {channel}: {e}"
+                ))),
+            });
         }
         results
     });
