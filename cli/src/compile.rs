@@ -203,4 +203,23 @@ mod tests {
         let (k, l) = args(Some(3), false);
         assert!(emit_llvm(&c.plan, &k, &l).is_err());
     }
+
+    /// The host kernels are one sequence per rank: a plan whose rank splits its steps into
+    /// channels is refused with an error that says so (plain and optimised).
+    #[test]
+    fn llvm_ir_of_a_multi_channel_plan_is_a_clear_error() {
+        let lib = standard_library();
+        let name = "allreduce_two_shot";
+        let mut plan = compile(&lib, name, 2, &example_params(name), &CompileOptions::default())
+            .expect("compiles")
+            .plan;
+        let last = plan.ranks[1].steps.len() - 1;
+        plan.ranks[1].steps[last].channel = 1;
+        for optimized in [false, true] {
+            let (k, l) = args(None, optimized);
+            let e = emit_llvm(&plan, &k, &l).expect_err("two channels on rank 1");
+            let msg = format!("{e:#}");
+            assert!(msg.contains("rank 1") && msg.contains("2 channels"), "{msg}");
+        }
+    }
 }

@@ -15,6 +15,13 @@ pub enum JitError {
     MissingDim { step: u32, var: &'static str },
     #[error("LLVM: {0}")]
     Llvm(String),
+    /// The lowering makes one sequential kernel per rank; a rank whose steps run on several
+    /// channels (plan schema 3) runs on the interpreter, which gives each channel a worker.
+    #[error(
+        "rank {rank} runs its steps on {channels} channels; the JIT lowers one sequence per rank \
+         and does not support channels yet (use the interpreter backend)"
+    )]
+    Channels { rank: u32, channels: u32 },
     #[error("i/o error on {path}: {source}")]
     Io {
         path: String,

@@ -279,3 +279,37 @@ fn a_counts_plan_without_counts_is_refused() {
     .expect_err("no counts");
     assert!(f.iter().all(|x| x.status == Status::MissingCounts), "{f:?}");
 }
+
+/// The lowering makes one sequence per rank: a rank whose steps run on two channels is refused
+/// with a typed error naming channels (the printed IR too), instead of a kernel that would run
+/// the channels one after the other.
+#[test]
+fn a_multi_channel_rank_is_refused_with_a_typed_error() {
+    let mut p = one_rank(SizeExpr::var("n"), vec![copy(0, 1), copy(1, 2)], 0);
+    p.ranks[0].steps[1].channel = 1;
+    let spec = symsched_jit::KernelSpec {
+        plan: &p,
+        rank: 0,
+        types: types(DType::F32, None),
+        op: ReduceOp::Sum,
+    };
+    let e = symsched_jit::emit_llvm(&spec, &symsched_jit::LowerOptions::default())
+        .expect_err("two channels");
+    assert!(
+        matches!(
+            e,
+            symsched_jit::JitError::Channels {
+                rank: 0,
+                channels: 2
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("channels"), "{e}");
+    assert!(cache().get(&spec).is_err());
+    // The same plan on one channel lowers.
+    let mut one = p.clone();
+    one.ranks[0].steps[1].channel = 0;
+    let spec = symsched_jit::KernelSpec { plan: &one, ..spec };
+    assert!(symsched_jit::emit_llvm(&spec, &symsched_jit::LowerOptions::default()).is_ok());
+}

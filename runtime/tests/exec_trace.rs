@@ -67,6 +67,7 @@ fn step_events_form_a_chrome_trace() {
             for (e, s) in launch.iter().zip(prog) {
                 assert_eq!(e["name"], trace::kind(&s.op));
                 assert_eq!(e["args"]["step"], s.id);
+                assert_eq!(e["args"]["channel"], s.channel);
                 assert_eq!(e["args"]["schedule"], "allreduce_one_shot");
             }
         }

@@ -415,6 +415,15 @@ pub fn lower<'ctx>(
         });
     }
     plan.check_consistency()?;
+    // One function runs the rank's steps in order: channels would run as one sequence, where a
+    // wait of one channel for a later signal of another never returns.
+    let channels = plan.ranks[spec.rank as usize].channel_count();
+    if channels > 1 {
+        return Err(JitError::Channels {
+            rank: spec.rank,
+            channels,
+        });
+    }
     for b in &plan.buffers {
         if let symsched_plan::Extent::Split { total: e }
         | symsched_plan::Extent::Uniform { chunk: e }

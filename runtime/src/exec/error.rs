@@ -92,6 +92,14 @@ pub enum ExecError {
     /// [`JitFailure`]).
     #[error(transparent)]
     Jit(Box<JitFailure>),
+    /// A channel of a multi-channel launch stopped because another channel of the same rank
+    /// failed (the launch reports that channel's own error; see [`super::cancel`]).
+    #[error("rank {rank}: channel {channel} cancelled: the launch was cancelled because channel {failed} failed")]
+    ChannelCancelled {
+        rank: u32,
+        channel: u32,
+        failed: u32,
+    },
 }
 
 impl From<symsched_plan::UnknownName> for ExecError {

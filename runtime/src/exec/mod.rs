@@ -31,6 +31,7 @@
 pub mod agreement;
 pub mod backend;
 pub mod binding;
+pub mod cancel;
 pub mod capi_launch;
 pub mod dtype;
 pub mod eager;

@@ -146,7 +146,20 @@ impl GetFolds {
     }
 }
 
+/// The steps of one channel of this rank: a contiguous range of [`Resolved::steps`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelSteps {
+    /// The plan's channel number ([`symsched_plan::Step::channel`]).
+    pub channel: u32,
+    pub steps: std::ops::Range<usize>,
+}
+
 /// Steps, buffer sizes and execution schedule of one plan for one set of sizes on this rank.
+///
+/// **Channels.** The steps are grouped by channel (channel order; plan order within a
+/// channel), so every channel's sequence is one contiguous range ([`Resolved::channels`]) and
+/// every schedule decision below (`chain`, `get_folds`, `nt`) is made within one channel: a
+/// chain or fold never spans two channels. A single-channel rank keeps the plan's order.
 #[derive(Debug, Clone)]
 pub struct Resolved {
     /// The launch sizes this was resolved for (see [`super::resolve::resolve_or_reuse`]);
@@ -165,4 +178,17 @@ pub struct Resolved {
     /// Per step: a plain move whose destination nobody reads, which may stream past the cache
     /// (decided by the streaming pass; the byte threshold is checked when it runs).
     pub nt: Vec<bool>,
+    /// The rank's non-empty channels, in channel order (one entry for a single-channel rank,
+    /// none for a rank without steps).
+    pub channels: Vec<ChannelSteps>,
+    /// Per step, the index of its plan step in the rank's step list (the trace's step).
+    pub plan_index: Vec<u32>,
+}
+
+impl Resolved {
+    /// Whether the rank's steps run on more than one channel (then on a worker each).
+    #[inline]
+    pub fn multi_channel(&self) -> bool {
+        self.channels.len() > 1
+    }
 }

@@ -17,7 +17,7 @@
 //! which keeps in-process worlds apart), `tid` = `"group <label>"` (the Python layer's op events
 //! use the same lane naming), `cat` = `"step"` or `"launch"`, `name` = the op kind (`put`,
 //! `put_signal`, `get`, `signal`, `wait`, `reduce`, `copy`, `cast`, `matmul`, `hostcoll`) or
-//! `launch <schedule>`; `args` hold `schedule`, `step` (plan step id), `peer`, `bytes` and, for
+//! `launch <schedule>`; `args` hold `schedule`, `step` (plan step id), `channel`, `peer`, `bytes` and, for
 //! waits, `slot` and `target`. Timestamps are µs on a monotonic clock anchored once to the wall
 //! clock, so ranks (processes) line up like the Python events do.
 
@@ -197,12 +197,15 @@ impl<'p> Launch<'p> {
         })
     }
 
-    /// Record `step`, started at `t0` and finished now, that moved `bytes`.
+    /// Record `step`, started at `t0` and finished now, that moved `bytes` (its args name the
+    /// schedule, the step id, its channel and the bytes).
     pub fn step(&self, step: &Step, bytes: u64, t0: Instant) {
         let end = Instant::now();
         let mut args = json!({
             "schedule": self.plan.schedule,
             "step": step.id,
+            // Steps of different channels of one rank overlap in time: say which ran this one.
+            "channel": step.channel,
             "bytes": bytes,
         });
         let peer = match &step.op {

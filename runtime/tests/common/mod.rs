@@ -4,6 +4,8 @@
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
 
+pub mod channels;
+
 use std::time::Duration;
 use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
 use symsched_plan::{LaunchSizes, Plan};

@@ -9,19 +9,27 @@
 //! instead. Plain moves the streaming pass marked ([`Resolved::nt`]) use non-temporal stores
 //! from [`ExecOptions::nt_min_bytes`] on.
 //!
+//! **Channels.** A rank whose steps run on one channel runs them on the calling thread, as
+//! always. With several ([`Resolved::channels`]), the first channel runs on the calling thread
+//! and every other one on a scoped worker thread with its own scratch; a failing channel
+//! cancels the others through a shared [`LaunchCancel`] (looked at before each step and inside
+//! each wait), and the launch returns the first real failure in channel order.
+//!
 //! [`Resolved::chain`]: crate::exec::resolved::Resolved::chain
+//! [`Resolved::channels`]: crate::exec::resolved::Resolved::channels
 //! [`Resolved::get_folds`]: crate::exec::resolved::Resolved::get_folds
 //! [`Resolved::nt`]: crate::exec::resolved::Resolved::nt
 //! [`ExecOptions::nt_min_bytes`]: crate::config::ExecOptions::nt_min_bytes
 
 use super::{Backend, StepContext};
+use crate::exec::cancel::LaunchCancel;
 use crate::exec::dtype::{convert, DType};
 use crate::exec::error::ExecError;
 use crate::exec::fabric::Fabric;
 use crate::exec::hostcoll::HostCollRequest;
 use crate::exec::matmul;
 use crate::exec::reduce::{convert_via_acc, reduce_raw, reduce_raw_then, Operand};
-use crate::exec::resolved::RStep;
+use crate::exec::resolved::{ChannelSteps, RStep};
 use crate::exec::stream_copy;
 use crate::exec::trace;
 
@@ -29,9 +37,18 @@ use crate::exec::trace;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Interpreter;
 
-/// Scratch the interpreter reuses across launches of one plan, so a launch allocates nothing.
+/// Scratch the interpreter reuses across launches of one plan, so a launch allocates nothing:
+/// one set for the calling thread (a single-channel rank, or its first channel) and one per
+/// further channel's worker.
 #[derive(Default)]
 pub struct InterpState {
+    main: Scratch,
+    workers: Vec<Scratch>,
+}
+
+/// What one channel's sequence needs between steps.
+#[derive(Default)]
+struct Scratch {
     operands: Vec<Operand>,
     /// The consumers of a fused reduce.
     links: Vec<Link>,
@@ -66,94 +83,185 @@ impl Backend for Interpreter {
         ctx: &StepContext<'_, F>,
         state: &mut InterpState,
     ) -> Result<(), ExecError> {
-        let (plan, res, mem, tr) = (ctx.plan, ctx.resolved, ctx.memory, ctx.trace);
-        let me = ctx.fabric.rank();
-        // A plain move of `n` elements: streamed past the cache when step `si` qualifies.
-        let mv = |si: usize, sd: DType, s: *mut u8, dd: DType, d: *mut u8, n: u64| {
-            let bytes = n as usize * sd.size();
-            if sd == dd
-                && bytes >= ctx.opts.nt_min_bytes
-                && !std::ptr::eq(s, d)
-                && res.nt.get(si).copied().unwrap_or(false)
-            {
-                // SAFETY: both ranges were bounds-checked for `n` elements of this type, and
-                // distinct regions of moves never overlap (as `convert` assumes).
-                unsafe { stream_copy::copy(d, s, bytes) };
-            } else {
-                // SAFETY: both ranges are bounds-checked heap ranges; distinct buffers or
-                // ranks, or the identical range (a self-put), which `convert` allows.
-                unsafe { convert(sd, s, dd, d, n as usize) };
+        if !ctx.resolved.multi_channel() {
+            return run_channel(ctx, &mut state.main, 0..ctx.resolved.steps.len(), None);
+        }
+        run_channels(ctx, state)
+    }
+}
+
+/// A multi-channel rank: its first channel on the calling thread, every other one on a scoped
+/// worker with its own scratch. A failing channel marks the launch's [`LaunchCancel`] so the
+/// others stop at their next step or inside their current wait; the launch reports the first
+/// real failure in channel order (not a cancellation it caused).
+fn run_channels<F: Fabric>(
+    ctx: &StepContext<'_, F>,
+    state: &mut InterpState,
+) -> Result<(), ExecError> {
+    let res = ctx.resolved;
+    let Some((first, rest)) = res.channels.split_first() else {
+        return Ok(());
+    };
+    let cancel = LaunchCancel::new(ctx.fabric.rank());
+    if state.workers.len() < rest.len() {
+        state.workers.resize_with(rest.len(), Scratch::default);
+    }
+    let InterpState { main, workers } = state;
+    let run_one = |scratch: &mut Scratch, c: &ChannelSteps| {
+        let r = run_channel(ctx, scratch, c.steps.clone(), Some((&cancel, c.channel)));
+        if r.is_err() {
+            cancel.fail(c.channel);
+        }
+        r
+    };
+    // Sharing: the workers get `&StepContext`, which is `Sync` without any new `unsafe impl`
+    // (the fabric is `Send + Sync` by its trait, the launch memory, signals, plan and trace are
+    // shared references to `Sync` data, the host library is `Sync` by its trait); each worker
+    // owns its `Scratch`, whose addresses are `Send` under the rule on `Link`. What the channels
+    // do to memory concurrently is ordered by their signals and waits, as between ranks (the
+    // verifier's proof under the channel contract).
+    let results: Vec<Result<(), ExecError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = rest
+            .iter()
+            .zip(workers.iter_mut())
+            .map(|(c, scratch)| {
+                let run_one = &run_one;
+                let h = std::thread::Builder::new()
+                    .name(format!("symsched-ch{}", c.channel))
+                    .spawn_scoped(s, move || run_one(scratch, c));
+                if h.is_err() {
+                    // The workers already started stop at their next step or wait.
+                    cancel.fail(c.channel);
+                }
+                (c.channel, h)
+            })
+            .collect();
+        let mut results = vec![run_one(main, first)];
+        for (channel, h) in handles {
+            results.push(match h {
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    cancel.fail(channel);
+                    Err(ExecError::Runtime(format!(
+                        "the worker of channel {channel} panicked"
+                    )))
+                }),
+                Err(e) => Err(ExecError::Runtime(format!(
+                    "cannot start the worker of channel {channel}: {e}"
+                ))),
+            });
+        }
+        results
+    });
+    let mut cancelled = None;
+    for r in results {
+        match r {
+            Ok(()) => {}
+            Err(e @ ExecError::ChannelCancelled { .. }) => {
+                cancelled.get_or_insert(e);
             }
+            Err(e) => return Err(e),
+        }
+    }
+    cancelled.map_or(Ok(()), Err)
+}
+
+/// Run steps `range` of the resolved list (one channel's sequence) in order. `cancel`: the
+/// launch's cancel word and this channel, for a multi-channel rank (`None`: the only channel,
+/// nothing extra on the hot path).
+#[inline]
+fn run_channel<F: Fabric>(
+    ctx: &StepContext<'_, F>,
+    state: &mut Scratch,
+    range: std::ops::Range<usize>,
+    cancel: Option<(&LaunchCancel, u32)>,
+) -> Result<(), ExecError> {
+    let (plan, res, mem, tr) = (ctx.plan, ctx.resolved, ctx.memory, ctx.trace);
+    let me = ctx.fabric.rank();
+    // A plain move of `n` elements: streamed past the cache when step `si` qualifies.
+    let mv = |si: usize, sd: DType, s: *mut u8, dd: DType, d: *mut u8, n: u64| {
+        let bytes = n as usize * sd.size();
+        if sd == dd
+            && bytes >= ctx.opts.nt_min_bytes
+            && !std::ptr::eq(s, d)
+            && res.nt.get(si).copied().unwrap_or(false)
+        {
+            // SAFETY: both ranges were bounds-checked for `n` elements of this type, and
+            // distinct regions of moves never overlap (as `convert` assumes).
+            unsafe { stream_copy::copy(d, s, bytes) };
+        } else {
+            // SAFETY: both ranges are bounds-checked heap ranges; distinct buffers or
+            // ranks, or the identical range (a self-put), which `convert` allows.
+            unsafe { convert(sd, s, dd, d, n as usize) };
+        }
+    };
+    let my_steps = &plan.ranks[me as usize].steps;
+    // Steps still to pass over because they ran fused into the reduce before them.
+    let mut skip = 0usize;
+    for si in range {
+        let Some(step) = res.steps.get(si) else {
+            break;
         };
-        let my_steps = &plan.ranks[me as usize].steps;
-        // Steps still to pass over because they ran fused into the reduce before them.
-        let mut skip = 0usize;
-        for (si, step) in res.steps.iter().enumerate() {
-            let t0 = tr.as_ref().map(|_| std::time::Instant::now());
-            if skip > 0 {
-                skip -= 1;
-            } else {
-                match step {
-                    RStep::Put {
-                        src,
-                        dst,
-                        peer,
-                        n,
-                        signal,
-                    } => {
-                        let (s, sd) = mem.ptr(me, src, *n)?;
-                        let (d, dd) = mem.ptr(*peer, dst, *n)?;
-                        mv(si, sd, s, dd, d, *n);
-                        if let Some(u) = signal {
-                            ctx.signals.send(ctx.fabric, u)?;
-                        }
+        if let Some((c, channel)) = cancel {
+            c.check(channel)?;
+        }
+        let t0 = tr.as_ref().map(|_| std::time::Instant::now());
+        if skip > 0 {
+            skip -= 1;
+        } else {
+            match step {
+                RStep::Put {
+                    src,
+                    dst,
+                    peer,
+                    n,
+                    signal,
+                } => {
+                    let (s, sd) = mem.ptr(me, src, *n)?;
+                    let (d, dd) = mem.ptr(*peer, dst, *n)?;
+                    mv(si, sd, s, dd, d, *n);
+                    if let Some(u) = signal {
+                        ctx.signals.send(ctx.fabric, u)?;
                     }
-                    // Read by the reduce it feeds, straight from the peer.
-                    RStep::Get { .. } if res.get_folds.folded(si) => {}
-                    RStep::Get { src, dst, peer, n } => {
-                        let (s, sd) = mem.ptr(*peer, src, *n)?;
-                        let (d, dd) = mem.ptr(me, dst, *n)?;
-                        mv(si, sd, s, dd, d, *n);
+                }
+                // Read by the reduce it feeds, straight from the peer.
+                RStep::Get { .. } if res.get_folds.folded(si) => {}
+                RStep::Get { src, dst, peer, n } => {
+                    let (s, sd) = mem.ptr(*peer, src, *n)?;
+                    let (d, dd) = mem.ptr(me, dst, *n)?;
+                    mv(si, sd, s, dd, d, *n);
+                }
+                RStep::Signal(u) => ctx.signals.send(ctx.fabric, u)?,
+                RStep::Wait {
+                    slot,
+                    cmp,
+                    target,
+                    id,
+                } => {
+                    ctx.signals
+                        .wait_in(ctx.fabric, plan, *slot, *cmp, *target, *id, cancel)?;
+                }
+                RStep::Reduce { dst, srcs, n } => {
+                    let (d, dd) = mem.ptr(me, dst, *n)?;
+                    state.operands.clear();
+                    for s in srcs {
+                        let (p, dt) = mem.ptr(me, s, *n)?;
+                        state.operands.push(Operand { ptr: p, dtype: dt });
                     }
-                    RStep::Signal(u) => ctx.signals.send(ctx.fabric, u)?,
-                    RStep::Wait {
-                        slot,
-                        cmp,
-                        target,
-                        id,
-                    } => {
-                        ctx.signals
-                            .wait(ctx.fabric, plan, *slot, *cmp, *target, *id)?;
+                    for pull in res.get_folds.pulls(si) {
+                        let (p, dt) = mem.ptr(pull.peer, &pull.src, *n)?;
+                        state.operands[pull.operand] = Operand { ptr: p, dtype: dt };
                     }
-                    RStep::Reduce { dst, srcs, n } => {
-                        let (d, dd) = mem.ptr(me, dst, *n)?;
-                        state.operands.clear();
-                        for s in srcs {
-                            let (p, dt) = mem.ptr(me, s, *n)?;
-                            state.operands.push(Operand { ptr: p, dtype: dt });
-                        }
-                        for pull in res.get_folds.pulls(si) {
-                            let (p, dt) = mem.ptr(pull.peer, &pull.src, *n)?;
-                            state.operands[pull.operand] = Operand { ptr: p, dtype: dt };
-                        }
-                        let fused = res.chain.get(si).copied().unwrap_or(0) as usize;
-                        if fused == 0 {
-                            // SAFETY: all ranges checked; the verifier guarantees `dst` is either
-                            // one of the operands or disjoint from all of them.
-                            unsafe {
-                                reduce_raw(
-                                    ctx.types.acc,
-                                    ctx.op,
-                                    d,
-                                    dd,
-                                    &state.operands,
-                                    *n as usize,
-                                )?
-                            };
-                        } else {
-                            state.links.clear();
-                            for next in &res.steps[si + 1..=si + fused] {
-                                let (src, dst, peer, via_acc) = match next {
+                    let fused = res.chain.get(si).copied().unwrap_or(0) as usize;
+                    if fused == 0 {
+                        // SAFETY: all ranges checked; the verifier guarantees `dst` is either
+                        // one of the operands or disjoint from all of them.
+                        unsafe {
+                            reduce_raw(ctx.types.acc, ctx.op, d, dd, &state.operands, *n as usize)?
+                        };
+                    } else {
+                        state.links.clear();
+                        for next in &res.steps[si + 1..=si + fused] {
+                            let (src, dst, peer, via_acc) = match next {
                                     RStep::Put { src, dst, peer, .. } => (src, dst, *peer, false),
                                     RStep::Copy { src, dst, .. } => (src, dst, me, false),
                                     RStep::Reduce { srcs, dst, .. } => (&srcs[0], dst, me, true),
@@ -161,120 +269,123 @@ impl Backend for Interpreter {
                                         "fuse::reduce_chains admits puts, copies and one-operand reduces only"
                                     ),
                                 };
-                                let (sp, sd) = mem.ptr(me, src, *n)?;
-                                let (dp, ddt) = mem.ptr(peer, dst, *n)?;
-                                state.links.push(Link {
-                                    src: sp as *const u8,
-                                    src_dtype: sd,
-                                    dst: dp,
-                                    dst_dtype: ddt,
-                                    via_acc,
-                                });
-                            }
-                            let links = &state.links;
-                            // SAFETY: as above for the reduce; every link range was checked for `n`
-                            // elements, and `fuse::reduce_chains` admitted only links that write
-                            // outside every local operand and the destination (peer memory or
-                            // disjoint local regions), reading blocks the reduce (or an earlier link)
-                            // has just made final. A link may write a peer operand of a folded get
-                            // only as the identical region (`fuse_get`): block by block, after the
-                            // reduce has read it. A fused one-operand reduce may also rewrite exactly
-                            // a region the chain produced (the destination included), only within
-                            // the block `reduce_raw_then` has finished.
-                            unsafe {
-                                reduce_raw_then(
-                                    ctx.types.acc,
-                                    ctx.op,
-                                    d,
-                                    dd,
-                                    &state.operands,
-                                    *n as usize,
-                                    &mut |first, len| {
-                                        for l in links {
-                                            let src = l.src.add(first * l.src_dtype.size());
-                                            let dst = l.dst.add(first * l.dst_dtype.size());
-                                            if l.via_acc {
-                                                convert_via_acc(
-                                                    ctx.types.acc,
-                                                    src,
-                                                    l.src_dtype,
-                                                    dst,
-                                                    l.dst_dtype,
-                                                    len,
-                                                );
-                                            } else {
-                                                convert(l.src_dtype, src, l.dst_dtype, dst, len);
-                                            }
-                                        }
-                                    },
-                                )?
-                            };
-                            // Each put's signal follows all of its data, as unfused.
-                            for next in &res.steps[si + 1..=si + fused] {
-                                if let RStep::Put {
-                                    signal: Some(u), ..
-                                } = next
-                                {
-                                    ctx.signals.send(ctx.fabric, u)?;
-                                }
-                            }
-                            skip = fused;
+                            let (sp, sd) = mem.ptr(me, src, *n)?;
+                            let (dp, ddt) = mem.ptr(peer, dst, *n)?;
+                            state.links.push(Link {
+                                src: sp as *const u8,
+                                src_dtype: sd,
+                                dst: dp,
+                                dst_dtype: ddt,
+                                via_acc,
+                            });
                         }
-                    }
-                    RStep::Copy { src, dst, n } => {
-                        let (s, sd) = mem.ptr(me, src, *n)?;
-                        let (d, dd) = mem.ptr(me, dst, *n)?;
-                        mv(si, sd, s, dd, d, *n);
-                    }
-                    RStep::Matmul { c, a, b, m, k, n } => {
-                        let (cp, cd) = mem.ptr(me, c, m * n)?;
-                        let (ap, ad) = mem.ptr(me, a, m * k)?;
-                        let (bp, bd) = mem.ptr(me, b, k * n)?;
-                        let mm = matmul::MatmulStep {
-                            c: (cp, cd),
-                            a: (ap, ad),
-                            b: (bp, bd),
-                            m: *m as usize,
-                            k: *k as usize,
-                            n: *n as usize,
+                        let links = &state.links;
+                        // SAFETY: as above for the reduce; every link range was checked for `n`
+                        // elements, and `fuse::reduce_chains` admitted only links that write
+                        // outside every local operand and the destination (peer memory or
+                        // disjoint local regions), reading blocks the reduce (or an earlier link)
+                        // has just made final. A link may write a peer operand of a folded get
+                        // only as the identical region (`fuse_get`): block by block, after the
+                        // reduce has read it. A fused one-operand reduce may also rewrite exactly
+                        // a region the chain produced (the destination included), only within
+                        // the block `reduce_raw_then` has finished.
+                        unsafe {
+                            reduce_raw_then(
+                                ctx.types.acc,
+                                ctx.op,
+                                d,
+                                dd,
+                                &state.operands,
+                                *n as usize,
+                                &mut |first, len| {
+                                    for l in links {
+                                        let src = l.src.add(first * l.src_dtype.size());
+                                        let dst = l.dst.add(first * l.dst_dtype.size());
+                                        if l.via_acc {
+                                            convert_via_acc(
+                                                ctx.types.acc,
+                                                src,
+                                                l.src_dtype,
+                                                dst,
+                                                l.dst_dtype,
+                                                len,
+                                            );
+                                        } else {
+                                            convert(l.src_dtype, src, l.dst_dtype, dst, len);
+                                        }
+                                    }
+                                },
+                            )?
                         };
-                        // SAFETY: the three ranges were just bounds-checked for their element counts.
-                        unsafe { matmul::run(&mm, &mut state.mm)? };
-                    }
-                    RStep::HostColl {
-                        op,
-                        reg,
-                        n,
-                        members,
-                        ordinal,
-                    } => {
-                        let (p, dt) = mem.ptr(me, reg, *n)?;
-                        let len = *n as usize * dt.size();
-                        // SAFETY: checked local heap range; no peer touches it during a host
-                        // collective (the verifier forbids mixing shmem traffic on it).
-                        let data = unsafe { std::slice::from_raw_parts_mut(p, len) };
-                        let req = HostCollRequest {
-                            op: *op,
-                            data,
-                            dtype: dt,
-                            wire: ctx.types.wire,
-                            acc: ctx.types.acc,
-                            reduce: ctx.op,
-                            members,
-                            key: ctx.key,
-                            ordinal: *ordinal,
-                        };
-                        ctx.host_collective(req)?;
+                        // Each put's signal follows all of its data, as unfused.
+                        for next in &res.steps[si + 1..=si + fused] {
+                            if let RStep::Put {
+                                signal: Some(u), ..
+                            } = next
+                            {
+                                ctx.signals.send(ctx.fabric, u)?;
+                            }
+                        }
+                        skip = fused;
                     }
                 }
-            }
-            if let (Some(tr), Some(t0), Some(ps)) = (&tr, t0, my_steps.get(si)) {
-                let size = trace::written_buffer(&ps.op).map_or(0, |b| {
-                    ctx.types.of(plan.buffers[b as usize].elem).size() as u64
-                });
-                tr.step(ps, step.elems() * size, t0);
+                RStep::Copy { src, dst, n } => {
+                    let (s, sd) = mem.ptr(me, src, *n)?;
+                    let (d, dd) = mem.ptr(me, dst, *n)?;
+                    mv(si, sd, s, dd, d, *n);
+                }
+                RStep::Matmul { c, a, b, m, k, n } => {
+                    let (cp, cd) = mem.ptr(me, c, m * n)?;
+                    let (ap, ad) = mem.ptr(me, a, m * k)?;
+                    let (bp, bd) = mem.ptr(me, b, k * n)?;
+                    let mm = matmul::MatmulStep {
+                        c: (cp, cd),
+                        a: (ap, ad),
+                        b: (bp, bd),
+                        m: *m as usize,
+                        k: *k as usize,
+                        n: *n as usize,
+                    };
+                    // SAFETY: the three ranges were just bounds-checked for their element counts.
+                    unsafe { matmul::run(&mm, &mut state.mm)? };
+                }
+                RStep::HostColl {
+                    op,
+                    reg,
+                    n,
+                    members,
+                    ordinal,
+                } => {
+                    let (p, dt) = mem.ptr(me, reg, *n)?;
+                    let len = *n as usize * dt.size();
+                    // SAFETY: checked local heap range; no peer touches it during a host
+                    // collective (the verifier forbids mixing shmem traffic on it).
+                    let data = unsafe { std::slice::from_raw_parts_mut(p, len) };
+                    let req = HostCollRequest {
+                        op: *op,
+                        data,
+                        dtype: dt,
+                        wire: ctx.types.wire,
+                        acc: ctx.types.acc,
+                        reduce: ctx.op,
+                        members,
+                        key: ctx.key,
+                        ordinal: *ordinal,
+                    };
+                    ctx.host_collective(req)?;
+                }
             }
         }
-        Ok(())
+        let ps = res
+            .plan_index
+            .get(si)
+            .and_then(|&i| my_steps.get(i as usize));
+        if let (Some(tr), Some(t0), Some(ps)) = (&tr, t0, ps) {
+            let size = trace::written_buffer(&ps.op).map_or(0, |b| {
+                ctx.types.of(plan.buffers[b as usize].elem).size() as u64
+            });
+            tr.step(ps, step.elems() * size, t0);
+        }
     }
+    Ok(())
 }

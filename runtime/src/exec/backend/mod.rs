@@ -18,6 +18,7 @@ pub mod auto;
 pub mod interp;
 pub mod jit;
 
+use super::cancel::LaunchCancel;
 use super::dtype::ElemTypes;
 use super::error::ExecError;
 use super::fabric::{Fabric, WaitContext};
@@ -81,6 +82,40 @@ impl LaunchSignals<'_> {
             signallers: &self.signallers[slot as usize],
         };
         fabric.wait(self.base + slot, cmp, target.at(self.epoch), &ctx)
+    }
+
+    /// [`LaunchSignals::wait`] for `channel` of a multi-channel launch: `cancel` (the launch's
+    /// shared cancel word, `None` when the rank has one channel) stops it early once another
+    /// channel failed.
+    #[allow(clippy::too_many_arguments)] // the wait's own arguments plus the channel's
+    #[inline]
+    pub fn wait_in<F: Fabric>(
+        &self,
+        fabric: &F,
+        plan: &Plan,
+        slot: u32,
+        cmp: Cmp,
+        target: WaitTarget,
+        step: u32,
+        cancel: Option<(&LaunchCancel, u32)>,
+    ) -> Result<u64, ExecError> {
+        let Some((cancel, channel)) = cancel else {
+            return self.wait(fabric, plan, slot, cmp, target, step);
+        };
+        let ctx = WaitContext {
+            schedule: &plan.schedule,
+            step,
+            slot_name: &plan.signals[slot as usize].name,
+            signallers: &self.signallers[slot as usize],
+        };
+        fabric.wait_cancellable(
+            self.base + slot,
+            cmp,
+            target.at(self.epoch),
+            &ctx,
+            cancel,
+            channel,
+        )
     }
 }
 

@@ -8,6 +8,7 @@
 use super::{Fabric, HeapSpan, WaitContext as ExecWaitContext};
 use crate::config::ExecOptions;
 use crate::error::{RuntimeError, WaitContext};
+use crate::exec::cancel::LaunchCancel;
 use crate::exec::error::ExecError;
 use crate::group::Group;
 use std::sync::Arc;
@@ -29,6 +30,10 @@ pub struct GroupFabric {
 /// When ranks outnumber cores, polling only steals the peer's time slice: hand over at once.
 const SPIN_DEDICATED: Duration = Duration::from_micros(200);
 const SPIN_OVERSUBSCRIBED: Duration = Duration::ZERO;
+/// How long a channel's wait in a multi-channel launch sleeps in the core before it looks at
+/// the launch's cancel word again ([`Fabric::wait_cancellable`]): the latency of stopping after
+/// another channel failed.
+const CANCEL_SLICE: Duration = Duration::from_millis(20);
 /// Pure polling before the loop starts yielding.
 const PURE_SPIN: Duration = Duration::from_micros(10);
 
@@ -170,6 +175,45 @@ impl Fabric for GroupFabric {
         self.group
             .wait_value(slot as usize, cmp, target, &c)
             .map_err(map)
+    }
+
+    /// The wait of a channel in a multi-channel launch: the core's wait in slices of
+    /// `CANCEL_SLICE` (20 ms), looking at `cancel` between slices, up to the group's signal timeout
+    /// in all (the last slice reports the core's own timeout error, naming the silent peers).
+    fn wait_cancellable(
+        &self,
+        slot: u32,
+        cmp: Cmp,
+        target: u64,
+        ctx: &ExecWaitContext,
+        cancel: &LaunchCancel,
+        channel: u32,
+    ) -> Result<u64, ExecError> {
+        cancel.check(channel)?;
+        let v = self.group.read_signal(slot as usize).map_err(map)?;
+        if cmp.holds(v, target) {
+            return Ok(v);
+        }
+        let step = if ctx.step == u32::MAX {
+            "executor".to_string()
+        } else {
+            format!("step {}", ctx.step)
+        };
+        let c = WaitContext::new(ctx.schedule, step, ctx.slot_name)
+            .expecting(ctx.signallers.iter().map(|r| *r as usize));
+        let deadline = Instant::now() + self.group.signal_timeout();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let slice = left.min(CANCEL_SLICE);
+            match self
+                .group
+                .wait_value_timeout(slot as usize, cmp, target, &c, slice)
+            {
+                Ok(v) => return Ok(v),
+                Err(RuntimeError::SignalTimeout(_)) if slice < left => cancel.check(channel)?,
+                Err(e) => return Err(map(e)),
+            }
+        }
     }
 
     /// The counters of this rank's pad: slot `s` is the first word of pad line

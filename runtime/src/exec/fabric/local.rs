@@ -7,6 +7,7 @@
 
 use super::{Fabric, HeapSpan, WaitContext};
 use crate::config::{signal_timeout_from_env, ExecOptions};
+use crate::exec::cancel::LaunchCancel;
 use crate::exec::error::{ExecError, WaitTimeout};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
@@ -347,6 +348,34 @@ impl Fabric for LocalFabric {
     }
 
     fn wait(&self, slot: u32, cmp: Cmp, target: u64, ctx: &WaitContext) -> Result<u64, ExecError> {
+        self.wait_until(slot, cmp, target, ctx, None)
+    }
+
+    fn wait_cancellable(
+        &self,
+        slot: u32,
+        cmp: Cmp,
+        target: u64,
+        ctx: &WaitContext,
+        cancel: &LaunchCancel,
+        channel: u32,
+    ) -> Result<u64, ExecError> {
+        self.wait_until(slot, cmp, target, ctx, Some((cancel, channel)))
+    }
+}
+
+impl LocalFabric {
+    /// The wait loop of [`Fabric::wait`]; `cancel` (a multi-channel launch's cancel word and
+    /// this worker's channel) is looked at on the slow path only, next to the deadline.
+    #[inline]
+    fn wait_until(
+        &self,
+        slot: u32,
+        cmp: Cmp,
+        target: u64,
+        ctx: &WaitContext,
+        cancel: Option<(&LaunchCancel, u32)>,
+    ) -> Result<u64, ExecError> {
         let s = self.slot(self.rank, slot)?;
         let v = s.load(Ordering::Acquire);
         if cmp.holds(v, target) {
@@ -365,6 +394,9 @@ impl Fabric for LocalFabric {
                 continue;
             }
             if spins.is_multiple_of(64) {
+                if let Some((c, channel)) = cancel {
+                    c.check(channel)?;
+                }
                 let waited = start.elapsed();
                 if waited > self.group.world.timeout {
                     return Err(ExecError::Timeout(Box::new(WaitTimeout {

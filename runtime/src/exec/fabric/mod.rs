@@ -15,6 +15,7 @@
 //! expired wait [`ExecError::Timeout`] (in-process) or [`ExecError::Core`] carrying the runtime
 //! core's timeout or dead-peer error (multi-process), both naming the peers that never signalled.
 
+use super::cancel::LaunchCancel;
 use super::error::ExecError;
 use crate::config::ExecOptions;
 use symsched_plan::{Cmp, SignalMode};
@@ -99,6 +100,23 @@ pub trait Fabric: Send + Sync {
     /// Block until the local `slot` compares true against `target` (acquire), or the deadline
     /// passes; returns the observed value.
     fn wait(&self, slot: u32, cmp: Cmp, target: u64, ctx: &WaitContext) -> Result<u64, ExecError>;
+    /// [`Fabric::wait`] for channel `channel` of a multi-channel launch: also stops, with
+    /// [`ExecError::ChannelCancelled`], soon after another channel marked `cancel` (see
+    /// [`super::cancel`]). The default looks at `cancel` only before waiting (the wait stays
+    /// bounded by the deadline); the in-process and multi-process fabrics look inside their
+    /// poll loops.
+    fn wait_cancellable(
+        &self,
+        slot: u32,
+        cmp: Cmp,
+        target: u64,
+        ctx: &WaitContext,
+        cancel: &LaunchCancel,
+        channel: u32,
+    ) -> Result<u64, ExecError> {
+        cancel.check(channel)?;
+        self.wait(slot, cmp, target, ctx)
+    }
     /// Where this rank's counters of slots `first .. first + count` lie, when they lie at a
     /// fixed stride in memory this process can read: the address of `first`'s counter and the
     /// stride in bytes. A compiled kernel looks at a counter there (acquire) before it calls

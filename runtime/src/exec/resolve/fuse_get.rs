@@ -37,6 +37,19 @@ fn overlaps(a: &RReg, an: u64, b: &RReg, bn: u64) -> bool {
 /// Decide, for this rank's resolved steps of `plan`, which gets run inside a later reduce;
 /// `chain` is [`super::fuse::reduce_chains`] of the same steps.
 pub(crate) fn get_folds(plan: &Plan, steps: &[RStep], me: Rank, chain: &[u32]) -> GetFolds {
+    get_folds_among(plan, steps, &[], me, chain)
+}
+
+/// [`get_folds`] for one channel's `steps` of a multi-channel rank: `concurrent` are the
+/// other channels' steps, which may run at any point of this sequence, so a landing region
+/// any of them touches is not dead and its get is kept.
+pub(crate) fn get_folds_among(
+    plan: &Plan,
+    steps: &[RStep],
+    concurrent: &[RStep],
+    me: Rank,
+    chain: &[u32],
+) -> GetFolds {
     let mut out = GetFolds::default();
     let remote = plan.remote_buffers();
     let class = |b: u32| plan.buffers.get(b as usize).map(|d| d.elem);
@@ -87,7 +100,7 @@ pub(crate) fn get_folds(plan: &Plan, steps: &[RStep], me: Rank, chain: &[u32]) -
                     RStep::Get { dst: od, n: on, .. } if k != gi => !overlaps(land, *m, od, *on),
                     _ => true,
                 })
-                && later.iter().all(|s| {
+                && later.iter().chain(concurrent).all(|s| {
                     s.local_regions(me)
                         .iter()
                         .all(|(r, rn)| !overlaps(land, *m, r, *rn))

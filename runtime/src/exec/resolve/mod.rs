@@ -18,6 +18,12 @@
 //!   reduce straight from the peer;
 //! - `streaming`: plain moves whose destination nobody reads may stream past the cache.
 //!
+//! **Channels.** A rank's steps are grouped by channel first (channel order, plan order within
+//! one; see [`Resolved::channels`]) and every pass runs on one channel's sequence: "the step
+//! right after" means the next step of the same channel, since another channel's steps may run
+//! at any time relative to it. The get fold also treats the other channels' steps as
+//! concurrent: a landing region any of them touches keeps its get.
+//!
 //! **Cache key.** A resolution is reused when the launch's size variables (plan order) are the
 //! same; a plan whose extents take alltoallv counts also compares the counts matrix row by row
 //! (the usual training loop repeats its splits), and one launched with a matrix that is not
@@ -31,7 +37,7 @@ mod fuse_get;
 mod streaming;
 
 use super::error::ExecError;
-use super::resolved::{GetFolds, RReg, RStep, Resolved};
+use super::resolved::{ChannelSteps, GetFolds, RReg, RStep, Resolved};
 use crate::config::ExecOptions;
 use symsched_plan::{LaunchSizes, Op, Plan, Rank};
 
@@ -237,15 +243,29 @@ fn resolve(
         }
         max_len.push(mx);
     }
+    let prog = &plan.ranks[me as usize];
+    let (steps, plan_index, channels) = by_channel(steps, prog);
     let (chain, get_folds) = if opts.fuse {
-        let chain = fuse::reduce_chains(&steps, me);
-        let folds = fuse_get::get_folds(plan, &steps, me, &chain);
+        let mut chain = Vec::with_capacity(steps.len());
+        for c in &channels {
+            chain.extend(fuse::reduce_chains(&steps[c.steps.clone()], me));
+        }
+        let folds = if channels.len() > 1 {
+            channel_folds(plan, &steps, &channels, me, &chain)
+        } else {
+            fuse_get::get_folds(plan, &steps, me, &chain)
+        };
         (chain, folds)
     } else {
         (vec![0; steps.len()], GetFolds::default())
     };
     let nt = if opts.nt_copy {
-        streaming::nt_steps(plan, &steps, &chain)
+        let mut nt = Vec::with_capacity(steps.len());
+        for c in &channels {
+            let r = c.steps.clone();
+            nt.extend(streaming::nt_steps(plan, &steps[r.clone()], &chain[r]));
+        }
+        nt
     } else {
         vec![false; steps.len()]
     };
@@ -257,5 +277,191 @@ fn resolve(
         chain,
         get_folds,
         nt,
+        channels,
+        plan_index,
     })
+}
+
+/// Group the resolved steps (in plan order) by channel: channel order, plan order within a
+/// channel. Returns the regrouped steps, each one's plan index, and each non-empty channel's
+/// range. A single-channel rank keeps its order (nothing moves).
+fn by_channel(
+    steps: Vec<RStep>,
+    prog: &symsched_plan::RankProgram,
+) -> (Vec<RStep>, Vec<u32>, Vec<ChannelSteps>) {
+    let channel = |i: usize| prog.steps.get(i).map_or(0, |s| s.channel);
+    let mut order: Vec<u32> = (0..steps.len() as u32).collect();
+    // Stable: plan order holds within a channel.
+    order.sort_by_key(|&i| channel(i as usize));
+    let mut channels: Vec<ChannelSteps> = Vec::new();
+    for (pos, &i) in order.iter().enumerate() {
+        let c = channel(i as usize);
+        match channels.last_mut() {
+            Some(last) if last.channel == c => last.steps.end = pos + 1,
+            _ => channels.push(ChannelSteps {
+                channel: c,
+                steps: pos..pos + 1,
+            }),
+        }
+    }
+    if channels.len() <= 1 {
+        return (steps, order, channels);
+    }
+    let mut slots: Vec<Option<RStep>> = steps.into_iter().map(Some).collect();
+    let grouped = order
+        .iter()
+        .map(|&i| {
+            slots[i as usize]
+                .take()
+                .expect("a permutation takes each step once")
+        })
+        .collect();
+    (grouped, order, channels)
+}
+
+/// The get-fold pass of a multi-channel rank: run within each channel, with the other
+/// channels' steps as concurrent ones (a landing region any of them touches stays a get, since
+/// such a step may run at any point of the channel's sequence).
+fn channel_folds(
+    plan: &Plan,
+    steps: &[RStep],
+    channels: &[ChannelSteps],
+    me: Rank,
+    chain: &[u32],
+) -> GetFolds {
+    let mut out = GetFolds::default();
+    for c in channels {
+        let r = c.steps.clone();
+        let others: Vec<RStep> = channels
+            .iter()
+            .filter(|o| o.channel != c.channel)
+            .flat_map(|o| steps[o.steps.clone()].iter().cloned())
+            .collect();
+        let f = fuse_get::get_folds_among(plan, &steps[r.clone()], &others, me, &chain[r.clone()]);
+        for i in 0..r.len() {
+            if f.folded(i) {
+                out.folded.resize(steps.len(), false);
+                out.folded[r.start + i] = true;
+            }
+            if !f.pulls(i).is_empty() {
+                out.pulls.resize(steps.len(), Vec::new());
+                out.pulls[r.start + i] = f.pulls(i).to_vec();
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod channel_tests {
+    //! The passes decide within one channel: steps are grouped by channel, and a chain or fold
+    //! never takes a step of another channel.
+
+    use super::*;
+    use crate::exec::harness::sizes_for;
+    use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+
+    fn plan(name: &str) -> Plan {
+        compile(
+            &standard_library(),
+            name,
+            2,
+            &Default::default(),
+            &CompileOptions::default(),
+        )
+        .expect("standard schedules verify at P = 2")
+        .plan
+    }
+
+    fn resolved(plan: &Plan) -> Resolved {
+        let sizes = sizes_for(plan, 64, &[]);
+        resolve(plan, 0, &sizes, None, &ExecOptions::default()).expect("resolves")
+    }
+
+    #[test]
+    fn a_single_channel_resolves_in_plan_order() {
+        // Rank 0 of the two-shot: wait, put, wait, reduce, put (fused into the reduce), wait.
+        let p = plan("allreduce_two_shot");
+        let r = resolved(&p);
+        assert_eq!(r.chain, [0, 0, 0, 1, 0, 0]);
+        assert_eq!(r.plan_index, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(
+            r.channels,
+            [ChannelSteps {
+                channel: 0,
+                steps: 0..6
+            }]
+        );
+        assert!(!r.multi_channel());
+    }
+
+    #[test]
+    fn a_reduce_chain_stops_at_its_channel() {
+        // The push after the reduce moved to channel 1: channel 0 is wait, put, wait, reduce,
+        // wait; channel 1 the push alone. The reduce is last-but-one of its channel and the
+        // wait after it ends its chain.
+        let mut p = plan("allreduce_two_shot");
+        p.ranks[0].steps[4].channel = 1;
+        let r = resolved(&p);
+        assert_eq!(r.plan_index, [0, 1, 2, 3, 5, 4]);
+        assert_eq!(
+            r.channels,
+            [
+                ChannelSteps {
+                    channel: 0,
+                    steps: 0..5
+                },
+                ChannelSteps {
+                    channel: 1,
+                    steps: 5..6
+                }
+            ]
+        );
+        assert!(matches!(r.steps[3], RStep::Reduce { .. }));
+        assert!(matches!(r.steps[5], RStep::Put { .. }));
+        assert_eq!(r.chain, [0; 6]);
+        assert!(r.multi_channel());
+        // Both on channel 1 (the rest on 0): the chain forms again, inside channel 1.
+        p.ranks[0].steps[3].channel = 1;
+        let r = resolved(&p);
+        assert_eq!(r.plan_index, [0, 1, 2, 5, 3, 4]);
+        assert_eq!(r.chain, [0, 0, 0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn a_get_folds_only_into_a_reduce_of_its_channel() {
+        // Rank 0 of the pull two-shot: wait, signal, wait, get, reduce, put, wait; the get
+        // folds into the reduce.
+        let mut p = plan("allreduce_two_shot_pull");
+        let r = resolved(&p);
+        assert!(r.get_folds.folded(3));
+        assert_eq!(r.get_folds.pulls(4).len(), 1);
+        // The get on channel 1: another channel's step, kept as a get.
+        p.ranks[0].steps[3].channel = 1;
+        let r = resolved(&p);
+        assert!(
+            (0..r.steps.len()).all(|i| !r.get_folds.folded(i) && r.get_folds.pulls(i).is_empty())
+        );
+        // Get and reduce on channel 1, a step touching the landing slot on channel 0: kept.
+        p.ranks[0].steps[4].channel = 1;
+        let r = resolved(&p);
+        let (g, red) = (
+            r.plan_index.iter().position(|&i| i == 3),
+            r.plan_index.iter().position(|&i| i == 4),
+        );
+        assert_eq!((g, red), (Some(5), Some(6)));
+        assert!(r.get_folds.folded(5), "the fold holds within channel 1");
+        let RStep::Get { dst: land, n, .. } = r.steps[5] else {
+            panic!("step 5 is the get");
+        };
+        let mut steps = r.steps.clone();
+        steps[0] = RStep::Copy {
+            src: land,
+            dst: RReg { buf: 0, elem: 0 },
+            n,
+        };
+        let chans = r.channels.clone();
+        let f = channel_folds(&p, &steps, &chans, 0, &r.chain);
+        assert!(!f.folded(5), "a concurrent step reads the landing slot");
+    }
 }

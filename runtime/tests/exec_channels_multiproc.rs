@@ -1,0 +1,130 @@
+//! Channels on the multi-process fabric: ranks are processes started by the launcher (this
+//! test binary re-executed with `SYMSCHED_CHANNELS_TEST_ROLE` set, running only `rank_entry`),
+//! so a channel's waits go through the runtime core's wait in slices
+//! ([`symsched_runtime::exec::Fabric::wait_cancellable`]). Bounded by the launcher's timeout.
+
+mod common;
+
+use common::channels::{alltoall_waiting_on_a_later_channel, failing_channel_plan, two_shot_split};
+use std::time::{Duration, Instant};
+use symsched_runtime::exec::harness::{run_rank, sizes_for, RunSpec};
+use symsched_runtime::exec::{
+    Binding, DType, ElemTypes, ExecError, Executor, GroupFabric, LaunchArgs, ReduceOp,
+};
+use symsched_runtime::launcher::{launch, LaunchSpec};
+
+const ROLE: &str = "SYMSCHED_CHANNELS_TEST_ROLE";
+
+/// The signal timeout of the ranks: a cancelled channel must stop long before it.
+const SIGNAL_TIMEOUT_MS: u64 = 20_000;
+
+fn run_ranks(n: usize, role: &str) {
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut spec = LaunchSpec::new(
+        n,
+        exe,
+        ["rank_entry", "--exact", "--nocapture", "--test-threads=1"],
+    );
+    spec.env.push((ROLE.into(), role.into()));
+    spec.env.push((
+        "SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(),
+        SIGNAL_TIMEOUT_MS.to_string().into(),
+    ));
+    spec.env.push((
+        "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
+        (16u64 << 20).to_string().into(),
+    ));
+    spec.timeout = Some(Duration::from_secs(60));
+    spec.capture = true;
+    let out = launch(&spec).expect("launcher starts the ranks");
+    if !out.success() {
+        let lines: Vec<String> = out
+            .output
+            .iter()
+            .map(|(r, _, l)| format!("[rank {r}] {l}"))
+            .collect();
+        panic!("{role}: {:?}\n{}", out.failure, lines.join("\n"));
+    }
+}
+
+/// The rank program. Outside a launch (no role set) it has nothing to do.
+#[test]
+fn rank_entry() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let rt = symsched_runtime::Runtime::init_from_env().expect("joins the job");
+    match role.as_str() {
+        "data" => data(&rt),
+        "cancel" => cancel(&rt),
+        r => panic!("unknown role {r}"),
+    }
+    rt.finalize().expect("finalize");
+}
+
+fn data(rt: &symsched_runtime::Runtime) {
+    let exec = Executor::new(GroupFabric::new(rt.world().expect("world")));
+    let types = ElemTypes::new(DType::F32, None).expect("f32");
+    for plan in [alltoall_waiting_on_a_later_channel(), two_shot_split()] {
+        for (count, staged) in [(2 * 1000, false), (2 * 4097, true)] {
+            let spec = RunSpec {
+                types,
+                op: ReduceOp::Sum,
+                sizes: sizes_for(&plan, count, &[]),
+                warmup: 0,
+                iters: 3,
+                check: true,
+                staged,
+            };
+            let rep = run_rank(&exec, &plan, &spec)
+                .unwrap_or_else(|e| panic!("{} count={count}: {e}", plan.schedule));
+            assert_eq!(rep.wrong, 0, "{} count={count}", plan.schedule);
+        }
+    }
+}
+
+/// Every process runs the one-rank failing plan on a group of its own: channel 1 fails at once
+/// (an i32 matmul), channel 0 sits in the core's wait and must be cancelled.
+fn cancel(rt: &symsched_runtime::Runtime) {
+    let me = rt.world().expect("world").rank();
+    let solo = rt.group(&[me], false).expect("a group of one");
+    let exec = Executor::new(GroupFabric::new(solo));
+    let plan = failing_channel_plan();
+    let lp = exec.load(&plan).expect("loads");
+    let mut sizes = symsched_plan::LaunchSizes::default();
+    for (v, x) in [("n", 4), ("m", 1), ("k", 1)] {
+        sizes.vars.insert(v.into(), x);
+    }
+    let types = ElemTypes::new(DType::I32, None).expect("i32");
+    let (mut x, mut y) = (vec![0u8; 16], vec![0u8; 16]);
+    let mut binds = [Binding::Host(&mut x), Binding::Host(&mut y)];
+    let t0 = Instant::now();
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types,
+            op: ReduceOp::Sum,
+            sizes: &sizes,
+            buffers: &mut binds,
+        },
+    );
+    let took = t0.elapsed();
+    assert!(
+        matches!(&r, Err(ExecError::UnsupportedOp { .. })),
+        "the failing channel's own error: {r:?}"
+    );
+    assert!(
+        took < Duration::from_millis(SIGNAL_TIMEOUT_MS / 4),
+        "channel 0 was not cancelled: the launch took {took:?}"
+    );
+}
+
+#[test]
+fn channels_on_processes_give_correct_data() {
+    run_ranks(2, "data");
+}
+
+#[test]
+fn a_failing_channel_cancels_a_wait_in_the_core() {
+    run_ranks(2, "cancel");
+}
