@@ -87,6 +87,22 @@ impl Group {
         wait_line(self, &line, slot, cmp, target, ctx, timeout)
     }
 
+    /// Like [`Group::wait_value_timeout`], also stopping with `Ok(None)` as soon as `cancelled`
+    /// returns true (it is probed with the group's abort word, before every sleep). Dead-peer
+    /// detection, the abort check and the timeout message are those of every wait.
+    pub fn wait_value_or_cancel(
+        &self,
+        slot: usize,
+        cmp: Cmp,
+        target: u64,
+        ctx: &WaitContext,
+        timeout: Duration,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<u64>, RuntimeError> {
+        let line = self.slot_line(self.rank(), slot)?;
+        wait_line_or_cancel(self, &line, slot, cmp, target, ctx, timeout, cancelled)
+    }
+
     /// Like [`Group::wait`], returning the observed value.
     pub fn wait_value(
         &self,
@@ -203,6 +219,7 @@ fn noticed(ctx: &WaitContext) -> String {
 enum Stop {
     Aborted,
     Died(usize, i32),
+    Cancelled,
 }
 
 /// Waits until `line` (slot `slot` of this rank's pad, `usize::MAX` for the barrier line)
@@ -216,6 +233,24 @@ pub(crate) fn wait_line(
     ctx: &WaitContext,
     timeout: Duration,
 ) -> Result<u64, RuntimeError> {
+    let never = || false;
+    wait_line_or_cancel(g, line, slot, cmp, target, ctx, timeout, &never)?.ok_or_else(|| {
+        RuntimeError::InvalidArgument(format!("a wait on `{}` stopped uncancelled", ctx.signal))
+    })
+}
+
+/// [`wait_line`] that also stops with `Ok(None)` once `cancelled` returns true.
+#[allow(clippy::too_many_arguments)]
+fn wait_line_or_cancel(
+    g: &Group,
+    line: &SignalLine,
+    slot: usize,
+    cmp: Cmp,
+    target: u64,
+    ctx: &WaitContext,
+    timeout: Duration,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Option<u64>, RuntimeError> {
     let aborts = AbortWatch::new(g);
     if aborts.probe() {
         if let Some(e) = g.aborted_error(&noticed(ctx)) {
@@ -237,7 +272,13 @@ pub(crate) fn wait_line(
         cmp,
         target,
         deadline,
-        || aborts.probe().then_some(Stop::Aborted),
+        || {
+            if aborts.probe() {
+                Some(Stop::Aborted)
+            } else {
+                cancelled().then_some(Stop::Cancelled)
+            }
+        },
         || {
             let (peer, pid) = monitor.first_dead(watch.iter().copied())?;
             let (since, first, first_pid) = *first_dead.get_or_insert((Instant::now(), peer, pid));
@@ -259,7 +300,8 @@ pub(crate) fn wait_line(
         },
     );
     match r {
-        Ok(v) => Ok(v),
+        Ok(v) => Ok(Some(v)),
+        Err(WaitFailure::Aborted(Stop::Cancelled)) => Ok(None),
         Err(WaitFailure::Aborted(Stop::Aborted)) => {
             let e = g.aborted_error(&noticed(ctx)).unwrap_or_else(|| {
                 // Cleared between the probe and now (a concurrent reset): report it as such.

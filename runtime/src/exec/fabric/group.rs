@@ -30,10 +30,6 @@ pub struct GroupFabric {
 /// When ranks outnumber cores, polling only steals the peer's time slice: hand over at once.
 const SPIN_DEDICATED: Duration = Duration::from_micros(200);
 const SPIN_OVERSUBSCRIBED: Duration = Duration::ZERO;
-/// How long a channel's wait in a multi-channel launch sleeps in the core before it looks at
-/// the launch's cancel word again ([`Fabric::wait_cancellable`]): the latency of stopping after
-/// another channel failed.
-const CANCEL_SLICE: Duration = Duration::from_millis(20);
 /// Pure polling before the loop starts yielding.
 const PURE_SPIN: Duration = Duration::from_micros(10);
 
@@ -177,9 +173,10 @@ impl Fabric for GroupFabric {
             .map_err(map)
     }
 
-    /// The wait of a channel in a multi-channel launch: the core's wait in slices of
-    /// `CANCEL_SLICE` (20 ms), looking at `cancel` between slices, up to the group's signal timeout
-    /// in all (the last slice reports the core's own timeout error, naming the silent peers).
+    /// The wait of a channel in a multi-channel launch: the core's wait, which probes `cancel`
+    /// with the group's abort word (before every sleep), so it stops within a sleep slice of
+    /// another channel failing; its deadline, dead-peer detection and timeout message are
+    /// every wait's.
     fn wait_cancellable(
         &self,
         slot: u32,
@@ -201,18 +198,25 @@ impl Fabric for GroupFabric {
         };
         let c = WaitContext::new(ctx.schedule, step, ctx.slot_name)
             .expecting(ctx.signallers.iter().map(|r| *r as usize));
-        let deadline = Instant::now() + self.group.signal_timeout();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let slice = left.min(CANCEL_SLICE);
-            match self
-                .group
-                .wait_value_timeout(slot as usize, cmp, target, &c, slice)
-            {
-                Ok(v) => return Ok(v),
-                Err(RuntimeError::SignalTimeout(_)) if slice < left => cancel.check(channel)?,
-                Err(e) => return Err(map(e)),
-            }
+        let cancelled = || cancel.failed().is_some();
+        match self.group.wait_value_or_cancel(
+            slot as usize,
+            cmp,
+            target,
+            &c,
+            self.group.signal_timeout(),
+            &cancelled,
+        ) {
+            Ok(Some(v)) => Ok(v),
+            // Cancelled: the check names the failing channel.
+            Ok(None) => cancel.check(channel).and_then(|()| {
+                Err(ExecError::ChannelCancelled {
+                    rank: self.group.rank() as u32,
+                    channel,
+                    failed: channel,
+                })
+            }),
+            Err(e) => Err(map(e)),
         }
     }
 
