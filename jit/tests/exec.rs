@@ -17,18 +17,7 @@ fn cache() -> KernelCache {
     KernelCache::new(None, CompileOptions::default()).expect("host target")
 }
 
-/// Every standard schedule but those on channels, which the JIT does not lower yet (its
-/// refusal is checked in `snapshots.rs`; the interpreter runs those plans).
-fn names() -> Vec<String> {
-    let mut v: Vec<String> = standard_library()
-        .schedules()
-        .into_iter()
-        .map(|s| s.name)
-        .filter(|n| instance(n, 2).is_none_or(|p| p.channel_count() == 1))
-        .collect();
-    v.sort();
-    v
-}
+use common::jit_schedules as names;
 
 /// The plan of `name` at `p`, or `None` where the schedule has no instance (e.g. `L = 2` at
 /// odd P).

@@ -6,22 +6,13 @@ mod common;
 
 use common::{compare, plan, sizes_for, types, Harness, Launch, Observed};
 use std::sync::{Arc, Mutex};
-use symsched_compiler::pipeline::standard_library;
 use symsched_jit::abi::{TRACE_LAST, TRACE_SIGNAL};
 use symsched_jit::cache::KernelCache;
 use symsched_jit::compile::CompileOptions;
 use symsched_jit::{DType, KernelScope, LowerOptions, ReduceOp};
 use symsched_plan::{ElemClass, Op, Plan};
 
-fn names() -> Vec<String> {
-    let mut v: Vec<String> = standard_library()
-        .schedules()
-        .into_iter()
-        .map(|s| s.name)
-        .collect();
-    v.sort();
-    v
-}
+use common::jit_schedules as names;
 
 fn harness(lower: LowerOptions) -> Harness {
     Harness {

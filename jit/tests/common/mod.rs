@@ -36,6 +36,19 @@ pub fn plan(name: &str, p: u32) -> Plan {
     .plan
 }
 
+/// Every standard schedule the JIT lowers, sorted: all but those on channels, which it refuses
+/// (`JitError::Channels`, checked in `snapshots.rs`) and the interpreter runs.
+pub fn jit_schedules() -> Vec<String> {
+    let mut v: Vec<String> = standard_library()
+        .schedules()
+        .into_iter()
+        .map(|s| s.name)
+        .filter(|n| plan(n, 4).channel_count() == 1)
+        .collect();
+    v.sort();
+    v
+}
+
 /// Host collective contributions by (epoch, ordinal, members), one slot per member.
 type HostDeposits = std::collections::HashMap<(u64, u32, Vec<u32>), Vec<Option<Vec<u8>>>>;
 
