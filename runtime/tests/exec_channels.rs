@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use symsched_plan::{LaunchSizes, Plan, PlanError};
 use symsched_runtime::config::BackendKind;
 use symsched_runtime::exec::error::JitFailure;
-use symsched_runtime::exec::harness::{run_local, run_rank, sizes_for, RankReport, RunSpec};
+use symsched_runtime::exec::harness::{run_in_world, run_local, sizes_for, RankReport, RunSpec};
 use symsched_runtime::exec::reference::fill;
 use symsched_runtime::exec::{
     Binding, DType, ElemTypes, ExecError, ExecOptions, Executor, LaunchArgs, LocalWorld, ReduceOp,
@@ -39,34 +39,7 @@ fn run_on(
         ..ExecOptions::default()
     };
     let world = LocalWorld::with_options(plan.group_size, heap, timeout, opts)?;
-    let group = world.world_group()?;
-    let results: Vec<Result<RankReport, ExecError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..plan.group_size)
-            .map(|r| {
-                let group = Arc::clone(&group);
-                s.spawn(move || run_rank(&Executor::new(group.fabric(r)?), plan, spec))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(ExecError::Runtime("rank thread panicked".into())))
-            })
-            .collect()
-    });
-    // The root cause rather than the peers' timeouts it caused.
-    if let Some(i) = results
-        .iter()
-        .position(|r| matches!(r, Err(e) if !matches!(e, ExecError::Timeout(_))))
-    {
-        return Err(results
-            .into_iter()
-            .nth(i)
-            .and_then(|r| r.err())
-            .expect("an error"));
-    }
-    results.into_iter().collect()
+    run_in_world(plan, spec, &world)
 }
 
 #[test]

@@ -249,6 +249,15 @@ pub fn run_local(
     timeout: std::time::Duration,
 ) -> Result<Vec<RankReport>, ExecError> {
     let world = super::LocalWorld::new(plan.group_size, heap)?.with_timeout(timeout);
+    run_in_world(plan, spec, &world)
+}
+
+/// [`run_local`] over a world the caller made (its options: backend, timeout, heap size).
+pub fn run_in_world(
+    plan: &Plan,
+    spec: &RunSpec,
+    world: &std::sync::Arc<super::LocalWorld>,
+) -> Result<Vec<RankReport>, ExecError> {
     let group = world.world_group()?;
     let results: Vec<Result<RankReport, ExecError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..plan.group_size)
