@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{build, build_all, fresh_states, opts, reg, run_fresh, sizes_for};
+use common::{add, build, build_all, fresh_states, opts, reg, run_fresh, sizes_for, wait_ge};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use symsched_kernels::sim::heap::HeapLayout;
@@ -18,27 +18,6 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn f32_opts() -> LowerOptions {
     opts(DType::F32, DType::F32, ReduceOp::Sum, 16 * 1024)
-}
-
-fn add(slot: u32, peer: u32) -> SignalUpdate {
-    SignalUpdate {
-        slot,
-        peer,
-        mode: SignalMode::Add,
-        value: 1,
-        stride: 0,
-    }
-}
-
-fn wait_ge(slot: u32, per_launch: u64) -> Op {
-    Op::Wait {
-        slot,
-        cmp: Cmp::Ge,
-        target: WaitTarget {
-            stride: per_launch,
-            offset: per_launch,
-        },
-    }
 }
 
 fn buffer(name: &str, role: BufferRole, chunks: u32) -> BufferDecl {
@@ -144,7 +123,7 @@ fn crossed_channels() -> Plan {
                 (
                     1,
                     Op::Signal {
-                        update: add(mine, r),
+                        update: add(mine, r, 1),
                     },
                 ),
                 (
@@ -153,7 +132,7 @@ fn crossed_channels() -> Plan {
                         src: reg(inp, 1, 1),
                         dst: reg(land, 0, 1),
                         peer,
-                        signal: Some(add(ready, peer)),
+                        signal: Some(add(ready, peer, 1)),
                     },
                 ),
             ]
@@ -245,7 +224,7 @@ fn channel_split(plan: &Plan, c: u32) -> Plan {
                     steps.push(s);
                     let mut sig = step.clone();
                     sig.op = Op::Signal {
-                        update: add(ready, rank),
+                        update: add(ready, rank, 1),
                     };
                     sig.channel = 1;
                     steps.push(sig);
@@ -529,7 +508,7 @@ fn a_channel_may_overwrite_what_another_channel_read_after_its_signal() {
                 (
                     0,
                     Op::Signal {
-                        update: add(done, r),
+                        update: add(done, r, 1),
                     },
                 ),
             ]

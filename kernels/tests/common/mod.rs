@@ -41,7 +41,7 @@ fn split(total: SizeExpr) -> Extent {
     Extent::Split { total }
 }
 
-fn add(slot: u32, peer: u32, value: u64) -> SignalUpdate {
+pub fn add(slot: u32, peer: u32, value: u64) -> SignalUpdate {
     SignalUpdate {
         slot,
         peer,
@@ -51,7 +51,7 @@ fn add(slot: u32, peer: u32, value: u64) -> SignalUpdate {
     }
 }
 
-fn wait_ge(slot: u32, per_launch: u64) -> Op {
+pub fn wait_ge(slot: u32, per_launch: u64) -> Op {
     Op::Wait {
         slot,
         cmp: Cmp::Ge,
