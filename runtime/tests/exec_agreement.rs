@@ -17,6 +17,8 @@
 //!   eager alltoallv channel, interrupted by an abort, give the new call's bytes after the
 //!   reset, not the aborted call's.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
@@ -25,7 +27,6 @@ use symsched_runtime::error::RuntimeError;
 use symsched_runtime::exec::{
     Binding, DType, ElemTypes, ExecError, Executor, Fabric, GroupFabric, LaunchArgs, ReduceOp,
 };
-use symsched_runtime::launcher::{launch, LaunchSpec};
 
 const ROLE: &str = "SYMSCHED_AGREE_TEST_ROLE";
 
@@ -42,30 +43,7 @@ fn plan(name: &str, p: u32) -> Plan {
 }
 
 fn run_ranks(n: usize, role: &str) {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut spec = LaunchSpec::new(
-        n,
-        exe,
-        ["rank_entry", "--exact", "--nocapture", "--test-threads=1"],
-    );
-    spec.env.push((ROLE.into(), role.into()));
-    spec.env
-        .push(("SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(), "20000".into()));
-    spec.env.push((
-        "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
-        (16u64 << 20).to_string().into(),
-    ));
-    spec.timeout = Some(Duration::from_secs(120));
-    spec.capture = true;
-    let out = launch(&spec).expect("launcher starts the ranks");
-    if !out.success() {
-        let lines: Vec<String> = out
-            .output
-            .iter()
-            .map(|(r, _, l)| format!("[rank {r}] {l}"))
-            .collect();
-        panic!("{role}: {:?}\n{}", out.failure, lines.join("\n"));
-    }
+    let out = common::run_rank_processes(n, ROLE, role, 20_000, Duration::from_secs(120));
     assert!(!out.rendezvous_dir.exists(), "rendezvous directory left");
 }
 

@@ -11,7 +11,6 @@ use symsched_runtime::exec::harness::{run_rank, sizes_for, RunSpec};
 use symsched_runtime::exec::{
     Binding, DType, ElemTypes, ExecError, Executor, GroupFabric, LaunchArgs, ReduceOp,
 };
-use symsched_runtime::launcher::{launch, LaunchSpec};
 
 const ROLE: &str = "SYMSCHED_CHANNELS_TEST_ROLE";
 
@@ -19,32 +18,7 @@ const ROLE: &str = "SYMSCHED_CHANNELS_TEST_ROLE";
 const SIGNAL_TIMEOUT_MS: u64 = 20_000;
 
 fn run_ranks(n: usize, role: &str) {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut spec = LaunchSpec::new(
-        n,
-        exe,
-        ["rank_entry", "--exact", "--nocapture", "--test-threads=1"],
-    );
-    spec.env.push((ROLE.into(), role.into()));
-    spec.env.push((
-        "SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(),
-        SIGNAL_TIMEOUT_MS.to_string().into(),
-    ));
-    spec.env.push((
-        "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
-        (16u64 << 20).to_string().into(),
-    ));
-    spec.timeout = Some(Duration::from_secs(60));
-    spec.capture = true;
-    let out = launch(&spec).expect("launcher starts the ranks");
-    if !out.success() {
-        let lines: Vec<String> = out
-            .output
-            .iter()
-            .map(|(r, _, l)| format!("[rank {r}] {l}"))
-            .collect();
-        panic!("{role}: {:?}\n{}", out.failure, lines.join("\n"));
-    }
+    common::run_rank_processes(n, ROLE, role, SIGNAL_TIMEOUT_MS, Duration::from_secs(60));
 }
 
 /// The rank program. Outside a launch (no role set) it has nothing to do.

@@ -53,3 +53,43 @@ pub fn run_checked(plan: &Plan, spec: &RunSpec, heap: u64, what: &str) -> Vec<Ra
     }
     reports
 }
+
+/// Run this test binary's `rank_entry` test as `n` rank processes, with `role_var` set to
+/// `role`, waits that give up after `signal_timeout_ms`, a 16 MiB heap and `timeout` for the
+/// whole job; panics with every rank's output when a rank fails.
+pub fn run_rank_processes(
+    n: usize,
+    role_var: &str,
+    role: &str,
+    signal_timeout_ms: u64,
+    timeout: Duration,
+) -> symsched_runtime::launcher::LaunchOutcome {
+    use symsched_runtime::launcher::{launch, LaunchSpec};
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut spec = LaunchSpec::new(
+        n,
+        exe,
+        ["rank_entry", "--exact", "--nocapture", "--test-threads=1"],
+    );
+    spec.env.push((role_var.into(), role.into()));
+    spec.env.push((
+        "SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(),
+        signal_timeout_ms.to_string().into(),
+    ));
+    spec.env.push((
+        "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
+        (16u64 << 20).to_string().into(),
+    ));
+    spec.timeout = Some(timeout);
+    spec.capture = true;
+    let out = launch(&spec).expect("launcher starts the ranks");
+    if !out.success() {
+        let lines: Vec<String> = out
+            .output
+            .iter()
+            .map(|(r, _, l)| format!("[rank {r}] {l}"))
+            .collect();
+        panic!("{role}: {:?}\n{}", out.failure, lines.join("\n"));
+    }
+    out
+}
