@@ -64,6 +64,12 @@ fn derived_backwards_run_and_match_the_reference() {
         ("allreduce_one_shot", 2, &[]),
         ("allreduce_two_shot", 4, &[]),
         ("allreduce_ring", 3, &[]),
+        // Chunk factor 2: the backward's roles keep the forward's chunking.
+        ("reduce_scatter_push_k2", 3, &[]),
+        ("allgather_push_k2", 4, &[]),
+        // Two channels: the backward runs on channel 0.
+        ("reduce_scatter_push_channels", 2, &[]),
+        ("reduce_scatter_push_channels", 3, &[]),
     ];
     let dir = tempfile::tempdir().expect("temp dir");
     let mut failures = Vec::new();

@@ -124,3 +124,26 @@ fn the_formatter_keeps_channel_blocks() {
         formatted
     );
 }
+
+/// `dual derived` of a schedule with channels: the backward verifies (postcondition, races,
+/// deadlock, adjoint) and runs on channel 0, one sequence per rank.
+#[test]
+fn a_derived_dual_of_a_channel_schedule_runs_on_channel_0() {
+    let text = self_signal("channel 1").replace(
+        "implements allgather(in: [1], out: [P])",
+        "implements allgather(in: [1], out: [P]) dual derived",
+    );
+    let lib = library(&text);
+    for p in [1, 2, 3, 4] {
+        assert_eq!(codes(&lib, p), [] as [&str; 0], "P = {p}");
+        let c = compile(
+            &lib,
+            "handoff.dual",
+            p,
+            &BTreeMap::new(),
+            &CompileOptions::default(),
+        )
+        .expect("the derived dual compiles");
+        assert_eq!(c.plan.channel_count(), 1, "P = {p}");
+    }
+}

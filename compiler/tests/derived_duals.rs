@@ -22,13 +22,6 @@ const REFUSED: &[(&str, &str, u32)] = &[
     ("allreduce_hier", "hostcoll", 1),
     ("allgather_hier", "hostcoll", 1),
     ("reduce_scatter_hier", "hostcoll", 1),
-    // A chunk factor: the dual collective's roles are derived with one chunk per block, so a
-    // forward with K > 1 chunks per block has another extent than its transpose would need
-    // (at P = 1 the one block is a plain split, and the dual derives).
-    ("reduce_scatter_push_k2", "another extent", 2),
-    ("allgather_push_k2", "another extent", 2),
-    // Steps on channels: the transposition builds one sequence per rank.
-    ("reduce_scatter_push_channels", "channels", 1),
 ];
 
 /// `text` with its schedule's `dual` clause led by `derived` (unchanged if it has one).

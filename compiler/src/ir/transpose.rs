@@ -40,6 +40,11 @@
 //! destination nor spread from a one-chunk destination, declared collectives and alltoallv
 //! (runtime-sized chunks). The result is verified like any schedule (postcondition of the dual
 //! collective, races, deadlock, bounds) and against the forward as an adjoint.
+//!
+//! Channels: every backward step is placed on channel 0. The adjoints are generated in one
+//! order that the forward's happens-before allows (across all its channels), so one sequence
+//! per rank in that order cannot deadlock; overlapping the backward's channels is left to a
+//! declared dual.
 
 use super::graph::{self, Event};
 use super::{credits, limits, Program, Step, StepRef};
@@ -207,19 +212,6 @@ fn transpose_program(fwd: &Program, decl: Span) -> Result<Program, Fail> {
 
 /// Refuse what has no transpose before building anything.
 fn preflight(fwd: &Program) -> Result<(), TransposeError> {
-    if let Some((r, s)) = fwd
-        .ranks
-        .iter()
-        .enumerate()
-        .find_map(|(r, steps)| steps.iter().find(|s| s.channel != 0).map(|s| (r, s)))
-    {
-        return Err(TransposeError::Step {
-            rank: r as Rank,
-            op: fwd.source_op_text(&s.op),
-            why: "the transposition does not place steps on channels yet: declare the dual",
-            span: s.span,
-        });
-    }
     let kind = fwd.collective;
     if dual_collective(kind).is_none() || fwd.declared.is_some() {
         return Err(TransposeError::NoDualCollective(
@@ -429,7 +421,12 @@ impl<'a> Builder<'a> {
                 )));
             };
             let fb = &fwd.buffers[f as usize];
-            let extent = collectives::role_extent(kind, i, u64::from(p));
+            // A forward role with a chunk factor (K chunks per block) has a gradient role of
+            // the same chunking, which the dual collective's role allows where it holds one
+            // block per rank.
+            let extent = collectives::chunk_factor_block(kind, i, u64::from(p))
+                .and_then(|(block, blocks)| collectives::blocked_extent(block, blocks, fb.chunks))
+                .unwrap_or_else(|| collectives::role_extent(kind, i, u64::from(p)));
             if extent != fb.extent {
                 return Err(TransposeError::Roles(format!(
                     "the role `{}` of {} has another extent than the forward's `{}`",
