@@ -196,16 +196,7 @@ mod tests {
     use super::*;
 
     fn plan() -> Plan {
-        use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
-        compile(
-            &standard_library(),
-            "allreduce_two_shot",
-            2,
-            &Default::default(),
-            &CompileOptions::default(),
-        )
-        .expect("verifies")
-        .plan
+        crate::exec::test_plans::standard("allreduce_two_shot", 2)
     }
 
     #[test]

@@ -334,7 +334,6 @@ mod tests {
     };
     use std::sync::Barrier;
     use std::time::Duration;
-    use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
     use symsched_plan::{Cmp, LaunchSizes};
 
     const P: u32 = 3;
@@ -355,15 +354,7 @@ mod tests {
             .then(|| ("root".to_string(), 1i64))
             .into_iter()
             .collect();
-        let plan = compile(
-            &standard_library(),
-            name,
-            P,
-            &params,
-            &CompileOptions::default(),
-        )
-        .unwrap_or_else(|d| panic!("{name}: {d:?}"))
-        .plan;
+        let plan = crate::exec::test_plans::standard_with(name, P, &params);
         let world = LocalWorld::new(P, 8 << 20)
             .expect("world")
             .with_timeout(Duration::from_secs(30));

@@ -48,6 +48,8 @@ pub mod resolve;
 pub mod resolved;
 pub mod staging;
 mod stream_copy;
+#[cfg(test)]
+pub(crate) mod test_plans;
 pub mod trace;
 
 pub use crate::config::ExecOptions;

@@ -160,17 +160,7 @@ mod tests {
 
     /// Rank 1 of `allreduce_two_shot_pull` at P = 3: buffer 0 is `x`, buffer 1 is `land`.
     fn pull_plan() -> Plan {
-        use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
-        let lib = standard_library();
-        compile(
-            &lib,
-            "allreduce_two_shot_pull",
-            3,
-            &Default::default(),
-            &CompileOptions::default(),
-        )
-        .expect("the pull two-shot verifies at P = 3")
-        .plan
+        crate::exec::test_plans::standard("allreduce_two_shot_pull", 3)
     }
 
     #[test]
@@ -313,16 +303,7 @@ mod mc2_pull_tests {
 
     #[test]
     fn matmul_reduce_scatter_pull_reads_peer_products_in_place() {
-        use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
-        let plan = compile(
-            &standard_library(),
-            "matmul_reduce_scatter_pull",
-            3,
-            &Default::default(),
-            &CompileOptions::default(),
-        )
-        .expect("matmul_reduce_scatter_pull verifies at P = 3")
-        .plan;
+        let plan = crate::exec::test_plans::standard("matmul_reduce_scatter_pull", 3);
         let names: Vec<&str> = plan.buffers.iter().map(|b| b.name.as_str()).collect();
         assert_eq!(names, ["a", "b", "c", "part", "land"]);
         // Rank 1, blocks of 4 elements (m = 2, k = 3, n = 2): after its products, it waits for

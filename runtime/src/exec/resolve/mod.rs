@@ -359,18 +359,10 @@ mod channel_tests {
 
     use super::*;
     use crate::exec::harness::sizes_for;
-    use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
+    use crate::exec::test_plans::standard;
 
     fn plan(name: &str) -> Plan {
-        compile(
-            &standard_library(),
-            name,
-            2,
-            &Default::default(),
-            &CompileOptions::default(),
-        )
-        .expect("standard schedules verify at P = 2")
-        .plan
+        standard(name, 2)
     }
 
     fn resolved(plan: &Plan) -> Resolved {

@@ -42,16 +42,7 @@ mod tests {
     use symsched_plan::{Op, Plan};
 
     fn plan(name: &str) -> Plan {
-        use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
-        compile(
-            &standard_library(),
-            name,
-            2,
-            &Default::default(),
-            &CompileOptions::default(),
-        )
-        .expect("standard schedules verify at P = 2")
-        .plan
+        crate::exec::test_plans::standard(name, 2)
     }
 
     fn reg(buf: u32) -> RReg {
