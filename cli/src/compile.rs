@@ -126,14 +126,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The LLVM IR of the plan's host kernels (symsched-jit), rank by rank.
+/// The LLVM IR of the plan's host kernels (symsched-jit), rank by rank. A rank whose steps run
+/// on several channels has one kernel per channel, printed channel by channel: those are
+/// steps-scope kernels (the runtime sends the entry and exit signals around its channels), as
+/// a launch-scope kernel cannot bracket concurrent channels.
 fn emit_llvm(
     plan: &symsched_plan::Plan,
     kernel: &crate::ascendc::AscendcArgs,
     llvm: &LlvmArgs,
 ) -> Result<String> {
     use symsched_jit::compile::{optimized_ir, CompileOptions, HostTarget};
-    use symsched_jit::{emit_llvm, DType, ElemTypes, KernelSpec, LowerOptions, ReduceOp};
+    use symsched_jit::{
+        emit_llvm, kernel_channels, DType, ElemTypes, KernelScope, KernelSpec, LowerOptions,
+        ReduceOp,
+    };
     let data = DType::parse(kernel.dtype.name())?;
     let wire = kernel.wire.map(|w| DType::parse(w.name())).transpose()?;
     let types = ElemTypes::new(data, wire)?;
@@ -151,20 +157,47 @@ fn emit_llvm(
         f16: target.f16(),
         ..LowerOptions::default()
     };
+    let steps_opts = CompileOptions {
+        lower: LowerOptions {
+            scope: KernelScope::Steps,
+            ..opts.lower
+        },
+        ..opts.clone()
+    };
+    let steps_lower = LowerOptions {
+        scope: KernelScope::Steps,
+        ..lower
+    };
     let mut out = String::new();
     for rank in ranks {
-        let spec = KernelSpec {
-            plan,
-            rank,
-            types,
-            op,
-        };
-        out.push_str(&format!("; ==== rank {rank}\n"));
-        out.push_str(&if llvm.optimized {
-            optimized_ir(&spec, &opts, &target)?
-        } else {
-            emit_llvm(&spec, &lower)?
-        });
+        let multi = plan
+            .ranks
+            .get(rank as usize)
+            .is_some_and(|r| r.channel_count() > 1);
+        for channel in kernel_channels(plan, rank) {
+            let spec = KernelSpec {
+                plan,
+                rank,
+                channel,
+                types,
+                op,
+            };
+            let (opts, lower) = if multi {
+                out.push_str(&format!(
+                    "; ==== rank {rank} channel {channel} (steps only: the runtime sends the \
+                     entry and exit signals around the rank's channels)\n"
+                ));
+                (&steps_opts, &steps_lower)
+            } else {
+                out.push_str(&format!("; ==== rank {rank}\n"));
+                (&opts, &lower)
+            };
+            out.push_str(&if llvm.optimized {
+                optimized_ir(&spec, opts, &target)?
+            } else {
+                emit_llvm(&spec, lower)?
+            });
+        }
     }
     Ok(out)
 }
@@ -204,10 +237,10 @@ mod tests {
         assert!(emit_llvm(&c.plan, &k, &l).is_err());
     }
 
-    /// The host kernels are one sequence per rank: a plan whose rank splits its steps into
-    /// channels is refused with an error that says so (plain and optimised).
+    /// A rank whose steps run on several channels prints one steps-scope kernel per channel
+    /// (plain and optimised); the other ranks keep their single launch kernel.
     #[test]
-    fn llvm_ir_of_a_multi_channel_plan_is_a_clear_error() {
+    fn llvm_ir_of_a_multi_channel_plan_prints_every_channel() {
         let lib = standard_library();
         let name = "allreduce_two_shot";
         let mut plan = compile(&lib, name, 2, &example_params(name), &CompileOptions::default())
@@ -217,9 +250,20 @@ mod tests {
         plan.ranks[1].steps[last].channel = 1;
         for optimized in [false, true] {
             let (k, l) = args(None, optimized);
-            let e = emit_llvm(&plan, &k, &l).expect_err("two channels on rank 1");
-            let msg = format!("{e:#}");
-            assert!(msg.contains("rank 1") && msg.contains("2 channels"), "{msg}");
+            let text = emit_llvm(&plan, &k, &l).expect("lowers every channel");
+            assert!(text.contains("; ==== rank 0\n"), "{optimized}");
+            for c in [0, 1] {
+                assert!(
+                    text.contains(&format!("; ==== rank 1 channel {c} (steps only")),
+                    "{optimized}"
+                );
+            }
+            if !optimized {
+                for c in [0, 1] {
+                    assert!(text.contains(&format!("define i32 @{name}.r1.bf16.e4m3.max.c{c}(")));
+                }
+                assert!(text.contains(&format!("define i32 @{name}.r0.bf16.e4m3.max(")));
+            }
         }
     }
 }

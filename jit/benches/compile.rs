@@ -70,6 +70,7 @@ fn spec(plan: &Plan, wire: Option<DType>) -> KernelSpec<'_> {
     KernelSpec {
         plan,
         rank: 1,
+        channel: 0,
         types: ElemTypes::new(DType::F32, wire).expect("types"),
         op: ReduceOp::Sum,
     }

@@ -3,8 +3,8 @@
 //!
 //! The key is the SHA-256 of everything the machine code depends on: this crate's version and
 //! codegen revision, the LLVM version, the target (triple, CPU, features), the compile options,
-//! the plan (its JSON, which includes the source hash, P and the params), the rank, the three
-//! dtypes and the reduce op. A disk entry is `<dir>/<key>.o`: a header naming the key, then the
+//! the plan (its JSON, which includes the source hash, P and the params), the rank (and the
+//! channel, for a rank with several), the three dtypes and the reduce op. A disk entry is `<dir>/<key>.o`: a header naming the key, then the
 //! object; one that does not match its key, or that the linker refuses, is compiled again and
 //! replaced. Files are written through a unique temporary and renamed, so concurrent processes
 //! never read half an object. The directory is passed in (the runtime's configuration decides
@@ -108,6 +108,11 @@ impl KernelCache {
             "rank {} data {} wire {} acc {} op {}",
             spec.rank, spec.types.data, spec.types.wire, spec.types.acc, spec.op
         ));
+        // Only a rank with several channels has more than one kernel per signature; a
+        // one-channel rank keeps the key it always had.
+        if spec.multi_channel() {
+            part(&format!("channel {}", spec.channel));
+        }
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 

@@ -15,13 +15,22 @@ pub enum JitError {
     MissingDim { step: u32, var: &'static str },
     #[error("LLVM: {0}")]
     Llvm(String),
-    /// The lowering makes one sequential kernel per rank; a rank whose steps run on several
-    /// channels (plan schema 3) runs on the interpreter, which gives each channel a worker.
+    /// A launch-scope kernel (entry signals, steps, exit signals in one function) of a rank whose
+    /// steps run on several channels: the entry signals must precede every channel and the exit
+    /// signals follow them all, which only the runtime that starts the channels can do. Lower
+    /// each channel in the steps scope instead ([`crate::KernelScope::Steps`]).
     #[error(
-        "rank {rank} runs its steps on {channels} channels; the JIT lowers one sequence per rank \
-         and does not support channels yet (use the interpreter backend)"
+        "rank {rank} runs its steps on {channels} channels; a launch-scope kernel cannot run \
+         them (lower each channel in the steps scope; the runtime sends the entry and exit \
+         signals around the channels)"
     )]
     Channels { rank: u32, channels: u32 },
+    #[error("rank {rank} has {channels} channel(s); there is no channel {channel}")]
+    Channel {
+        rank: u32,
+        channel: u32,
+        channels: u32,
+    },
     #[error("i/o error on {path}: {source}")]
     Io {
         path: String,

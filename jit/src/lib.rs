@@ -1,6 +1,6 @@
 //! The LLVM back end: a verified [`symsched_plan::Plan`] lowered to native host kernels.
 //!
-//! One kernel per (plan, rank, dtypes, reduce op), the way [`symsched_kernels`]-style Ascend C
+//! One kernel per (plan, rank, dtypes, reduce op) (per channel of a rank with several), the way [`symsched_kernels`]-style Ascend C
 //! is one kernel per plan for the device:
 //!
 //! - [`lower`]: plan → LLVM IR (extents, fusion analysis, element loops, synchronisation);
@@ -24,4 +24,4 @@ pub mod lower;
 
 pub use dtype::{DType, ElemTypes, ReduceOp};
 pub use error::JitError;
-pub use lower::{emit_llvm, F16Lowering, KernelScope, KernelSpec, LowerOptions};
+pub use lower::{emit_llvm, kernel_channels, F16Lowering, KernelScope, KernelSpec, LowerOptions};

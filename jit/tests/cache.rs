@@ -16,6 +16,7 @@ fn memory_then_disk_then_recompiled_when_damaged() {
     let spec = KernelSpec {
         plan: &p,
         rank: 1,
+        channel: 0,
         types: types(DType::Bf16, None),
         op: ReduceOp::Max,
     };
@@ -61,6 +62,7 @@ fn keys_tell_signatures_apart() {
     let base = KernelSpec {
         plan: &p2,
         rank: 0,
+        channel: 0,
         types: types(DType::F32, None),
         op: ReduceOp::Sum,
     };
@@ -80,4 +82,21 @@ fn keys_tell_signatures_apart() {
         assert_ne!(c.key(&other), k);
     }
     assert_eq!(c.key(&base), k);
+}
+
+/// A rank with several channels has one kernel per channel: the channel is part of its key.
+#[test]
+fn keys_tell_the_channels_of_a_rank_apart() {
+    let c = KernelCache::new(None, CompileOptions::default()).unwrap();
+    let p = plan("reduce_scatter_push_channels", 2);
+    assert_eq!(symsched_jit::kernel_channels(&p, 1), vec![0, 1]);
+    let base = KernelSpec {
+        plan: &p,
+        rank: 1,
+        channel: 0,
+        types: types(DType::F32, None),
+        op: ReduceOp::Sum,
+    };
+    assert_ne!(c.key(&base), c.key(&KernelSpec { channel: 1, ..base }));
+    assert_eq!(c.key(&base), c.key(&base));
 }

@@ -280,21 +280,22 @@ fn a_counts_plan_without_counts_is_refused() {
     assert!(f.iter().all(|x| x.status == Status::MissingCounts), "{f:?}");
 }
 
-/// The lowering makes one sequence per rank: a rank whose steps run on two channels is refused
-/// with a typed error naming channels (the printed IR too), instead of a kernel that would run
-/// the channels one after the other.
+/// A rank whose steps run on two channels gets one kernel per channel, in the steps scope only:
+/// a launch-scope kernel (entry signals, steps, exit signals in one function) cannot bracket
+/// concurrent channels and is refused with a typed error, and so is a channel the rank lacks.
 #[test]
-fn a_multi_channel_rank_is_refused_with_a_typed_error() {
+fn a_multi_channel_rank_lowers_per_channel_in_the_steps_scope_only() {
     let mut p = one_rank(SizeExpr::var("n"), vec![copy(0, 1), copy(1, 2)], 0);
     p.ranks[0].steps[1].channel = 1;
     let spec = symsched_jit::KernelSpec {
         plan: &p,
         rank: 0,
+        channel: 0,
         types: types(DType::F32, None),
         op: ReduceOp::Sum,
     };
     let e = symsched_jit::emit_llvm(&spec, &symsched_jit::LowerOptions::default())
-        .expect_err("two channels");
+        .expect_err("a launch kernel of two channels");
     assert!(
         matches!(
             e,
@@ -307,9 +308,38 @@ fn a_multi_channel_rank_is_refused_with_a_typed_error() {
     );
     assert!(e.to_string().contains("channels"), "{e}");
     assert!(cache().get(&spec).is_err());
-    // The same plan on one channel lowers.
+    assert_eq!(symsched_jit::kernel_channels(&p, 0), vec![0, 1]);
+    let steps = symsched_jit::LowerOptions {
+        scope: symsched_jit::KernelScope::Steps,
+        ..symsched_jit::LowerOptions::default()
+    };
+    for channel in [0, 1] {
+        let spec = symsched_jit::KernelSpec { channel, ..spec };
+        let ir = symsched_jit::emit_llvm(&spec, &steps).expect("a channel kernel lowers");
+        assert!(
+            ir.contains(&format!("define i32 @{}(", spec.name())),
+            "{ir}"
+        );
+        assert!(spec.name().ends_with(&format!(".c{channel}")));
+    }
+    let e = symsched_jit::emit_llvm(&symsched_jit::KernelSpec { channel: 2, ..spec }, &steps)
+        .expect_err("no channel 2");
+    assert!(
+        matches!(
+            e,
+            symsched_jit::JitError::Channel {
+                rank: 0,
+                channel: 2,
+                channels: 2
+            }
+        ),
+        "{e}"
+    );
+    // The same plan on one channel lowers as one launch kernel, under its usual name.
     let mut one = p.clone();
     one.ranks[0].steps[1].channel = 0;
     let spec = symsched_jit::KernelSpec { plan: &one, ..spec };
     assert!(symsched_jit::emit_llvm(&spec, &symsched_jit::LowerOptions::default()).is_ok());
+    assert!(!spec.name().contains(".c0"));
+    assert_eq!(symsched_jit::kernel_channels(&one, 0), vec![0]);
 }

@@ -1,12 +1,13 @@
 //! Snapshots of the generated LLVM IR (before optimisation) for every standard schedule at
 //! P = 4, every rank, f32 sum, and bf16 on the wire for the schedules that have wire buffers,
 //! under snapshots/llvm/. Read the `.snap.new` files (or `cargo insta review`) before
-//! accepting a change. A schedule with channels has no LLVM lowering yet: for it the test
-//! checks the refusal instead (`JitError::Channels` for every rank).
+//! accepting a change. A schedule with channels has no launch-scope kernel (`JitError::Channels`
+//! for every rank): its snapshot holds each rank's channel kernels, lowered in the steps scope.
 
 use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
 use symsched_jit::{
-    emit_llvm, DType, ElemTypes, F16Lowering, JitError, KernelSpec, LowerOptions, ReduceOp,
+    emit_llvm, kernel_channels, DType, ElemTypes, F16Lowering, JitError, KernelScope, KernelSpec,
+    LowerOptions, ReduceOp,
 };
 use symsched_plan::ElemClass;
 
@@ -31,11 +32,13 @@ fn llvm_ir_of_the_standard_library() {
         )
         .unwrap_or_else(|d| panic!("{name}: {d:?}"));
         let plan = &c.plan;
-        if plan.channel_count() > 1 {
+        let multi = plan.channel_count() > 1;
+        if multi {
             for rank in 0..plan.group_size {
                 let spec = KernelSpec {
                     plan,
                     rank,
+                    channel: 0,
                     types: ElemTypes::new(DType::F32, None).unwrap(),
                     op: ReduceOp::Sum,
                 };
@@ -45,8 +48,11 @@ fn llvm_ir_of_the_standard_library() {
                     "{name} rank {rank}: {refused:?}"
                 );
             }
-            continue;
         }
+        let steps_opts = LowerOptions {
+            scope: KernelScope::Steps,
+            ..opts
+        };
         let mut variants = vec![("f32", ElemTypes::new(DType::F32, None).unwrap())];
         if plan.buffers.iter().any(|b| b.elem == ElemClass::Wire) {
             variants.push((
@@ -57,14 +63,33 @@ fn llvm_ir_of_the_standard_library() {
         for (variant, types) in variants {
             let mut text = String::new();
             for rank in 0..plan.group_size {
-                let spec = KernelSpec {
-                    plan,
-                    rank,
-                    types,
-                    op: ReduceOp::Sum,
-                };
-                text.push_str(&format!("==== rank {rank}\n"));
-                text.push_str(&emit_llvm(&spec, &opts).unwrap_or_else(|e| panic!("{name}: {e}")));
+                if !multi {
+                    let spec = KernelSpec {
+                        plan,
+                        rank,
+                        channel: 0,
+                        types,
+                        op: ReduceOp::Sum,
+                    };
+                    text.push_str(&format!("==== rank {rank}\n"));
+                    text.push_str(
+                        &emit_llvm(&spec, &opts).unwrap_or_else(|e| panic!("{name}: {e}")),
+                    );
+                    continue;
+                }
+                for channel in kernel_channels(plan, rank) {
+                    let spec = KernelSpec {
+                        plan,
+                        rank,
+                        channel,
+                        types,
+                        op: ReduceOp::Sum,
+                    };
+                    text.push_str(&format!("==== rank {rank} channel {channel} (steps)\n"));
+                    text.push_str(
+                        &emit_llvm(&spec, &steps_opts).unwrap_or_else(|e| panic!("{name}: {e}")),
+                    );
+                }
             }
             insta::with_settings!({
                 snapshot_path => "../../snapshots/llvm",

@@ -383,6 +383,7 @@ fn all(c: &mut Criterion) {
             let spec = KernelSpec {
                 plan: pl,
                 rank: 1,
+                channel: 0,
                 types: symsched_jit::ElemTypes::new(symsched_jit::DType::F32, None).unwrap(),
                 op: symsched_jit::ReduceOp::Sum,
             };

@@ -1,8 +1,8 @@
 //! Channels inside a rank (plan schema 3, `docs/plan-schema.md` "Channels"): a rank's channels
-//! run concurrently on the interpreter, ordered only by signals and waits; a failing channel
-//! fails the launch without leaving the others hanging; the JIT refuses such plans with a typed
-//! error and `auto` runs them on the interpreter. Plans are standard schedules whose steps the
-//! tests split into channels by hand (the `.sched` syntax for channels is not here yet).
+//! run concurrently on the interpreter and on the JIT (a kernel per channel), ordered only by
+//! signals and waits; a failing channel fails the launch without leaving the others hanging, on
+//! either backend. Plans are standard schedules whose steps the tests split into channels by
+//! hand.
 
 mod common;
 
@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use symsched_plan::{LaunchSizes, Plan, PlanError};
 use symsched_runtime::config::BackendKind;
-use symsched_runtime::exec::error::JitFailure;
 use symsched_runtime::exec::harness::{run_in_world, run_local, sizes_for, RankReport, RunSpec};
 use symsched_runtime::exec::reference::fill;
 use symsched_runtime::exec::{
@@ -49,7 +48,7 @@ fn a_wait_on_a_later_channel_completes_with_correct_data() {
     assert_eq!(plan.channel_count(), 2);
     let spec = common::spec(f32s(), sizes_for(&plan, 2 * 1000, &[]), false);
     let t0 = Instant::now();
-    for backend in [BackendKind::Interp, BackendKind::Auto] {
+    for backend in [BackendKind::Interp, BackendKind::Jit, BackendKind::Auto] {
         let reports = run_on(&plan, &spec, backend, 1 << 20, TIMEOUT)
             .unwrap_or_else(|e| panic!("{backend:?}: {e}"));
         for (r, rep) in reports.iter().enumerate() {
@@ -150,8 +149,17 @@ fn a_channel_split_reduce_and_push_gives_the_same_bytes() {
     common::run_checked(&split, &spec, 1 << 22, "two-shot split");
 }
 
-fn launch_one(plan: &Plan, types: ElemTypes, timeout: Duration) -> Result<(), ExecError> {
-    let world = LocalWorld::new(1, 1 << 16)?.with_timeout(timeout);
+fn launch_one(
+    plan: &Plan,
+    types: ElemTypes,
+    backend: BackendKind,
+    timeout: Duration,
+) -> Result<(), ExecError> {
+    let opts = ExecOptions {
+        backend,
+        ..ExecOptions::default()
+    };
+    let world = LocalWorld::with_options(1, 1 << 16, timeout, opts)?;
     let exec = Executor::new(world.world_group()?.fabric(0)?);
     let lp = exec.load(plan)?;
     let mut sizes = LaunchSizes::default();
@@ -172,61 +180,51 @@ fn launch_one(plan: &Plan, types: ElemTypes, timeout: Duration) -> Result<(), Ex
     )
 }
 
-#[test]
-fn a_failing_channel_fails_the_launch_and_cancels_the_others() {
+/// The failing channel plan on `backend`: f32 runs through; with i32, channel 1 fails at its
+/// first step while channel 0 sits in a wait whose deadline is far off, and must stop long
+/// before it, the launch reporting channel 1's own error.
+fn a_failing_channel_cancels_the_waiting_one(backend: BackendKind) {
     let plan = failing_channel_plan();
     plan.check_consistency().expect("consistent");
     // f32: the matmul runs, the signal comes, the copy completes.
-    launch_one(&plan, f32s(), TIMEOUT).expect("f32 launch");
-    // i32: channel 1 fails at its first step; channel 0 sits in a wait whose deadline is far
-    // off, and must stop long before it.
+    launch_one(&plan, f32s(), backend, TIMEOUT).expect("f32 launch");
     let i32s = ElemTypes::new(DType::I32, None).expect("i32");
     let t0 = Instant::now();
-    let r = launch_one(&plan, i32s, TIMEOUT);
+    let r = launch_one(&plan, i32s, backend, TIMEOUT);
     let took = t0.elapsed();
     assert!(
         matches!(&r, Err(ExecError::UnsupportedOp { .. })),
-        "the failing channel's own error: {r:?}"
+        "{backend:?}: the failing channel's own error: {r:?}"
     );
     assert!(
         took < TIMEOUT / 4,
-        "channel 0 was not cancelled: the launch took {took:?}"
+        "{backend:?}: channel 0 was not cancelled: the launch took {took:?}"
     );
 }
 
 #[test]
-fn the_jit_refuses_channels_and_auto_runs_them_on_the_interpreter() {
-    let plan = alltoall_waiting_on_a_later_channel();
-    let spec = common::spec(f32s(), sizes_for(&plan, 2 * 64, &[]), false);
-    let r = run_on(
-        &plan,
-        &spec,
-        BackendKind::Jit,
-        1 << 20,
-        Duration::from_secs(2),
-    );
-    match r {
-        Err(ExecError::Jit(f)) => {
-            let JitFailure::Compile { error, .. } = *f else {
-                panic!("a compile failure, not {f}");
-            };
-            assert!(
-                matches!(error, symsched_jit::JitError::Channels { channels: 2, .. }),
-                "{error}"
-            );
-            assert!(error.to_string().contains("channels"), "{error}");
-        }
-        other => panic!(
-            "the JIT must refuse a multi-channel plan: {:?}",
-            other.err()
-        ),
-    }
-    // `auto` does not even try the JIT for it (covered with data above): a big reducing split
-    // plan runs too.
+fn a_failing_channel_fails_the_launch_and_cancels_the_others() {
+    a_failing_channel_cancels_the_waiting_one(BackendKind::Interp);
+}
+
+/// The JIT's channel kernels: channel 0's kernel blocks in the wait intrinsic, which observes
+/// the launch's cancel word once channel 1's kernel failed in its matmul.
+#[test]
+fn a_failing_channel_of_a_jit_launch_cancels_its_sibling_in_a_wait() {
+    a_failing_channel_cancels_the_waiting_one(BackendKind::Jit);
+}
+
+/// The JIT runs channel plans (a kernel per channel) and `auto` keeps its size rule for them:
+/// a big reducing split plan gives correct data on both.
+#[test]
+fn the_jit_and_auto_run_a_split_reducing_plan() {
     let split = two_shot_split();
     let big = common::spec(f32s(), sizes_for(&split, 1 << 18, &[]), false);
-    let reports = run_on(&split, &big, BackendKind::Auto, 1 << 23, TIMEOUT).expect("auto");
-    assert!(reports.iter().all(|r| r.wrong == 0));
+    for backend in [BackendKind::Jit, BackendKind::Auto] {
+        let reports = run_on(&split, &big, backend, 1 << 23, TIMEOUT)
+            .unwrap_or_else(|e| panic!("{backend:?}: {e}"));
+        assert!(reports.iter().all(|r| r.wrong == 0), "{backend:?}");
+    }
 }
 
 #[test]

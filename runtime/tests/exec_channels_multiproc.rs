@@ -1,12 +1,16 @@
 //! Channels on the multi-process fabric: ranks are processes started by the launcher (this
 //! test binary re-executed with `SYMSCHED_CHANNELS_TEST_ROLE` set, running only `rank_entry`),
 //! so a channel's waits go through the runtime core's wait in slices
-//! ([`symsched_runtime::exec::Fabric::wait_cancellable`]). Bounded by the launcher's timeout.
+//! ([`symsched_runtime::exec::Fabric::wait_cancellable`]). Every role runs on the interpreter
+//! and, as `<role>-jit` in processes of its own, on the JIT (a kernel per channel, whose wait
+//! intrinsic takes the same cancellable wait). Bounded by the launcher's timeout.
 
 mod common;
 
 use common::channels::{alltoall_waiting_on_a_later_channel, failing_channel_plan, two_shot_split};
 use std::time::{Duration, Instant};
+use symsched_runtime::config::BackendKind;
+use symsched_runtime::exec::backend::{launches_on, overridden};
 use symsched_runtime::exec::harness::{run_rank, sizes_for, RunSpec};
 use symsched_runtime::exec::{
     Binding, DType, ElemTypes, ExecError, Executor, GroupFabric, LaunchArgs, ReduceOp,
@@ -28,11 +32,17 @@ fn rank_entry() {
         return;
     };
     let rt = symsched_runtime::Runtime::init_from_env().expect("joins the job");
-    match role.as_str() {
+    let (role, backend) = match role.strip_suffix("-jit") {
+        Some(r) => (r, BackendKind::Jit),
+        None => (role.as_str(), BackendKind::Interp),
+    };
+    // The launches of this thread run on `backend` (the choice is made on the calling thread,
+    // before any channel's worker starts).
+    launches_on(Some(backend), || match role {
         "data" => data(&rt),
         "cancel" => cancel(&rt),
         r => panic!("unknown role {r}"),
-    }
+    });
     rt.finalize().expect("finalize");
 }
 
@@ -50,8 +60,9 @@ fn data(rt: &symsched_runtime::Runtime) {
                 check: true,
                 staged,
             };
-            let rep = run_rank(&exec, &plan, &spec)
-                .unwrap_or_else(|e| panic!("{} count={count}: {e}", plan.schedule));
+            let rep = run_rank(&exec, &plan, &spec).unwrap_or_else(|e| {
+                panic!("{:?}: {} count={count}: {e}", overridden(), plan.schedule)
+            });
             assert_eq!(rep.wrong, 0, "{} count={count}", plan.schedule);
         }
     }
@@ -85,11 +96,13 @@ fn cancel(rt: &symsched_runtime::Runtime) {
     let took = t0.elapsed();
     assert!(
         matches!(&r, Err(ExecError::UnsupportedOp { .. })),
-        "the failing channel's own error: {r:?}"
+        "{:?}: the failing channel's own error: {r:?}",
+        overridden()
     );
     assert!(
         took < Duration::from_millis(SIGNAL_TIMEOUT_MS / 4),
-        "channel 0 was not cancelled: the launch took {took:?}"
+        "{:?}: channel 0 was not cancelled: the launch took {took:?}",
+        overridden()
     );
 }
 
@@ -101,4 +114,14 @@ fn channels_on_processes_give_correct_data() {
 #[test]
 fn a_failing_channel_cancels_a_wait_in_the_core() {
     run_ranks(2, "cancel");
+}
+
+#[test]
+fn channels_on_processes_give_correct_data_on_the_jit() {
+    run_ranks(2, "data-jit");
+}
+
+#[test]
+fn a_failing_jit_channel_cancels_a_wait_in_the_core() {
+    run_ranks(2, "cancel-jit");
 }

@@ -54,6 +54,17 @@ fn auto_runs_reducing_plans_from_the_threshold_on_the_jit() {
         !auto_used_jit(&at(&allgather, 4 * big, f32, ReduceOp::Sum)),
         "a plan without a reduce step: the interpreter"
     );
+    // Channels do not enter the rule: a reducing channel plan at the threshold runs on the JIT
+    // (a kernel per channel), below it on the interpreter.
+    let channels = instance("reduce_scatter_push_channels", 2).expect("P = 2 instance");
+    assert!(
+        auto_used_jit(&at(&channels, big, f32, ReduceOp::Sum)),
+        "a reducing channel plan at {big} B: the JIT"
+    );
+    assert!(
+        !auto_used_jit(&at(&channels, 4096, f32, ReduceOp::Sum)),
+        "a reducing channel plan at 4 KiB: the interpreter"
+    );
     let bf16 = ElemTypes::new(DType::Bf16, None).unwrap();
     assert!(
         !auto_used_jit(&at(&allreduce, big, bf16, ReduceOp::Sum)),

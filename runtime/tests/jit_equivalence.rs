@@ -104,6 +104,39 @@ fn staged_bindings_and_other_sizes() {
     check_all(&cases);
 }
 
+/// The channel example (a kernel per channel, run concurrently) at P = 1..4, sizes with and
+/// without remainders, a few dtypes, wires and ops, staged too.
+#[test]
+fn the_channel_example_at_p1_to_p4() {
+    let plans: Vec<_> = (1..=4)
+        .map(|p| instance("reduce_scatter_push_channels", p).expect("an instance"))
+        .collect();
+    assert!(plans.iter().skip(1).all(|p| p.channel_count() == 2));
+    let typed = [
+        (ElemTypes::new(DType::F32, None).unwrap(), ReduceOp::Sum),
+        (ElemTypes::new(DType::Bf16, None).unwrap(), ReduceOp::Max),
+        (ElemTypes::new(DType::F64, None).unwrap(), ReduceOp::Avg),
+        (ElemTypes::new(DType::I32, None).unwrap(), ReduceOp::Min),
+    ];
+    let mut cases = Vec::new();
+    for plan in &plans {
+        for count in [1000, 4097] {
+            for (types, op) in typed {
+                cases.push(Case {
+                    types,
+                    op,
+                    ..f32_sum(plan, count)
+                });
+            }
+            cases.push(Case {
+                staged: true,
+                ..f32_sum(plan, count)
+            });
+        }
+    }
+    check_all(&cases);
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
 

@@ -80,7 +80,8 @@ impl<'ctx> Extents<'ctx> {
         }
     }
 
-    /// Resolve every step of the kernel's rank, in order, with the interpreter's checks.
+    /// Resolve every step of the kernel (its rank's, or its channel's), in order, with the
+    /// interpreter's checks.
     pub fn resolve_all(&mut self, cg: &mut Cg<'ctx, '_>) -> R<()> {
         let plan = cg.plan();
         let me = cg.me();
@@ -99,6 +100,11 @@ impl<'ctx> Extents<'ctx> {
             )?;
         }
         for (i, step) in plan.ranks[me as usize].steps.iter().enumerate() {
+            // Another channel's steps are another kernel's (the runtime resolved the whole
+            // rank before any channel started).
+            if !cg.runs(i) {
+                continue;
+            }
             let id = step.id;
             match &step.op {
                 Op::Put { src, dst, peer, .. } => {

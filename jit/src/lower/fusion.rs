@@ -108,13 +108,17 @@ fn independent(a: &[(usize, Access)], b: &[(usize, Access)]) -> bool {
         .all(|(_, x)| b.iter().all(|(_, y)| !x.conflicts(y)))
 }
 
-/// The actions of rank `me`.
-pub(crate) fn schedule(plan: &Plan, me: Rank, opts: FusionOptions) -> Vec<Action> {
+/// The actions of `channel` of rank `me` (of the whole rank when it has one channel): only
+/// that channel's steps, in plan order. Nothing is fused or moved across channels: the other
+/// channels run concurrently, ordered against this one only by signals and waits.
+pub(crate) fn schedule(plan: &Plan, me: Rank, channel: u32, opts: FusionOptions) -> Vec<Action> {
     let steps = &plan.ranks[me as usize].steps;
     let mut actions = Vec::new();
+    // A hoisted wait moves to the start of its own channel only: the runtime sends the entry
+    // signals before any channel starts, so it is satisfiable there as in a one-channel rank.
     let hoisted: Vec<bool> = steps
         .iter()
-        .map(|s| opts.hoist_waits && satisfied_at_entry(plan, me, s))
+        .map(|s| s.channel == channel && opts.hoist_waits && satisfied_at_entry(plan, me, s))
         .collect();
     for (i, h) in hoisted.iter().enumerate() {
         if *h {
@@ -124,7 +128,7 @@ pub(crate) fn schedule(plan: &Plan, me: Rank, opts: FusionOptions) -> Vec<Action
     let private = private_scratch(plan);
     let mut segment: Vec<usize> = Vec::new();
     for (i, step) in steps.iter().enumerate() {
-        if hoisted[i] {
+        if hoisted[i] || step.channel != channel {
             continue;
         }
         if is_elementwise(&step.op) {
@@ -282,15 +286,20 @@ fn try_merge(
 
 /// Places the pass writes that nothing reads later: private scratch on this rank that no step
 /// outside the pass touches after the pass's first step (steps before it run before the pass).
+/// A step of another channel of the rank counts wherever it sits in the list: it may run at
+/// any time relative to this pass (a self-signal may order it after).
 fn dead_writes(plan: &Plan, me: Rank, private: &[bool], p: &Building, first: usize) -> Vec<Access> {
     let steps = &plan.ranks[me as usize].steps;
+    let channel = steps[first].channel;
     let mut dead: Vec<Access> = Vec::new();
     for (_, w) in p.acc.iter().filter(|(_, a)| a.write) {
         if w.rank != me || !private[w.region.buffer as usize] || dead.contains(w) {
             continue;
         }
         let touched_later = steps.iter().enumerate().any(|(i, st)| {
-            i > first && !p.steps.contains(&i) && accesses(&st.op, me).iter().any(|a| a.overlaps(w))
+            (i > first || st.channel != channel)
+                && !p.steps.contains(&i)
+                && accesses(&st.op, me).iter().any(|a| a.overlaps(w))
         });
         if !touched_later {
             dead.push(*w);
@@ -341,7 +350,7 @@ mod tests {
     fn credit_waits_move_to_entry_and_one_source_feeds_every_peer() {
         // allgather_push rank 1: copy in[0] -> out[1], then a credit wait before each put.
         let p = plan("allgather_push", 4);
-        let a = schedule(&p, 1, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         assert_eq!(a[..3], [Action::Wait(1), Action::Wait(3), Action::Wait(5)]);
         // They are entry credits (the puts write the peers' `out`): `>= epoch + 1`, satisfied
         // by each peer's entry signal, not by earlier launches alone.
@@ -358,6 +367,7 @@ mod tests {
         let a = schedule(
             &p,
             1,
+            0,
             FusionOptions {
                 fuse: true,
                 hoist_waits: false,
@@ -378,7 +388,7 @@ mod tests {
             prog.entry_signals.clear();
         }
         assert!(!satisfied_at_entry(&p, 1, &p.ranks[1].steps[1]));
-        let a = schedule(&p, 1, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         assert!(!matches!(a[0], Action::Wait(_)));
     }
 
@@ -387,7 +397,7 @@ mod tests {
         // allreduce_two_shot_pull rank 1: gets into land[2], land[3], land[0]; x[1] = reduce;
         // puts x[1] to every peer. One pass; the landing slots are never stored.
         let p = plan("allreduce_two_shot_pull", 4);
-        let a = schedule(&p, 1, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         let pass = pass_with(&a, 10);
         assert_eq!(pass.steps, vec![7, 8, 9, 10, 11, 12, 13]);
         assert!(!pass.guarded && !pass.may_alias);
@@ -403,7 +413,7 @@ mod tests {
     fn wire_reduce_casts_pushes_and_decodes_in_one_guarded_pass() {
         // allreduce_two_shot_wire rank 1: 8 reduce, 9 cast, 10-12 puts of the cast, 13 decode.
         let p = plan("allreduce_two_shot_wire", 4);
-        let a = schedule(&p, 1, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         let pass = pass_with(&a, 8);
         assert_eq!(pass.steps, vec![8, 9, 10, 11, 12, 13]);
         // x[1] is split n over 4 chunks, gath[1] holds ceil(n/4): equal only when n allows.
@@ -417,16 +427,17 @@ mod tests {
     #[test]
     fn ring_reduce_takes_its_push_and_distinct_sources_stay_apart() {
         let p = plan("allreduce_ring", 4);
-        let a = schedule(&p, 1, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         assert_eq!(pass_with(&a, 1).steps, vec![1, 3]);
         let p = plan("alltoall_push", 4);
-        let a = schedule(&p, 1, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         assert_eq!(passes(&a), vec![vec![0], vec![2], vec![4], vec![6]]);
         // Fusion off: every step alone.
         let p = plan("allreduce_two_shot_pull", 4);
         let a = schedule(
             &p,
             1,
+            0,
             FusionOptions {
                 fuse: false,
                 hoist_waits: true,
@@ -448,7 +459,7 @@ mod tests {
         ] {
             let p = plan(name, 4);
             for r in 0..4 {
-                let a = schedule(&p, r, FusionOptions::default());
+                let a = schedule(&p, r, 0, FusionOptions::default());
                 let steps = &p.ranks[r as usize].steps;
                 let mut done: Vec<usize> = Vec::new();
                 let mut signalled = 0;

@@ -1,4 +1,5 @@
-//! Plan → LLVM IR: one module with one kernel function per (plan, rank, dtypes, reduce op).
+//! Plan → LLVM IR: one module with one kernel function per (plan, rank, dtypes, reduce op), and
+//! for a rank whose steps run on several channels, one per channel ([`kernel_channels`]).
 //!
 //! - [`dataflow`]: what each step reads and writes, on which rank, and how much it moves;
 //! - [`fusion`]: which steps run as one pass over the data (derived from the dataflow);
@@ -12,6 +13,11 @@
 //! order); send the entry signals; run the waits that earlier launches and the peers' entry
 //! signals satisfy; run the actions of
 //! [`fusion::schedule`] in order; divide `avg` outputs by P; `stage_out`; exit signals.
+//!
+//! **Channels.** A channel kernel holds only its channel's steps, in plan order, and is
+//! lowered in the steps scope: the runtime runs a rank's channel kernels concurrently and sends
+//! the entry and exit signals around all of them. Analyses stay within the channel (nothing is
+//! fused or moved across channels); steps keep their plan indices and ids (traces, errors).
 
 pub(crate) mod dataflow;
 pub(crate) mod elements;
@@ -38,18 +44,51 @@ use symsched_plan::{BufferRole, Plan, Rank};
 pub struct KernelSpec<'p> {
     pub plan: &'p Plan,
     pub rank: Rank,
+    /// The channel of the rank whose steps the kernel runs ([`symsched_plan::Step::channel`]):
+    /// 0 for a rank with one channel (the kernel runs all its steps); for a rank with several,
+    /// one kernel per channel, each with only that channel's steps ([`kernel_channels`]).
+    pub channel: u32,
     pub types: ElemTypes,
     pub op: ReduceOp,
 }
 
 impl KernelSpec<'_> {
-    /// `<schedule>.r<rank>.<data>.<wire>.<op>`: the kernel's name in the printed IR.
+    /// `<schedule>.r<rank>.<data>.<wire>.<op>`: the kernel's name in the printed IR; a rank with
+    /// several channels adds `.c<channel>` (so a one-channel rank keeps its name).
     pub fn name(&self) -> String {
-        format!(
+        let mut name = format!(
             "{}.r{}.{}.{}.{}",
             self.plan.schedule, self.rank, self.types.data, self.types.wire, self.op
-        )
+        );
+        if self.multi_channel() {
+            name.push_str(&format!(".c{}", self.channel));
+        }
+        name
     }
+
+    /// Whether the spec's rank splits its steps into several channels (one kernel each).
+    pub fn multi_channel(&self) -> bool {
+        self.plan
+            .ranks
+            .get(self.rank as usize)
+            .is_some_and(|r| r.channel_count() > 1)
+    }
+}
+
+/// The channels of `rank` that have steps, ascending: one kernel each ([`KernelSpec::channel`]).
+/// `[0]` for a rank with one channel or none (its kernel runs every step); otherwise the
+/// non-empty channels, in the order the runtime lists them (`Resolved::channels`).
+pub fn kernel_channels(plan: &Plan, rank: Rank) -> Vec<u32> {
+    let Some(prog) = plan.ranks.get(rank as usize) else {
+        return vec![0];
+    };
+    if prog.channel_count() <= 1 {
+        return vec![0];
+    }
+    let mut used: Vec<u32> = prog.steps.iter().map(|s| s.channel).collect();
+    used.sort_unstable();
+    used.dedup();
+    used
 }
 
 /// A deliberately broken lowering, for tests that must see the comparison against the
@@ -207,6 +246,14 @@ impl<'ctx, 'p> Cg<'ctx, 'p> {
 
     pub fn me(&self) -> Rank {
         self.spec.rank
+    }
+
+    /// Whether step `i` of the rank's list is one this kernel runs (its channel's).
+    pub fn runs(&self, i: usize) -> bool {
+        self.plan().ranks[self.me() as usize]
+            .steps
+            .get(i)
+            .is_some_and(|s| s.channel == self.spec.channel)
     }
 
     pub fn numeric(&self) -> numeric::Numeric<'_, 'ctx> {
@@ -415,10 +462,18 @@ pub fn lower<'ctx>(
         });
     }
     plan.check_consistency()?;
-    // One function runs the rank's steps in order: channels would run as one sequence, where a
-    // wait of one channel for a later signal of another never returns.
     let channels = plan.ranks[spec.rank as usize].channel_count();
-    if channels > 1 {
+    if spec.channel >= channels {
+        return Err(JitError::Channel {
+            rank: spec.rank,
+            channel: spec.channel,
+            channels,
+        });
+    }
+    // A launch kernel would have to send the entry signals before every channel starts and the
+    // exit signals after every channel ended, across functions that run concurrently: only the
+    // runtime, which starts the channels, can. A channel kernel runs its steps only.
+    if channels > 1 && opts.scope == KernelScope::Launch {
         return Err(JitError::Channels {
             rank: spec.rank,
             channels,
@@ -630,7 +685,7 @@ pub fn lower<'ctx>(
     if launch {
         sync::enter(&cg)?;
     }
-    let actions = fusion::schedule(plan, spec.rank, opts.fusion);
+    let actions = fusion::schedule(plan, spec.rank, spec.channel, opts.fusion);
     let mut host_ordinal = 0u32;
     let steps = &plan.ranks[spec.rank as usize].steps;
     for action in &actions {

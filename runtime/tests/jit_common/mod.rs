@@ -19,14 +19,13 @@ pub const LAUNCHES: u64 = 2;
 /// Bound on every wait of a case.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Every standard-library schedule the JIT lowers, sorted: all but those on channels, which it
-/// refuses (`JitError::Channels`) and the interpreter alone runs (`tests/exec_channels.rs`).
+/// Every standard-library schedule, sorted (the JIT runs them all; a rank with several
+/// channels as a kernel per channel).
 pub fn names() -> Vec<String> {
     let mut v: Vec<String> = standard_library()
         .schedules()
         .into_iter()
         .map(|s| s.name)
-        .filter(|n| instance(n, 4).is_none_or(|p| p.channel_count() == 1))
         .collect();
     v.sort();
     v

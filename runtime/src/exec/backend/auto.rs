@@ -26,10 +26,8 @@
 //!   the executor's, after either backend). Other dtypes and ops run on the interpreter, the
 //!   reference, until a measurement says otherwise.
 //!
-//! - no rank splits its steps into channels ([`PlanTraits::channels`]): the JIT lowers one
-//!   sequence per rank and refuses such a plan, the interpreter runs a worker per channel.
-//!
-//! Everything else runs on the interpreter.
+//! Everything else runs on the interpreter. Channels do not enter the rule: both backends run a
+//! multi-channel rank's channels on the same runner (a worker per further channel).
 //!
 //! [`Resolved::max_len`]: crate::exec::resolved::Resolved::max_len
 
@@ -45,9 +43,6 @@ pub const JIT_MIN_BYTES: u64 = 256 << 10;
 pub struct PlanTraits {
     /// Some rank has a reduce step (where the interpreter's fusion starts too).
     pub reduces: bool,
-    /// Some rank splits its steps into channels, which only the interpreter runs (the JIT
-    /// refuses such a plan with [`symsched_jit::JitError::Channels`]).
-    pub channels: bool,
 }
 
 impl PlanTraits {
@@ -58,7 +53,6 @@ impl PlanTraits {
                 .iter()
                 .flat_map(|r| &r.steps)
                 .any(|s| matches!(s.op, Op::Reduce { .. })),
-            channels: plan.channel_count() > 1,
         }
     }
 }
@@ -87,7 +81,7 @@ pub fn measured_types(types: ElemTypes, op: ReduceOp) -> bool {
 /// The rule: whether `auto` runs a launch of a plan with `traits` and a largest role buffer of
 /// `bytes` on the JIT.
 pub fn prefers_jit(traits: PlanTraits, bytes: u64, types: ElemTypes, op: ReduceOp) -> bool {
-    !traits.channels && traits.reduces && bytes >= JIT_MIN_BYTES && measured_types(types, op)
+    traits.reduces && bytes >= JIT_MIN_BYTES && measured_types(types, op)
 }
 
 #[cfg(test)]
@@ -102,18 +96,8 @@ mod tests {
 
     #[test]
     fn the_rule_follows_the_measurement() {
-        let red = PlanTraits {
-            reduces: true,
-            channels: false,
-        };
-        let mov = PlanTraits {
-            reduces: false,
-            channels: false,
-        };
-        let split = PlanTraits {
-            reduces: true,
-            channels: true,
-        };
+        let red = PlanTraits { reduces: true };
+        let mov = PlanTraits { reduces: false };
         let sum = ReduceOp::Sum;
         // Reducing plans: the JIT from 256 KiB on, the interpreter below.
         assert!(prefers_jit(red, JIT_MIN_BYTES, f32(), sum));
@@ -122,8 +106,6 @@ mod tests {
         assert!(!prefers_jit(red, 8, f32(), sum));
         // Plain moves: the interpreter at every size.
         assert!(!prefers_jit(mov, 64 << 20, f32(), sum));
-        // Channels: the interpreter (the JIT refuses them).
-        assert!(!prefers_jit(split, 64 << 20, f32(), sum));
         // bf16 on the wire was measured, f16 / fp8 wires and other data types were not.
         let bf16_wire = ElemTypes::new(DType::F32, Some(DType::Bf16)).unwrap();
         assert!(prefers_jit(red, 1 << 20, bf16_wire, sum));
@@ -184,12 +166,7 @@ mod tests {
                     assert_eq!(got, bytes, "{} at {bytes} B", s.name);
                 }
                 let jit = prefers_jit(traits, got, f32(), ReduceOp::Sum);
-                assert_eq!(
-                    jit,
-                    !traits.channels && traits.reduces && got >= JIT_MIN_BYTES,
-                    "{}",
-                    s.name
-                );
+                assert_eq!(jit, traits.reduces && got >= JIT_MIN_BYTES, "{}", s.name);
                 seen_jit += jit as u32;
             }
         }

@@ -10,10 +10,10 @@
 //! from [`ExecOptions::nt_min_bytes`] on.
 //!
 //! **Channels.** A rank whose steps run on one channel runs them on the calling thread, as
-//! always. With several ([`Resolved::channels`]), the first channel runs on the calling thread
-//! and every other one on a scoped worker thread with its own scratch; a failing channel
-//! cancels the others through a shared [`LaunchCancel`] (looked at before each step and inside
-//! each wait), and the launch returns the first real failure in channel order.
+//! always. With several ([`Resolved::channels`]), the shared runner ([`super::channels`]) runs
+//! each channel's sequence concurrently with its own scratch; a failing channel cancels the
+//! others through the launch's [`LaunchCancel`] (looked at before each step and inside each
+//! wait), and the launch returns the first real failure in channel order.
 //!
 //! [`Resolved::chain`]: crate::exec::resolved::Resolved::chain
 //! [`Resolved::channels`]: crate::exec::resolved::Resolved::channels
@@ -21,7 +21,7 @@
 //! [`Resolved::nt`]: crate::exec::resolved::Resolved::nt
 //! [`ExecOptions::nt_min_bytes`]: crate::config::ExecOptions::nt_min_bytes
 
-use super::{Backend, StepContext};
+use super::{channels, Backend, StepContext};
 use crate::exec::cancel::LaunchCancel;
 use crate::exec::dtype::{convert, DType};
 use crate::exec::error::ExecError;
@@ -38,12 +38,11 @@ use crate::exec::trace;
 pub struct Interpreter;
 
 /// Scratch the interpreter reuses across launches of one plan, so a launch allocates nothing:
-/// one set for the calling thread (a single-channel rank, or its first channel) and one per
-/// further channel's worker.
+/// one set for a single-channel rank, and one per channel of a multi-channel rank.
 #[derive(Default)]
 pub struct InterpState {
     main: Scratch,
-    workers: Vec<Scratch>,
+    channels: Vec<Scratch>,
 }
 
 /// What one channel's sequence needs between steps.
@@ -90,79 +89,25 @@ impl Backend for Interpreter {
     }
 }
 
-/// A multi-channel rank: its first channel on the calling thread, every other one on a scoped
-/// worker with its own scratch. A failing channel marks the launch's [`LaunchCancel`] so the
-/// others stop at their next step or inside their current wait; the launch reports the first
-/// real failure in channel order (not a cancellation it caused).
+/// A multi-channel rank: each channel's sequence with its own scratch, on the shared runner
+/// ([`channels::run`]: a worker per further channel, cancel on failure, first real failure in
+/// channel order).
 fn run_channels<F: Fabric>(
     ctx: &StepContext<'_, F>,
     state: &mut InterpState,
 ) -> Result<(), ExecError> {
-    let res = ctx.resolved;
-    let Some((first, rest)) = res.channels.split_first() else {
-        return Ok(());
-    };
-    let cancel = LaunchCancel::new(ctx.fabric.rank());
-    if state.workers.len() < rest.len() {
-        state.workers.resize_with(rest.len(), Scratch::default);
-    }
-    let InterpState { main, workers } = state;
-    let run_one = |scratch: &mut Scratch, c: &ChannelSteps| {
-        let r = run_channel(ctx, scratch, c.steps.clone(), Some((&cancel, c.channel)));
-        if r.is_err() {
-            cancel.fail(c.channel);
-        }
-        r
-    };
     // Sharing: the workers get `&StepContext`, which is `Sync` without any new `unsafe impl`
     // (the fabric is `Send + Sync` by its trait, the launch memory, signals, plan and trace are
     // shared references to `Sync` data, the host library is `Sync` by its trait); each worker
-    // owns its `Scratch`, whose addresses are `Send` under the rule on `Link`. What the channels
-    // do to memory concurrently is ordered by their signals and waits, as between ranks (the
-    // verifier's proof under the channel contract).
-    let results: Vec<Result<(), ExecError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = rest
-            .iter()
-            .zip(workers.iter_mut())
-            .map(|(c, scratch)| {
-                let run_one = &run_one;
-                let h = std::thread::Builder::new()
-                    .name(format!("symsched-ch{}", c.channel))
-                    .spawn_scoped(s, move || run_one(scratch, c));
-                if h.is_err() {
-                    // The workers already started stop at their next step or wait.
-                    cancel.fail(c.channel);
-                }
-                (c.channel, h)
-            })
-            .collect();
-        let mut results = vec![run_one(main, first)];
-        for (channel, h) in handles {
-            results.push(match h {
-                Ok(h) => h.join().unwrap_or_else(|_| {
-                    cancel.fail(channel);
-                    Err(ExecError::Runtime(format!(
-                        "the worker of channel {channel} panicked"
-                    )))
-                }),
-                Err(e) => Err(ExecError::Runtime(format!(
-                    "cannot start the worker of channel {channel}: {e}"
-                ))),
-            });
-        }
-        results
-    });
-    let mut cancelled = None;
-    for r in results {
-        match r {
-            Ok(()) => {}
-            Err(e @ ExecError::ChannelCancelled { .. }) => {
-                cancelled.get_or_insert(e);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    cancelled.map_or(Ok(()), Err)
+    // owns its `Scratch`, whose addresses are `Send` under the rule on `Link`.
+    channels::run(
+        ctx.fabric.rank(),
+        &ctx.resolved.channels,
+        &mut state.channels,
+        |scratch: &mut Scratch, c: &ChannelSteps, cancel: &LaunchCancel| {
+            run_channel(ctx, scratch, c.steps.clone(), Some((cancel, c.channel)))
+        },
+    )
 }
 
 /// Run steps `range` of the resolved list (one channel's sequence) in order. `cancel`: the

@@ -14,6 +14,13 @@
 //! timeout message naming step, slot and signallers are the fabric's, as for the interpreter),
 //! the matmul engine, the host collective library, non-temporal copies and the step trace.
 //!
+//! **Channels.** A rank whose steps run on several channels has one kernel per channel (each
+//! with only its channel's steps; `symsched_jit::kernel_channels`), run concurrently on the
+//! runner the interpreter uses ([`super::channels`]): a worker per further channel, each with
+//! its own call context and matmul scratch. The launch's cancel word reaches the kernels
+//! through the intrinsics: a blocking wait is cancellable ([`Fabric::wait_cancellable`]) and a
+//! signal is not sent once a sibling failed, so a failing channel ends the others early.
+//!
 //! **Errors.** An intrinsic that fails keeps its [`ExecError`] in the call's context and
 //! returns failure; the kernel stops and the launch returns that error. A kernel status of its
 //! own (a region too small, a size overflow) becomes the interpreter's error for the same case.
@@ -25,14 +32,15 @@
 //! configuration, which keys kernels by the SHA-256 of everything their code depends on and
 //! keeps the objects under [`ExecOptions::jit_cache_dir`](crate::config::ExecOptions) when set.
 
-use super::{LaunchSignals, StepContext};
+use super::{channels, LaunchSignals, StepContext};
+use crate::exec::cancel::LaunchCancel;
 use crate::exec::dtype::{DType, ElemTypes};
 use crate::exec::error::ExecError;
 use crate::exec::fabric::{Fabric, HeapSpan, WaitContext};
 use crate::exec::hostcoll::HostCollRequest;
 use crate::exec::matmul;
 use crate::exec::reduce::ReduceOp;
-use crate::exec::resolved::RReg;
+use crate::exec::resolved::{ChannelSteps, RReg};
 use crate::exec::stream_copy;
 use crate::exec::trace;
 use std::collections::HashMap;
@@ -57,10 +65,26 @@ pub struct Jit;
 
 pub use crate::exec::error::JitFailure;
 
-/// One launch signature's kernel, as a loaded plan remembers it.
+/// One launch signature's kernels, as a loaded plan remembers them: one for a rank with one
+/// channel, one per channel ([`symsched_jit::kernel_channels`], the channel order of
+/// [`Resolved::channels`](crate::exec::resolved::Resolved::channels)) for a rank with several.
 struct Entry {
     sig: Signature,
+    kernels: Vec<ChannelKernel>,
+}
+
+/// The kernel of one channel of the rank.
+struct ChannelKernel {
+    channel: u32,
     kernel: Arc<Kernel>,
+}
+
+/// What each channel of a multi-channel rank keeps between launches (its own, so no two
+/// threads share it).
+#[derive(Default)]
+struct ChannelState {
+    /// Accumulator rows of the built-in matmul.
+    mm: Vec<f64>,
 }
 
 /// What selects a kernel for a loaded plan (the plan and rank are fixed by the plan state).
@@ -87,8 +111,10 @@ pub struct JitState {
     prepared: Option<Prepared>,
     sizes: Vec<u64>,
     counts: Vec<u64>,
-    /// Accumulator rows of the built-in matmul.
+    /// Accumulator rows of the built-in matmul (a one-channel rank).
     mm: Vec<f64>,
+    /// Per channel of a multi-channel rank, in [`Entry::kernels`] order.
+    channels: Vec<ChannelState>,
 }
 
 /// What a kernel call needs besides the launch's epoch, worked out once per kernel,
@@ -299,29 +325,33 @@ impl JitState {
             },
             ..CompileOptions::default()
         };
-        let spec = KernelSpec {
-            plan,
-            rank,
-            types,
-            op: sig.op,
-        };
-        let (kernel, source) =
-            cache(dir, opts)?
-                .get(&spec)
-                .map_err(|error| JitFailure::Compile {
-                    schedule: plan.schedule.clone(),
-                    rank,
-                    error,
-                })?;
-        match source {
-            Source::Compiled => {
-                COMPILED.fetch_add(1, Ordering::Relaxed);
-                COMPILE_NANOS.fetch_add(kernel.compile_time.as_nanos() as u64, Ordering::Relaxed);
+        let cache = cache(dir, opts)?;
+        let mut kernels = Vec::new();
+        for channel in symsched_jit::kernel_channels(plan, rank) {
+            let spec = KernelSpec {
+                plan,
+                rank,
+                channel,
+                types,
+                op: sig.op,
+            };
+            let (kernel, source) = cache.get(&spec).map_err(|error| JitFailure::Compile {
+                schedule: plan.schedule.clone(),
+                rank,
+                error,
+            })?;
+            match source {
+                Source::Compiled => {
+                    COMPILED.fetch_add(1, Ordering::Relaxed);
+                    COMPILE_NANOS
+                        .fetch_add(kernel.compile_time.as_nanos() as u64, Ordering::Relaxed);
+                }
+                Source::Disk => {
+                    FROM_DISK.fetch_add(1, Ordering::Relaxed);
+                }
+                Source::Memory => {}
             }
-            Source::Disk => {
-                FROM_DISK.fetch_add(1, Ordering::Relaxed);
-            }
-            Source::Memory => {}
+            kernels.push(ChannelKernel { channel, kernel });
         }
         if self.step_at.is_empty() {
             if let Some(prog) = plan.ranks.get(rank as usize) {
@@ -333,7 +363,7 @@ impl JitState {
                     .collect();
             }
         }
-        self.kernels.push(Entry { sig, kernel });
+        self.kernels.push(Entry { sig, kernels });
         Ok(self.kernels.len() - 1)
     }
 }
@@ -345,6 +375,9 @@ struct CallCtx<'c, 'a, F: Fabric> {
     heaps: &'c [Option<HeapSpan>],
     step_at: &'c HashMap<u32, usize>,
     mm: &'c mut Vec<f64>,
+    /// The launch's cancel word and this kernel's channel, for a multi-channel rank (`None`:
+    /// the only channel, nothing extra on the hot path).
+    cancel: Option<(&'c LaunchCancel, u32)>,
     /// The first error an intrinsic hit.
     error: Option<ExecError>,
     /// End of the last traced action (set when tracing: an untraced launch reads no clock).
@@ -387,7 +420,8 @@ impl<'c, F: Fabric> CallCtx<'c, '_, F> {
 /// # Safety (of every intrinsic)
 /// `c` is the `CallCtx` that [`Jit::run`] passed as the kernel's context, alive and not
 /// otherwise borrowed for the whole kernel call; the kernel calls intrinsics one at a time
-/// from the calling thread.
+/// from the thread that called it (each channel of a multi-channel rank has its own kernel
+/// call and its own `CallCtx`).
 unsafe fn call<'x, F: Fabric>(c: *mut c_void) -> &'x mut CallCtx<'x, 'x, F> {
     // SAFETY: see above.
     unsafe { &mut *(c as *mut CallCtx<'x, 'x, F>) }
@@ -459,6 +493,13 @@ unsafe extern "C" fn signal<F: Fabric>(
 ) -> i32 {
     // SAFETY: the kernel's context (see `call`).
     let c = unsafe { call::<F>(c) };
+    // A channel whose sibling failed tells nobody anything more (as the interpreter, which
+    // looks before every step).
+    if let Some((cancel, channel)) = c.cancel {
+        if let Err(e) = cancel.check(channel) {
+            return c.fail(e);
+        }
+    }
     let mode = match mode {
         abi::SIGNAL_ADD => SignalMode::Add,
         abi::SIGNAL_SET => SignalMode::Set,
@@ -506,11 +547,17 @@ unsafe extern "C" fn wait<F: Fabric>(
         slot_name: &sig.name,
         signallers: who,
     };
-    match c
-        .ctx
-        .fabric
-        .wait(c.ctx.signals.base + slot, cmp, target, &wc)
-    {
+    let slot = c.ctx.signals.base + slot;
+    // The same bounded wait as the interpreter's, and for a channel of a multi-channel rank
+    // the same cancellable one: a sibling's failure ends it early.
+    let r = match c.cancel {
+        None => c.ctx.fabric.wait(slot, cmp, target, &wc),
+        Some((cancel, channel)) => c
+            .ctx
+            .fabric
+            .wait_cancellable(slot, cmp, target, &wc, cancel, channel),
+    };
+    match r {
         Ok(_) => 0,
         Err(e) => c.fail(e),
     }
@@ -620,7 +667,15 @@ unsafe extern "C" fn trace_step<F: Fabric>(c: *mut c_void, step: u32, flags: u32
     let Some(&i) = c.step_at.get(&step) else {
         return;
     };
-    let (Some(ps), Some(rs)) = (c.steps().get(i), c.ctx.resolved.steps.get(i)) else {
+    // The resolved list groups a multi-channel rank's steps by channel: find the plan step's
+    // place in it (the same place for a one-channel rank).
+    let res = c.ctx.resolved;
+    let at = if res.plan_index.get(i).is_some_and(|&p| p as usize == i) {
+        Some(i)
+    } else {
+        res.plan_index.iter().position(|&p| p as usize == i)
+    };
+    let (Some(ps), Some(rs)) = (c.steps().get(i), at.and_then(|a| res.steps.get(a))) else {
         return;
     };
     let size = trace::written_buffer(&ps.op).map_or(0, |b| {
@@ -698,7 +753,9 @@ impl super::Backend for Jit {
     }
 }
 
-/// One launch's kernel call (a rank with steps).
+/// One launch's kernel calls (a rank with steps): the kernel on the calling thread for a
+/// one-channel rank; for a multi-channel rank each channel's kernel on the shared runner
+/// ([`channels::run`], as the interpreter), each with its own call context.
 #[inline(never)]
 fn launch<F: Fabric>(ctx: &StepContext<'_, F>, state: &mut JitState) -> Result<(), ExecError> {
     let plan = ctx.plan;
@@ -723,47 +780,105 @@ fn launch<F: Fabric>(ctx: &StepContext<'_, F>, state: &mut JitState) -> Result<(
         sizes,
         counts,
         mm,
+        channels: channel_states,
         ..
     } = state;
     let p = match prepared {
         Some(p) if p.fits(at, key, ctx.signals.base, generation) => p,
         slot => slot.insert(Prepared::new(ctx, at, generation)),
     };
-    let (sizes_ptr, counts_ptr) = if p.keyed {
+    let (sizes, counts) = if p.keyed {
         (p.sizes, p.counts)
     } else {
         marshal(ctx, sizes, counts)?
     };
-    let mut call = CallCtx {
+    let call = KernelCall {
         ctx,
-        shifts: &p.shifts,
-        heaps: &p.heaps,
+        prepared: p,
         step_at,
-        mm,
-        error: None,
-        traced_until: None,
+        sizes,
+        counts,
     };
-    let mut args = KernelArgs {
-        ctx: &mut call as *mut CallCtx<'_, '_, F> as *mut c_void,
-        intrinsics: &Table::<F>::INTRINSICS,
-        sizes: sizes_ptr,
-        counts: counts_ptr,
-        epoch: ctx.signals.epoch,
-        nt_min_bytes: p.nt_min_bytes,
-        signals: p.signals,
-        signal_stride: p.signal_stride,
-        status: Default::default(),
-    };
-    // SAFETY: the table's functions honour the ABI for this call: `call` outlives it and
-    // the intrinsics reach it only through `args.ctx`; `sizes` holds one value per size
-    // variable, `counts` is P × P values when the plan takes counts (the executor checked
-    // the matrix when it resolved the steps) or null; `signals` and the heap spans are the
-    // fabric's for this generation and slot block (`Prepared::fits`).
-    let status = unsafe { kernels[at].kernel.launch(&mut args) };
-    if status.code == abi::STATUS_OK {
-        return Ok(());
+    let entry = &kernels[at];
+    if !ctx.resolved.multi_channel() {
+        return call.run(&entry.kernels[0].kernel, mm, None);
     }
-    Err(failure(plan, &status, call.error.take()))
+    channels::run(
+        ctx.fabric.rank(),
+        &ctx.resolved.channels,
+        channel_states,
+        |st: &mut ChannelState, c: &ChannelSteps, cancel: &LaunchCancel| {
+            let k = entry
+                .kernels
+                .iter()
+                .find(|k| k.channel == c.channel)
+                .ok_or_else(|| {
+                    ExecError::Runtime(format!("jit: no kernel for channel {}", c.channel))
+                })?;
+            call.run(&k.kernel, &mut st.mm, Some((cancel, c.channel)))
+        },
+    )
+}
+
+/// What every kernel call of one launch shares (read only while the launch runs).
+struct KernelCall<'c, 'a, F: Fabric> {
+    ctx: &'c StepContext<'a, F>,
+    prepared: &'c Prepared,
+    step_at: &'c HashMap<u32, usize>,
+    sizes: *const u64,
+    counts: *const u64,
+}
+
+// SAFETY: the channels of a launch read this concurrently and never write it: the step
+// context is `Sync` (see the interpreter's channels), `Prepared` holds addresses into the
+// resolution's key and the fabric's counters and heap mappings, and `sizes`/`counts` point into
+// the key or the plan state's vectors, all of which outlive the launch and are not changed
+// during it (the plan's state lock is held). Each call's mutable state is its own `CallCtx`.
+unsafe impl<F: Fabric> Sync for KernelCall<'_, '_, F> {}
+
+impl<F: Fabric> KernelCall<'_, '_, F> {
+    /// Call `kernel` once, with `mm` as its matmul scratch and `cancel` for a channel of a
+    /// multi-channel rank.
+    #[inline]
+    fn run(
+        &self,
+        kernel: &Kernel,
+        mm: &mut Vec<f64>,
+        cancel: Option<(&LaunchCancel, u32)>,
+    ) -> Result<(), ExecError> {
+        let (ctx, p) = (self.ctx, self.prepared);
+        let mut call = CallCtx {
+            ctx,
+            shifts: &p.shifts,
+            heaps: &p.heaps,
+            step_at: self.step_at,
+            mm,
+            cancel,
+            error: None,
+            traced_until: None,
+        };
+        let mut args = KernelArgs {
+            ctx: &mut call as *mut CallCtx<'_, '_, F> as *mut c_void,
+            intrinsics: &Table::<F>::INTRINSICS,
+            sizes: self.sizes,
+            counts: self.counts,
+            epoch: ctx.signals.epoch,
+            nt_min_bytes: p.nt_min_bytes,
+            signals: p.signals,
+            signal_stride: p.signal_stride,
+            status: Default::default(),
+        };
+        // SAFETY: the table's functions honour the ABI for this call: `call` outlives it and
+        // the intrinsics reach it only through `args.ctx`; `sizes` holds one value per size
+        // variable, `counts` is P × P values when the plan takes counts (the executor checked
+        // the matrix when it resolved the steps) or null; `signals` and the heap spans are the
+        // fabric's for this generation and slot block (`Prepared::fits`).
+        let status = unsafe { kernel.launch(&mut args) };
+        if status.code == abi::STATUS_OK {
+            return Ok(());
+        }
+        Err(failure(ctx.plan, &status, call.error.take()))
+    }
 }
 
 /// The launch's error for a kernel status other than OK: the failed intrinsic's own, or the

@@ -9,12 +9,14 @@
 //! host collective library; it may keep state per loaded plan ([`Backend::PlanState`]).
 //!
 //! One file per implementation: [`interp`] (the interpreter, the reference) and [`jit`]
-//! (kernels compiled through LLVM). [`Chosen`] runs each launch on the one
+//! (kernels compiled through LLVM); both run the channels of a multi-channel rank on the one
+//! runner in `channels`. [`Chosen`] runs each launch on the one
 //! [`ExecOptions::backend`] names, and for `auto` on the one the rule in [`auto`] picks.
 //!
 //! **Errors** are the executor's ([`ExecError`]); a backend stops at the first one.
 
 pub mod auto;
+mod channels;
 pub mod interp;
 pub mod jit;
 
