@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod channels;
+pub mod ranks;
 
 use std::time::Duration;
 use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
