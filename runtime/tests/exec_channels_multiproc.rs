@@ -2,15 +2,29 @@
 //! test binary re-executed with `SYMSCHED_CHANNELS_TEST_ROLE` set, running only `rank_entry`),
 //! so a channel's waits go through the runtime core's wait in slices
 //! ([`symsched_runtime::exec::Fabric::wait_cancellable`]). Bounded by the launcher's timeout.
+//!
+//! The dead-peer tests start the two ranks themselves ([`common::ranks`]: the launcher would
+//! stop the survivor as soon as the other rank dies), wait until both run their channel-1
+//! worker inside the launch, SIGKILL rank 1 by its pid and check that rank 0's launch fails
+//! within seconds (its signal timeout is [`SIGNAL_TIMEOUT_MS`]) with the typed dead-peer error
+//! naming rank 1 and its pid, not a timeout nor a cancellation, and that its workers ended.
+//! Every wait of the test has a deadline; the ranks are killed and reaped whatever happens.
 
 mod common;
 
-use common::channels::{alltoall_waiting_on_a_later_channel, failing_channel_plan, two_shot_split};
-use std::time::{Duration, Instant};
+use common::channels::{
+    alltoall_waiting_on_a_later_channel, failing_channel_plan, two_shot_split, waiting_for_rank_1,
+    FROM_RANK_1,
+};
+use common::ranks::{shm_entries, thread_names, RankProcesses};
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use symsched_runtime::config::BackendKind;
 use symsched_runtime::exec::harness::{run_rank, sizes_for, RunSpec};
 use symsched_runtime::exec::{
-    Binding, DType, ElemTypes, ExecError, Executor, GroupFabric, LaunchArgs, ReduceOp,
+    Binding, DType, ElemTypes, ExecError, Executor, Fabric, GroupFabric, LaunchArgs, ReduceOp,
 };
+use symsched_runtime::RuntimeError;
 
 const ROLE: &str = "SYMSCHED_CHANNELS_TEST_ROLE";
 
@@ -31,6 +45,9 @@ fn rank_entry() {
     match role.as_str() {
         "data" => data(&rt),
         "cancel" => cancel(&rt),
+        // No finalize: its world barrier cannot complete without the killed rank.
+        "dead_both" => return dead_peer(rt, false),
+        "dead_chained" => return dead_peer(rt, true),
         r => panic!("unknown role {r}"),
     }
     rt.finalize().expect("finalize");
@@ -101,4 +118,156 @@ fn channels_on_processes_give_correct_data() {
 #[test]
 fn a_failing_channel_cancels_a_wait_in_the_core() {
     run_ranks(2, "cancel");
+}
+
+/// The name of a channel worker of the interpreter (channel 1's).
+const WORKER: &str = "symsched-ch1";
+
+/// Milliseconds since the epoch: the ranks and the test share the clock, so rank 0 can say
+/// when its launch ended relative to the kill.
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis()
+}
+
+/// Both ranks launch [`waiting_for_rank_1`] on the interpreter (the backend that runs channels
+/// on workers). Rank 1 stalls in it until the test kills it; rank 0 checks the error its launch
+/// ends with and that no channel worker outlived the launch, then reports
+/// `DEAD_PEER_OK ended_ms=<clock> took_ms=<launch> <error>`.
+fn dead_peer(rt: symsched_runtime::Runtime, chained: bool) {
+    let fabric = GroupFabric::new(rt.world().expect("world"));
+    let mut opts = fabric.exec_options().clone();
+    opts.backend = BackendKind::Interp;
+    let exec = Executor::with_options(fabric, opts);
+    let me = exec.fabric().rank();
+    let plan = waiting_for_rank_1(chained);
+    let lp = exec.load(&plan).expect("loads");
+    let sizes = sizes_for(&plan, 2 * 8, &[]);
+    let types = ElemTypes::new(DType::F32, None).expect("f32");
+    let lens = exec.role_lens(&lp, &sizes).expect("role lengths");
+    let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&n| vec![0u8; n as usize * 4]).collect();
+    let mut binds: Vec<Binding> = bufs.iter_mut().map(|b| Binding::Host(b)).collect();
+    let t0 = Instant::now();
+    let r = exec.launch(
+        &lp,
+        LaunchArgs {
+            types,
+            op: ReduceOp::Sum,
+            sizes: &sizes,
+            buffers: &mut binds,
+        },
+    );
+    let (ended, took) = (now_ms(), t0.elapsed());
+    assert_eq!(
+        me, 0,
+        "rank 1's launch must not end (it is killed in it): {r:?}"
+    );
+    let e = r.expect_err("rank 1 died inside the launch");
+    let dead = match &e {
+        ExecError::Core(c) => match &**c {
+            RuntimeError::PeerDied(d) => d.clone(),
+            other => panic!("expected the dead-peer error, got {other:?}"),
+        },
+        other => panic!("expected the dead-peer error, got {other:?}"),
+    };
+    assert_eq!(dead.peer, 1, "{e}");
+    assert_eq!(Some(dead.pid), rt.peer_pid(1), "{e}");
+    assert_eq!(dead.rank, 0, "{e}");
+    assert_eq!(dead.schedule, plan.schedule, "{e}");
+    // The wait that noticed is one for rank 1 (with channels chained, channel 1's: channel 0
+    // waits for channel 1 and is cancelled).
+    let noticed: &[&str] = if chained {
+        &FROM_RANK_1[1..]
+    } else {
+        &FROM_RANK_1
+    };
+    assert!(noticed.contains(&dead.signal.as_str()), "{e}");
+    // The workers were joined; their /proc entries may outlive the join by a moment.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let me_pid = std::process::id();
+    while thread_names(me_pid)
+        .iter()
+        .any(|t| t.starts_with("symsched-ch"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "channel workers still run after the launch: {:?}",
+            thread_names(me_pid)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    println!(
+        "DEAD_PEER_OK ended_ms={ended} took_ms={} {e}",
+        took.as_millis()
+    );
+}
+
+/// Runs [`dead_peer`] in `role` on two ranks started here, kills rank 1 while both channels of
+/// each rank are inside the launch, and checks rank 0's report and the cleanup.
+fn survivor_names_the_killed_rank(role: &str) {
+    let before = shm_entries();
+    let mut ranks = RankProcesses::start(2, ROLE, role, SIGNAL_TIMEOUT_MS);
+    let pids = [ranks.pid(0), ranks.pid(1)];
+    // Each rank's channel-1 worker exists only once its launch passed the agreement and runs
+    // the steps; then every channel of both ranks can only wait.
+    for r in 0..2 {
+        ranks.wait_for_thread(r, WORKER, Duration::from_secs(60));
+    }
+    // Long enough for the waits to leave their spinning phase and sleep.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        thread_names(pids[0]).iter().any(|t| t == WORKER),
+        "rank 0's launch ended before the kill:\n{}",
+        ranks.output()
+    );
+    let killed = now_ms();
+    ranks.kill(1);
+    let victim = ranks.wait(1, Duration::from_secs(10));
+    let survivor = ranks.wait(0, Duration::from_secs(30));
+    let text = ranks.output();
+    assert_eq!(victim.signal(), Some(libc::SIGKILL), "rank 1:\n{text}");
+    assert!(survivor.success(), "rank 0 ({survivor}):\n{text}");
+    let report = text
+        .lines()
+        .find_map(|l| l.strip_prefix("[rank 0] DEAD_PEER_OK "))
+        .unwrap_or_else(|| panic!("no report from rank 0:\n{text}"));
+    let ended: u128 = report
+        .strip_prefix("ended_ms=")
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("malformed report: {report}"));
+    let after = ended as i128 - killed as i128;
+    assert!(
+        (0..5_000).contains(&after),
+        "rank 0's launch ended {after} ms after the kill (signal timeout {SIGNAL_TIMEOUT_MS} \
+         ms):\n{text}"
+    );
+    let named = format!("peer rank 1 (pid {})", pids[1]);
+    assert!(report.contains(&named), "`{named}` missing: {report}");
+    drop(ranks);
+    for pid in pids {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "process {pid} left"
+        );
+    }
+    let leaked: Vec<String> = shm_entries()
+        .difference(&before)
+        .filter(|e| e.contains("symsched"))
+        .cloned()
+        .collect();
+    assert!(leaked.is_empty(), "/dev/shm entries left: {leaked:?}");
+    println!("{role}: rank 0 failed {after} ms after the kill: {report}");
+}
+
+#[test]
+fn a_peer_killed_while_both_channels_wait_for_it_is_named() {
+    survivor_names_the_killed_rank("dead_both");
+}
+
+#[test]
+fn a_peer_killed_while_one_channel_waits_for_it_and_one_for_that_channel_is_named() {
+    survivor_names_the_killed_rank("dead_chained");
 }
