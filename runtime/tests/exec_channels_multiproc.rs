@@ -3,18 +3,20 @@
 //! so a channel's waits go through the runtime core's wait in slices
 //! ([`symsched_runtime::exec::Fabric::wait_cancellable`]). Bounded by the launcher's timeout.
 //!
-//! The dead-peer tests start the two ranks themselves ([`common::ranks`]: the launcher would
-//! stop the survivor as soon as the other rank dies), wait until both run their channel-1
-//! worker inside the launch, SIGKILL rank 1 by its pid and check that rank 0's launch fails
-//! within seconds (its signal timeout is [`SIGNAL_TIMEOUT_MS`]) with the typed dead-peer error
-//! naming rank 1 and its pid, not a timeout nor a cancellation, and that its workers ended.
-//! Every wait of the test has a deadline; the ranks are killed and reaped whatever happens.
+//! The dead-peer tests start the ranks themselves ([`common::ranks`]: the launcher would stop
+//! the survivors as soon as a rank dies), wait until every rank runs its channel-1 worker
+//! inside the launch, SIGKILL the last rank by its pid and check that every other rank's launch
+//! fails within seconds (the signal timeout is [`SIGNAL_TIMEOUT_MS`]) naming the killed rank
+//! and its pid: with the typed dead-peer error, or (with several survivors) the group abort of
+//! a survivor that failed first with it; never a timeout nor a cancellation. The survivors'
+//! workers must have ended. Every wait of the test has a deadline; the ranks are killed and
+//! reaped whatever happens.
 
 mod common;
 
 use common::channels::{
-    alltoall_waiting_on_a_later_channel, failing_channel_plan, two_shot_split, waiting_for_rank_1,
-    FROM_RANK_1,
+    alltoall_waiting_on_a_later_channel, failing_channel_plan, two_shot_split,
+    waiting_for_the_last_rank, FROM_LAST_RANK,
 };
 use common::ranks::{shm_entries, thread_names, RankProcesses};
 use std::os::unix::process::ExitStatusExt;
@@ -132,19 +134,20 @@ fn now_ms() -> u128 {
         .as_millis()
 }
 
-/// Both ranks launch [`waiting_for_rank_1`] on the interpreter (the backend that runs channels
-/// on workers). Rank 1 stalls in it until the test kills it; rank 0 checks the error its launch
-/// ends with and that no channel worker outlived the launch, then reports
-/// `DEAD_PEER_OK ended_ms=<clock> took_ms=<launch> <error>`.
+/// Every rank launches [`waiting_for_the_last_rank`] on the interpreter (the backend that runs
+/// channels on workers). The last rank stalls in it until the test kills it; every other rank
+/// checks the error its launch ends with and that no channel worker outlived the launch, then
+/// reports `DEAD_PEER_OK ended_ms=<clock> took_ms=<launch> <error>`.
 fn dead_peer(rt: symsched_runtime::Runtime, chained: bool) {
     let fabric = GroupFabric::new(rt.world().expect("world"));
     let mut opts = fabric.exec_options().clone();
     opts.backend = BackendKind::Interp;
     let exec = Executor::with_options(fabric, opts);
-    let me = exec.fabric().rank();
-    let plan = waiting_for_rank_1(chained);
+    let (me, p) = (exec.fabric().rank(), exec.fabric().size());
+    let victim = p as usize - 1;
+    let plan = waiting_for_the_last_rank(p, chained);
     let lp = exec.load(&plan).expect("loads");
-    let sizes = sizes_for(&plan, 2 * 8, &[]);
+    let sizes = sizes_for(&plan, p as u64 * 8, &[]);
     let types = ElemTypes::new(DType::F32, None).expect("f32");
     let lens = exec.role_lens(&lp, &sizes).expect("role lengths");
     let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&n| vec![0u8; n as usize * 4]).collect();
@@ -160,30 +163,36 @@ fn dead_peer(rt: symsched_runtime::Runtime, chained: bool) {
         },
     );
     let (ended, took) = (now_ms(), t0.elapsed());
-    assert_eq!(
-        me, 0,
-        "rank 1's launch must not end (it is killed in it): {r:?}"
+    assert_ne!(
+        me as usize, victim,
+        "the last rank's launch must not end (it is killed in it): {r:?}"
     );
-    let e = r.expect_err("rank 1 died inside the launch");
-    let dead = match &e {
+    let e = r.expect_err("the last rank died inside the launch");
+    let pid = rt.peer_pid(victim).expect("the pid of the last rank");
+    match &e {
         ExecError::Core(c) => match &**c {
-            RuntimeError::PeerDied(d) => d.clone(),
+            RuntimeError::PeerDied(d) => {
+                assert_eq!((d.rank, d.peer, d.pid), (me as usize, victim, pid), "{e}");
+                assert_eq!(d.schedule, plan.schedule, "{e}");
+                // The wait that noticed is one for the last rank (with channels chained,
+                // channel 1's: channel 0 waits for channel 1 and is cancelled).
+                let noticed: &[&str] = if chained {
+                    &FROM_LAST_RANK[1..]
+                } else {
+                    &FROM_LAST_RANK
+                };
+                assert!(noticed.contains(&d.signal.as_str()), "{e}");
+            }
+            // Another survivor noticed first and aborted the group with its dead-peer error.
+            RuntimeError::GroupAborted(a) if p > 2 => {
+                assert!(a.by_rank != victim && a.by_rank != me as usize, "{e}");
+                let named = format!("peer rank {victim} (pid {pid}) died");
+                assert!(a.message.contains(&named), "{e}");
+            }
             other => panic!("expected the dead-peer error, got {other:?}"),
         },
         other => panic!("expected the dead-peer error, got {other:?}"),
-    };
-    assert_eq!(dead.peer, 1, "{e}");
-    assert_eq!(Some(dead.pid), rt.peer_pid(1), "{e}");
-    assert_eq!(dead.rank, 0, "{e}");
-    assert_eq!(dead.schedule, plan.schedule, "{e}");
-    // The wait that noticed is one for rank 1 (with channels chained, channel 1's: channel 0
-    // waits for channel 1 and is cancelled).
-    let noticed: &[&str] = if chained {
-        &FROM_RANK_1[1..]
-    } else {
-        &FROM_RANK_1
-    };
-    assert!(noticed.contains(&dead.signal.as_str()), "{e}");
+    }
     // The workers were joined; their /proc entries may outlive the join by a moment.
     let deadline = Instant::now() + Duration::from_secs(2);
     let me_pid = std::process::id();
@@ -204,48 +213,58 @@ fn dead_peer(rt: symsched_runtime::Runtime, chained: bool) {
     );
 }
 
-/// Runs [`dead_peer`] in `role` on two ranks started here, kills rank 1 while both channels of
-/// each rank are inside the launch, and checks rank 0's report and the cleanup.
-fn survivor_names_the_killed_rank(role: &str) {
+/// Runs [`dead_peer`] in `role` on `n` ranks started here, kills the last one while both
+/// channels of every rank are inside the launch, and checks every other rank's report and the
+/// cleanup.
+fn survivors_name_the_killed_rank(role: &str, n: usize) {
     let before = shm_entries();
-    let mut ranks = RankProcesses::start(2, ROLE, role, SIGNAL_TIMEOUT_MS);
-    let pids = [ranks.pid(0), ranks.pid(1)];
-    // Each rank's channel-1 worker exists only once its launch passed the agreement and runs
-    // the steps; then every channel of both ranks can only wait.
-    for r in 0..2 {
+    let mut ranks = RankProcesses::start(n, ROLE, role, SIGNAL_TIMEOUT_MS);
+    let pids: Vec<u32> = (0..n).map(|r| ranks.pid(r)).collect();
+    let victim = n - 1;
+    // A rank's channel-1 worker exists only once its launch passed the agreement and runs the
+    // steps; then every channel of every rank can only wait.
+    for r in 0..n {
         ranks.wait_for_thread(r, WORKER, Duration::from_secs(60));
     }
     // Long enough for the waits to leave their spinning phase and sleep.
     std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        thread_names(pids[0]).iter().any(|t| t == WORKER),
-        "rank 0's launch ended before the kill:\n{}",
-        ranks.output()
-    );
+    for (r, &pid) in pids.iter().enumerate() {
+        assert!(
+            thread_names(pid).iter().any(|t| t == WORKER),
+            "rank {r}'s launch ended before the kill:\n{}",
+            ranks.output()
+        );
+    }
     let killed = now_ms();
-    ranks.kill(1);
-    let victim = ranks.wait(1, Duration::from_secs(10));
-    let survivor = ranks.wait(0, Duration::from_secs(30));
+    ranks.kill(victim);
+    let status = ranks.wait(victim, Duration::from_secs(10));
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{}", ranks.output());
+    for r in 0..victim {
+        let st = ranks.wait(r, Duration::from_secs(30));
+        assert!(st.success(), "rank {r} ({st}):\n{}", ranks.output());
+    }
     let text = ranks.output();
-    assert_eq!(victim.signal(), Some(libc::SIGKILL), "rank 1:\n{text}");
-    assert!(survivor.success(), "rank 0 ({survivor}):\n{text}");
-    let report = text
-        .lines()
-        .find_map(|l| l.strip_prefix("[rank 0] DEAD_PEER_OK "))
-        .unwrap_or_else(|| panic!("no report from rank 0:\n{text}"));
-    let ended: u128 = report
-        .strip_prefix("ended_ms=")
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("malformed report: {report}"));
-    let after = ended as i128 - killed as i128;
-    assert!(
-        (0..5_000).contains(&after),
-        "rank 0's launch ended {after} ms after the kill (signal timeout {SIGNAL_TIMEOUT_MS} \
-         ms):\n{text}"
-    );
-    let named = format!("peer rank 1 (pid {})", pids[1]);
-    assert!(report.contains(&named), "`{named}` missing: {report}");
+    let named = format!("peer rank {victim} (pid {})", pids[victim]);
+    let mut after = Vec::new();
+    for r in 0..victim {
+        let report = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("[rank {r}] DEAD_PEER_OK ")))
+            .unwrap_or_else(|| panic!("no report from rank {r}:\n{text}"));
+        let ended: u128 = report
+            .strip_prefix("ended_ms=")
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("malformed report: {report}"));
+        let ms = ended as i128 - killed as i128;
+        assert!(
+            (0..5_000).contains(&ms),
+            "rank {r}'s launch ended {ms} ms after the kill (signal timeout \
+             {SIGNAL_TIMEOUT_MS} ms):\n{text}"
+        );
+        assert!(report.contains(&named), "`{named}` missing: {report}");
+        after.push(ms);
+    }
     drop(ranks);
     for pid in pids {
         assert!(
@@ -259,15 +278,20 @@ fn survivor_names_the_killed_rank(role: &str) {
         .cloned()
         .collect();
     assert!(leaked.is_empty(), "/dev/shm entries left: {leaked:?}");
-    println!("{role}: rank 0 failed {after} ms after the kill: {report}");
+    println!("{role} on {n} ranks: the survivors failed {after:?} ms after the kill");
 }
 
 #[test]
 fn a_peer_killed_while_both_channels_wait_for_it_is_named() {
-    survivor_names_the_killed_rank("dead_both");
+    survivors_name_the_killed_rank("dead_both", 2);
 }
 
 #[test]
 fn a_peer_killed_while_one_channel_waits_for_it_and_one_for_that_channel_is_named() {
-    survivor_names_the_killed_rank("dead_chained");
+    survivors_name_the_killed_rank("dead_chained", 2);
+}
+
+#[test]
+fn a_peer_killed_while_two_ranks_wait_for_it_on_channels_is_named_on_both() {
+    survivors_name_the_killed_rank("dead_both", 3);
 }
