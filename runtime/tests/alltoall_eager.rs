@@ -23,6 +23,8 @@
 //!   land in the merged trace file with their peers and sizes; with it unset, none are
 //!   recorded.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
@@ -32,7 +34,6 @@ use symsched_runtime::exec::{
     AlltoallvOutcome, Binding, DType, ElemTypes, ExecError, Executor, Fabric, GroupFabric,
     LaunchArgs, LoadedPlan, ReduceOp,
 };
-use symsched_runtime::launcher::{launch, LaunchSpec};
 
 const ROLE: &str = "SYMSCHED_A2A_TEST_ROLE";
 const SENTINEL: u8 = 0xAB;
@@ -51,39 +52,18 @@ fn run_ranks_env(
     signal_ms: u64,
     env: &[(&str, &std::ffi::OsStr)],
 ) -> Vec<String> {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut spec = LaunchSpec::new(
-        n,
-        exe,
-        ["rank_entry", "--exact", "--nocapture", "--test-threads=1"],
-    );
-    spec.env.push((ROLE.into(), role.into()));
-    spec.env.push((
-        "SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(),
-        signal_ms.to_string().into(),
-    ));
-    spec.env.push((
-        "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
-        (256u64 << 20).to_string().into(),
-    ));
-    spec.env
-        .extend(env.iter().map(|(k, v)| ((*k).into(), (*v).to_owned())));
-    spec.timeout = Some(timeout);
-    spec.capture = true;
-    let out = launch(&spec).expect("launcher starts the ranks");
-    let lines: Vec<String> = out
-        .output
-        .iter()
-        .map(|(r, _, l)| format!("[rank {r}] {l}"))
-        .collect();
-    if !out.success() {
-        panic!("{role}: {:?}\n{}", out.failure, lines.join("\n"));
-    }
+    let job = common::RankJob {
+        signal_timeout_ms: signal_ms,
+        timeout,
+        heap_bytes: 256 << 20,
+        env,
+    };
+    let out = common::run_rank_processes_with(n, ROLE, role, &job);
     assert!(
         !out.rendezvous_dir.exists(),
         "rendezvous directory left behind"
     );
-    lines
+    common::output_lines(&out)
 }
 
 /// The rank program. Outside a launch (no role set) it has nothing to do.

@@ -15,6 +15,8 @@
 //! its word failed here ("launch agreement: rank 0 published launch 8, expected 6"). The
 //! counters a refusal leaves are checked exactly by the unit tests of `exec::loaded`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 use symsched_compiler::pipeline::{compile, standard_library, CompileOptions};
@@ -22,7 +24,6 @@ use symsched_plan::{BufferRole, LaunchSizes, Plan};
 use symsched_runtime::exec::{
     Binding, DType, ElemTypes, Executor, Fabric, GroupFabric, LaunchArgs, ReduceOp,
 };
-use symsched_runtime::launcher::{launch, LaunchSpec};
 
 const ROLE: &str = "SYMSCHED_ENTRY_RACE_ROLE";
 /// Elements per rank.
@@ -45,33 +46,7 @@ fn plan(name: &str, p: u32, params: &[(&str, i64)]) -> Plan {
 }
 
 fn run_ranks(n: usize, role: &str) {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut spec = LaunchSpec::new(
-        n,
-        exe,
-        ["rank_entry", "--exact", "--nocapture", "--test-threads=1"],
-    );
-    spec.env.push((ROLE.into(), role.into()));
-    spec.env
-        .push(("SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(), "30000".into()));
-    spec.env.push((
-        "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
-        (16u64 << 20).to_string().into(),
-    ));
-    spec.timeout = Some(Duration::from_secs(120));
-    spec.capture = true;
-    let out = launch(&spec).expect("launcher starts the ranks");
-    let lines: Vec<String> = out
-        .output
-        .iter()
-        .map(|(r, _, l)| format!("[rank {r}] {l}"))
-        .collect();
-    assert!(
-        out.success(),
-        "{role}: {:?}\n{}",
-        out.failure,
-        lines.join("\n")
-    );
+    let out = common::run_rank_processes(n, ROLE, role, 30_000, Duration::from_secs(120));
     assert!(
         !out.rendezvous_dir.exists(),
         "rendezvous directory left behind"

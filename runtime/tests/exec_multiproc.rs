@@ -10,6 +10,8 @@
 //!   thread per (rank, group) running collectives concurrently, 1000+ operations, bit-exact;
 //! - `errors_on_real_groups`: the multi-process fabric reports the same typed errors.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +22,6 @@ use symsched_runtime::exec::harness::{run_rank, sizes_for, RunSpec};
 use symsched_runtime::exec::{
     DType, ElemTypes, ExecError, Executor, Fabric, GroupFabric, ReduceOp,
 };
-use symsched_runtime::launcher::{launch, LaunchSpec};
 
 const ROLE: &str = "SYMSCHED_EXEC_TEST_ROLE";
 
@@ -33,30 +34,13 @@ fn plan_of(lib: &Library, name: &str, p: u32, params: &BTreeMap<String, i64>) ->
 
 /// Start `n` ranks of this test binary in `role`; panics with their output if any fails.
 fn run_ranks(n: usize, role: &str, timeout: Duration) {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut spec = LaunchSpec::new(
-        n,
-        exe,
-        ["rank_entry", "--exact", "--nocapture", "--test-threads=1"],
-    );
-    spec.env.push((ROLE.into(), role.into()));
-    spec.env
-        .push(("SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(), "30000".into()));
-    spec.env.push((
-        "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
-        (64u64 << 20).to_string().into(),
-    ));
-    spec.timeout = Some(timeout);
-    spec.capture = true;
-    let out = launch(&spec).expect("launcher starts the ranks");
-    if !out.success() {
-        let lines: Vec<String> = out
-            .output
-            .iter()
-            .map(|(r, _, l)| format!("[rank {r}] {l}"))
-            .collect();
-        panic!("{role}: {:?}\n{}", out.failure, lines.join("\n"));
-    }
+    let job = common::RankJob {
+        signal_timeout_ms: 30_000,
+        timeout,
+        heap_bytes: 64 << 20,
+        env: &[],
+    };
+    let out = common::run_rank_processes_with(n, ROLE, role, &job);
     assert!(
         !out.rendezvous_dir.exists(),
         "rendezvous directory left behind"

@@ -10,37 +10,15 @@
 //!   it again and writes into the slow rank's copy; the slow rank, still using its copy, must
 //!   not see that write.
 
+mod common;
+
 use std::time::{Duration, Instant};
 use symsched_runtime::error::RuntimeError;
-use symsched_runtime::launcher::{launch, LaunchSpec};
 
 const ROLE: &str = "SYMSCHED_HEAP_TEST_ROLE";
 
 fn run_ranks(n: usize, role: &str) {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut spec = LaunchSpec::new(
-        n,
-        exe,
-        ["rank_entry", "--exact", "--nocapture", "--test-threads=1"],
-    );
-    spec.env.push((ROLE.into(), role.into()));
-    spec.env
-        .push(("SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(), "20000".into()));
-    spec.env.push((
-        "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
-        (16u64 << 20).to_string().into(),
-    ));
-    spec.timeout = Some(Duration::from_secs(120));
-    spec.capture = true;
-    let out = launch(&spec).expect("launcher starts the ranks");
-    if !out.success() {
-        let lines: Vec<String> = out
-            .output
-            .iter()
-            .map(|(r, _, l)| format!("[rank {r}] {l}"))
-            .collect();
-        panic!("{role}: {:?}\n{}", out.failure, lines.join("\n"));
-    }
+    let out = common::run_rank_processes(n, ROLE, role, 20_000, Duration::from_secs(120));
     assert!(!out.rendezvous_dir.exists(), "rendezvous directory left");
 }
 

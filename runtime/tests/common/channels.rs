@@ -180,3 +180,50 @@ pub fn failing_channel_plan() -> Plan {
     );
     plan
 }
+
+/// The signal names of [`waiting_for_the_last_rank`]: what the last rank would send every
+/// other rank on each of its channels.
+pub const FROM_LAST_RANK: [&str; 2] = ["from_last_rank_ch0", "from_last_rank_ch1"];
+
+/// `p` ranks, two channels each, every step a wait or a signal (the `alltoall_push` buffers at
+/// `p`, unused). The last rank holds both of its channels in a wait for a signal nobody sends
+/// (a peer that stalls, and is then killed), after which each channel would signal every other
+/// rank. The other ranks wait for those signals:
+/// - `chained == false`: both of their channels wait for the last rank (channel 0 for the
+///   first signal, channel 1 for the second);
+/// - `chained == true`: only channel 1 waits for the last rank and then signals channel 0,
+///   which waits for that local signal first (so its wait ends by cancellation when channel 1
+///   fails).
+pub fn waiting_for_the_last_rank(p: u32, chained: bool) -> Plan {
+    let mut plan = super::plan("alltoall_push", p);
+    plan.schedule = if chained {
+        "dead_peer_chained"
+    } else {
+        "dead_peer_both"
+    }
+    .into();
+    let from_last = FROM_LAST_RANK.map(|name| add_slot(&mut plan, name));
+    let hold = add_slot(&mut plan, "never_sent");
+    let go = add_slot(&mut plan, "channel_1_done");
+    let last = p - 1;
+    for r in 0..last {
+        let steps = if chained {
+            vec![
+                (0, wait(go)),
+                (0, wait(from_last[0])),
+                (1, wait(from_last[1])),
+                (1, signal(go, r)),
+            ]
+        } else {
+            vec![(0, wait(from_last[0])), (1, wait(from_last[1]))]
+        };
+        set_steps(&mut plan, r as usize, steps);
+    }
+    let mut steps = Vec::new();
+    for (channel, slot) in [(0, from_last[0]), (1, from_last[1])] {
+        steps.push((channel, wait(hold)));
+        steps.extend((0..last).map(|r| (channel, signal(slot, r))));
+    }
+    set_steps(&mut plan, last as usize, steps);
+    plan
+}

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod channels;
+pub mod ranks;
 
 use std::time::Duration;
 use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
@@ -64,6 +65,50 @@ pub fn run_rank_processes(
     signal_timeout_ms: u64,
     timeout: Duration,
 ) -> symsched_runtime::launcher::LaunchOutcome {
+    run_rank_processes_with(
+        n,
+        role_var,
+        role,
+        &RankJob {
+            signal_timeout_ms,
+            timeout,
+            ..RankJob::default()
+        },
+    )
+}
+
+/// What a launch of rank processes ([`run_rank_processes_with`]) sets besides the role.
+#[derive(Debug, Clone)]
+pub struct RankJob<'a> {
+    /// `SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS` of every rank.
+    pub signal_timeout_ms: u64,
+    /// The launcher's timeout for the whole job.
+    pub timeout: Duration,
+    /// `SYMMETRIC_MEMORY_HEAP_SIZE` of every rank, in bytes.
+    pub heap_bytes: u64,
+    /// More environment for every rank.
+    pub env: &'a [(&'a str, &'a std::ffi::OsStr)],
+}
+
+impl Default for RankJob<'_> {
+    /// 20 s signal timeout, 120 s for the job, 16 MiB heap, nothing more.
+    fn default() -> Self {
+        RankJob {
+            signal_timeout_ms: 20_000,
+            timeout: Duration::from_secs(120),
+            heap_bytes: 16 << 20,
+            env: &[],
+        }
+    }
+}
+
+/// [`run_rank_processes`] with the knobs of `job`.
+pub fn run_rank_processes_with(
+    n: usize,
+    role_var: &str,
+    role: &str,
+    job: &RankJob,
+) -> symsched_runtime::launcher::LaunchOutcome {
     use symsched_runtime::launcher::{launch, LaunchSpec};
     let exe = std::env::current_exe().expect("test binary path");
     let mut spec = LaunchSpec::new(
@@ -74,22 +119,31 @@ pub fn run_rank_processes(
     spec.env.push((role_var.into(), role.into()));
     spec.env.push((
         "SYMMETRIC_MEMORY_SIGNAL_TIMEOUT_MS".into(),
-        signal_timeout_ms.to_string().into(),
+        job.signal_timeout_ms.to_string().into(),
     ));
     spec.env.push((
         "SYMMETRIC_MEMORY_HEAP_SIZE".into(),
-        (16u64 << 20).to_string().into(),
+        job.heap_bytes.to_string().into(),
     ));
-    spec.timeout = Some(timeout);
+    spec.env
+        .extend(job.env.iter().map(|(k, v)| ((*k).into(), (*v).to_owned())));
+    spec.timeout = Some(job.timeout);
     spec.capture = true;
     let out = launch(&spec).expect("launcher starts the ranks");
     if !out.success() {
-        let lines: Vec<String> = out
-            .output
-            .iter()
-            .map(|(r, _, l)| format!("[rank {r}] {l}"))
-            .collect();
-        panic!("{role}: {:?}\n{}", out.failure, lines.join("\n"));
+        panic!(
+            "{role}: {:?}\n{}",
+            out.failure,
+            output_lines(&out).join("\n")
+        );
     }
     out
+}
+
+/// The captured output of a launch, each line prefixed with `[rank r]`.
+pub fn output_lines(out: &symsched_runtime::launcher::LaunchOutcome) -> Vec<String> {
+    out.output
+        .iter()
+        .map(|(r, _, l)| format!("[rank {r}] {l}"))
+        .collect()
 }
