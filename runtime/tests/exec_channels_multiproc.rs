@@ -52,12 +52,16 @@ fn rank_entry() {
     };
     // The launches of this thread run on `backend` (the choice is made on the calling thread,
     // before any channel's worker starts).
+    // No finalize after the dead-peer roles: its world barrier cannot complete without the
+    // killed rank.
+    match role {
+        "dead_both" => return dead_peer(rt, false, backend),
+        "dead_chained" => return dead_peer(rt, true, backend),
+        _ => {}
+    }
     launches_on(Some(backend), || match role {
         "data" => data(&rt),
         "cancel" => cancel(&rt),
-        // No finalize: its world barrier cannot complete without the killed rank.
-        "dead_both" => return dead_peer(rt, false),
-        "dead_chained" => return dead_peer(rt, true),
         r => panic!("unknown role {r}"),
     });
     rt.finalize().expect("finalize");
@@ -143,7 +147,7 @@ fn a_failing_jit_channel_cancels_a_wait_in_the_core() {
     run_ranks(2, "cancel-jit");
 }
 
-/// The name of a channel worker of the interpreter (channel 1's).
+/// The name of the worker of channel 1 (either backend: they share the channel runner).
 const WORKER: &str = "symsched-ch1";
 
 /// Milliseconds since the epoch: the ranks and the test share the clock, so rank 0 can say
@@ -155,14 +159,13 @@ fn now_ms() -> u128 {
         .as_millis()
 }
 
-/// Every rank launches [`waiting_for_the_last_rank`] on the interpreter (the backend that runs
-/// channels on workers). The last rank stalls in it until the test kills it; every other rank
+/// Every rank launches [`waiting_for_the_last_rank`] on `backend`. The last rank stalls in it until the test kills it; every other rank
 /// checks the error its launch ends with and that no channel worker outlives the plan, then
 /// reports `DEAD_PEER_OK ended_ms=<clock> took_ms=<launch> <error>`.
-fn dead_peer(rt: symsched_runtime::Runtime, chained: bool) {
+fn dead_peer(rt: symsched_runtime::Runtime, chained: bool, backend: BackendKind) {
     let fabric = GroupFabric::new(rt.world().expect("world"));
     let mut opts = fabric.exec_options().clone();
-    opts.backend = BackendKind::Interp;
+    opts.backend = backend;
     let exec = Executor::with_options(fabric, opts);
     let (me, p) = (exec.fabric().rank(), exec.fabric().size());
     let victim = p as usize - 1;
@@ -319,4 +322,10 @@ fn a_peer_killed_while_one_channel_waits_for_it_and_one_for_that_channel_is_name
 #[test]
 fn a_peer_killed_while_two_ranks_wait_for_it_on_channels_is_named_on_both() {
     survivors_name_the_killed_rank("dead_both", 3);
+}
+
+#[test]
+fn a_peer_killed_while_jit_channels_wait_for_it_is_named() {
+    survivors_name_the_killed_rank("dead_both-jit", 2);
+    survivors_name_the_killed_rank("dead_chained-jit", 2);
 }

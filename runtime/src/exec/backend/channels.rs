@@ -1,89 +1,134 @@
 //! Running the channels of a multi-channel rank concurrently: the one runner every backend
 //! uses (the interpreter and the JIT differ only in what runs one channel's steps).
 //!
-//! The first channel runs on the calling thread, every other one on a scoped worker thread
-//! started for this launch (a launch of a one-channel rank never comes here). Each channel gets
-//! its own state from the caller's per-plan vector, so nothing mutable is shared between the
-//! threads. A failing channel marks the launch's [`LaunchCancel`], which the others see at
-//! their next step or inside their current wait and stop with
-//! [`ExecError::ChannelCancelled`]; a worker that panics or cannot be started counts as a
+//! The first channel runs on the calling thread, every other one on a worker of the plan's own
+//! pool ([`Workers`]): threads started at the plan's first multi-channel launch and kept, idle,
+//! between launches (a launch of a one-channel rank never comes here). Each channel gets its own
+//! state, so nothing mutable is shared between the threads. A failing channel marks the
+//! launch's [`LaunchCancel`], which the others see at their next step or inside their current
+//! wait and stop with [`ExecError::ChannelCancelled`]; a channel that panics counts as a
 //! failing channel. The launch returns the first real failure in channel order, a cancellation
 //! only when nothing else failed.
 //!
-//! How the workers are obtained is this module's business alone (today a thread per extra
-//! channel per launch; a persistent pool would replace [`run`]'s body, not its callers).
+//! Why a pool per plan and not one per process: every channel may block in a wait for another
+//! (of its rank or a peer), so each needs a thread of its own for the whole launch; a shared
+//! pool would let two plans launched at once from two threads take each other's workers and
+//! deadlock. A plan's pool has exactly one thread per further channel. Starting a thread per
+//! channel per launch instead (as before the pool) cost tens of µs per launch
+//! (`docs/performance.md`, "Channels on the host").
 
 use crate::exec::cancel::LaunchCancel;
 use crate::exec::error::ExecError;
 use crate::exec::resolved::ChannelSteps;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// What a plan keeps for its multi-channel launches: each channel's own state and the workers
+/// that run every channel but the first.
+pub(crate) struct Workers<S> {
+    states: Vec<S>,
+    pool: Option<rayon::ThreadPool>,
+}
+
+impl<S> Default for Workers<S> {
+    fn default() -> Self {
+        Workers {
+            states: Vec::new(),
+            pool: None,
+        }
+    }
+}
+
+impl<S> Workers<S> {
+    /// The pool with at least `threads` workers, started on first use.
+    fn pool(&mut self, threads: usize) -> Result<&rayon::ThreadPool, ExecError> {
+        if self
+            .pool
+            .as_ref()
+            .is_none_or(|p| p.current_num_threads() < threads)
+        {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("symsched-ch{}", i + 1))
+                .build()
+                .map_err(|e| {
+                    ExecError::Runtime(format!("cannot start the channel workers: {e}"))
+                })?;
+            self.pool = Some(pool);
+        }
+        Ok(self.pool.as_ref().expect("set above"))
+    }
+}
 
 /// Run `run_one(state, channel, cancel)` for every entry of `channels` concurrently, with
-/// `states[i]` as channel `i`'s own state (grown to `channels.len()` with `S::default()`), and
-/// return the launch's result (see the module docs). `run_one` need not mark `cancel` itself:
-/// every channel that returns an error marks it here.
+/// channel `i`'s own state (grown to `channels.len()` with `S::default()`), and return the
+/// launch's result (see the module docs). `run_one` need not mark `cancel` itself: every
+/// channel that returns an error or panics marks it here.
 pub(crate) fn run<S, R>(
     rank: u32,
     channels: &[ChannelSteps],
-    states: &mut Vec<S>,
+    workers: &mut Workers<S>,
     run_one: R,
 ) -> Result<(), ExecError>
 where
     S: Default + Send,
     R: Fn(&mut S, &ChannelSteps, &LaunchCancel) -> Result<(), ExecError> + Sync,
 {
-    if states.len() < channels.len() {
-        states.resize_with(channels.len(), S::default);
+    if workers.states.len() < channels.len() {
+        workers.states.resize_with(channels.len(), S::default);
     }
-    let (Some((first, rest)), Some((first_state, rest_states))) =
-        (channels.split_first(), states.split_first_mut())
-    else {
+    let Some((first, rest)) = channels.split_first() else {
         return Ok(());
     };
-    let cancel = LaunchCancel::new(rank);
-    let run_one = |state: &mut S, c: &ChannelSteps| {
-        let r = run_one(state, c, &cancel);
-        if r.is_err() {
-            cancel.fail(c.channel);
-        }
-        r
-    };
-    // Sharing: the workers get `&R` (`Sync` by the bound) and the cancel word; each owns its
-    // `&mut S` (`Send` by the bound). What the channels do to memory concurrently is ordered by
-    // their signals and waits, as between ranks (the verifier's proof under the channel
-    // contract).
-    let results: Vec<Result<(), ExecError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = rest
-            .iter()
-            .zip(rest_states.iter_mut())
-            .map(|(c, state)| {
-                let run_one = &run_one;
-                let h = std::thread::Builder::new()
-                    .name(format!("symsched-ch{}", c.channel))
-                    .spawn_scoped(s, move || run_one(state, c));
-                if h.is_err() {
-                    // The workers already started stop at their next step or wait.
-                    cancel.fail(c.channel);
-                }
-                (c.channel, h)
-            })
-            .collect();
-        let mut results = vec![run_one(first_state, first)];
-        for (channel, h) in handles {
-            results.push(match h {
-                Ok(h) => h.join().unwrap_or_else(|_| {
-                    cancel.fail(channel);
+    // Take the states out so the pool can be borrowed beside them.
+    let mut states = std::mem::take(&mut workers.states);
+    let result = (|| {
+        let pool = workers.pool(rest.len())?;
+        let (first_state, rest_states) = states.split_first_mut().expect("grown above");
+        let cancel = LaunchCancel::new(rank);
+        let run_one = |state: &mut S, c: &ChannelSteps| {
+            let r = catch_unwind(AssertUnwindSafe(|| run_one(state, c, &cancel))).unwrap_or_else(
+                |_| {
                     Err(ExecError::Runtime(format!(
-                        "the worker of channel {channel} panicked"
+                        "the worker of channel {} panicked",
+                        c.channel
                     )))
-                }),
-                Err(e) => Err(ExecError::Runtime(format!(
-                    "cannot start the worker of channel {channel}: {e}"
-                ))),
-            });
-        }
-        results
-    });
-    first_failure(results)
+                },
+            );
+            if r.is_err() {
+                cancel.fail(c.channel);
+            }
+            r
+        };
+        let mut results: Vec<Result<(), ExecError>> = Vec::with_capacity(channels.len());
+        let mut rest_results: Vec<Option<Result<(), ExecError>>> =
+            rest.iter().map(|_| None).collect();
+        // Sharing: the jobs get `&R` (`Sync` by the bound) and the cancel word; each owns its
+        // `&mut S` (`Send` by the bound) and its result slot. What the channels do to memory
+        // concurrently is ordered by their signals and waits, as between ranks (the
+        // verifier's proof under the channel contract). The scope returns when every job has.
+        pool.in_place_scope(|s| {
+            for ((c, state), slot) in rest
+                .iter()
+                .zip(rest_states.iter_mut())
+                .zip(rest_results.iter_mut())
+            {
+                let run_one = &run_one;
+                s.spawn(move |_| *slot = Some(run_one(state, c)));
+            }
+            results.push(run_one(first_state, first));
+        });
+        results.extend(rest_results.into_iter().zip(rest).map(|(r, c)| {
+            r.unwrap_or_else(|| {
+                Err(ExecError::Runtime(format!(
+                    "the worker of channel {} did not run",
+                    c.channel
+                )))
+            })
+        }));
+        first_failure(results)
+    })();
+    workers.states = states;
+    result
 }
 
 /// The first real failure in channel order, else the first cancellation, else success.
@@ -117,22 +162,24 @@ mod tests {
 
     #[test]
     fn every_channel_runs_once_on_its_own_state() {
-        let mut states: Vec<Vec<u32>> = Vec::new();
-        run(0, &chans(3), &mut states, |s: &mut Vec<u32>, c, _| {
-            s.push(c.channel);
-            Ok(())
-        })
-        .expect("no failure");
-        assert_eq!(states, vec![vec![0], vec![1], vec![2]]);
+        let mut workers: Workers<Vec<u32>> = Workers::default();
+        for _ in 0..2 {
+            run(0, &chans(3), &mut workers, |s: &mut Vec<u32>, c, _| {
+                s.push(c.channel);
+                Ok(())
+            })
+            .expect("no failure");
+        }
+        assert_eq!(workers.states, vec![vec![0, 0], vec![1, 1], vec![2, 2]]);
     }
 
     /// A failing channel stops a sibling that polls the cancel word; the launch reports the
     /// failure, not the cancellation, even when the cancelled channel comes first.
     #[test]
     fn a_failure_cancels_the_others_and_wins_over_their_cancellation() {
-        let mut states: Vec<()> = Vec::new();
+        let mut workers: Workers<()> = Workers::default();
         let t0 = Instant::now();
-        let e = run(5, &chans(2), &mut states, |_: &mut (), c, cancel| {
+        let e = run(5, &chans(2), &mut workers, |_: &mut (), c, cancel| {
             if c.channel == 1 {
                 return Err(ExecError::Runtime("boom".into()));
             }
@@ -149,8 +196,8 @@ mod tests {
 
     #[test]
     fn a_panicking_worker_is_a_failure_of_its_channel() {
-        let mut states: Vec<()> = Vec::new();
-        let e = run(0, &chans(2), &mut states, |_: &mut (), c, _| {
+        let mut workers: Workers<()> = Workers::default();
+        let e = run(0, &chans(2), &mut workers, |_: &mut (), c, _| {
             if c.channel == 1 {
                 panic!("worker panics");
             }

@@ -42,7 +42,7 @@ pub struct Interpreter;
 #[derive(Default)]
 pub struct InterpState {
     main: Scratch,
-    channels: Vec<Scratch>,
+    channels: channels::Workers<Scratch>,
 }
 
 /// What one channel's sequence needs between steps.

@@ -114,7 +114,7 @@ pub struct JitState {
     /// Accumulator rows of the built-in matmul (a one-channel rank).
     mm: Vec<f64>,
     /// Per channel of a multi-channel rank, in [`Entry::kernels`] order.
-    channels: Vec<ChannelState>,
+    channels: channels::Workers<ChannelState>,
 }
 
 /// What a kernel call needs besides the launch's epoch, worked out once per kernel,
