@@ -7,7 +7,8 @@
 # the best median µs over the turns and the ratio derived ÷ hand-written; load average printed.
 #   RANKS (default 2), TURNS (default 5: one invocation of an unchanged plan can land in a
 #   slower state on a 2-core host), COUNTS (elements of the largest buffer; default
-#   2,1K,64K,1M = 8 B to 4 MiB of f32), ITERS (default 50)
+#   2,1K,64K,1M = 8 B to 4 MiB of f32), ITERS (default 50), ONLY (an extended regex: only the
+#   pairs whose derived schedule matches it; default all)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -15,6 +16,7 @@ RANKS="${RANKS:-2}"
 TURNS="${TURNS:-5}"
 COUNTS="${COUNTS:-2,1K,64K,1M}"
 ITERS="${ITERS:-50}"
+ONLY="${ONLY:-}"
 cargo build --release -q -p symsched-cli
 SYMSCHED="${CARGO_TARGET_DIR:-target}/release/symsched"
 
@@ -22,10 +24,12 @@ LIB="$(mktemp -d)"
 trap 'rm -rf "$LIB"' EXIT
 cp examples/*.sched "$LIB/"
 # Named duals turned into derived ones (schedules the transposition accepts: no cast, compute,
-# hostcoll or alltoallv; the k = 2 gather and scatter are refused too, E0445: a dual role of
-# another extent).
+# hostcoll or alltoallv).
 derive() { sed -E -i "s/dual $2/dual $3/" "$LIB/$1.sched"; }
 derive reduce_scatter_push 'allgather_push, allgather_pull' derived
+derive reduce_scatter_push_k2 allgather_push_k2 derived
+derive allgather_push_k2 reduce_scatter_push_k2 derived
+derive reduce_scatter_push_channels allgather_push_k2 derived
 for s in allreduce_one_shot allreduce_two_shot allreduce_two_shot_pull allreduce_ring; do
     derive "$s" "identity assuming replicated, $s" 'identity assuming replicated, derived'
 done
@@ -46,6 +50,9 @@ PAIRS=(
     "$LIB/allreduce_two_shot.sched allreduce_two_shot.dual - | examples/allreduce_two_shot.sched allreduce_two_shot -"
     "$LIB/allreduce_two_shot_pull.sched allreduce_two_shot_pull.dual - | examples/allreduce_two_shot_pull.sched allreduce_two_shot_pull -"
     "$LIB/allreduce_ring.sched allreduce_ring.dual - | examples/allreduce_ring.sched allreduce_ring -"
+    "$LIB/reduce_scatter_push_k2.sched reduce_scatter_push_k2.dual - | examples/allgather_push_k2.sched allgather_push_k2 -"
+    "$LIB/allgather_push_k2.sched allgather_push_k2.dual - | examples/reduce_scatter_push_k2.sched reduce_scatter_push_k2 -"
+    "$LIB/reduce_scatter_push_channels.sched reduce_scatter_push_channels.dual - | examples/allgather_push_k2.sched allgather_push_k2 -"
 )
 
 # run FILE SCHEDULE PARAMS: "bytes median_us" per size
@@ -64,7 +71,9 @@ run() {
 keep_best() {
     local -n best=$1
     while read -r b us; do
-        [[ -z "${best[$b]:-}" ]] || (($(echo "$us < ${best[$b]}" | bc))) && best[$b]=$us
+        if [[ -z "${best[$b]:-}" ]] || (($(echo "$us < ${best[$b]}" | bc))); then
+            best[$b]=$us
+        fi
     done
 }
 
@@ -73,6 +82,7 @@ echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-28s %-26s %10s %10s %10s %7s\n' derived hand-written bytes derived hand ratio
 for pair in "${PAIRS[@]}"; do
     read -r df ds dp _ hf hs hp <<<"$pair"
+    [[ -z "$ONLY" || "$ds" =~ $ONLY ]] || continue
     declare -A best_d=() best_h=()
     for ((t = 1; t <= TURNS; t++)); do
         keep_best best_d < <(run "$df" "$ds" "$dp")
