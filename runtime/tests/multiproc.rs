@@ -4,6 +4,9 @@
 //! an overall timeout and every wait a deadline; the launcher kills stragglers and removes the
 //! rendezvous directory even on failure.
 
+mod common;
+
+use common::ranks::shm_entries;
 use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode, Stdio};
@@ -598,16 +601,6 @@ fn t_mismatch() -> Result<String, String> {
         }
     }
     Ok("detected at barrier and at group creation on both ranks".into())
-}
-
-fn shm_entries() -> BTreeSet<String> {
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn t_rdv_timeout() -> Result<String, String> {
