@@ -26,7 +26,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// that run every channel but the first.
 pub(crate) struct Workers<S> {
     states: Vec<S>,
-    pool: Option<rayon::ThreadPool>,
+    /// The pool and the process that started it.
+    pool: Option<(rayon::ThreadPool, u32)>,
 }
 
 impl<S> Default for Workers<S> {
@@ -39,12 +40,15 @@ impl<S> Default for Workers<S> {
 }
 
 impl<S> Workers<S> {
-    /// The pool with at least `threads` workers, started on first use.
+    /// The pool with at least `threads` workers, started on first use. A process forked after
+    /// the pool started has none of its threads (a fork copies only the calling thread), and
+    /// jobs handed to it would never run: such a process starts a pool of its own.
     fn pool(&mut self, threads: usize) -> Result<&rayon::ThreadPool, ExecError> {
+        let me = std::process::id();
         if self
             .pool
             .as_ref()
-            .is_none_or(|p| p.current_num_threads() < threads)
+            .is_none_or(|(p, pid)| *pid != me || p.current_num_threads() < threads)
         {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
@@ -53,9 +57,9 @@ impl<S> Workers<S> {
                 .map_err(|e| {
                     ExecError::Runtime(format!("cannot start the channel workers: {e}"))
                 })?;
-            self.pool = Some(pool);
+            self.pool = Some((pool, me));
         }
-        Ok(self.pool.as_ref().expect("set above"))
+        Ok(&self.pool.as_ref().expect("set above").0)
     }
 }
 
@@ -192,6 +196,40 @@ mod tests {
         .expect_err("channel 1 fails");
         assert!(matches!(&e, ExecError::Runtime(m) if m == "boom"), "{e}");
         assert!(t0.elapsed() < Duration::from_secs(10));
+    }
+
+    /// A fork copies only the calling thread: a child that launched on the parent's pool would
+    /// wait forever for jobs no thread runs.
+    #[test]
+    fn a_forked_process_starts_workers_of_its_own() {
+        let mut workers: Workers<()> = Workers::default();
+        run(0, &chans(2), &mut workers, |_: &mut (), _, _| Ok(())).expect("parent");
+        // SAFETY: the child runs the channels (glibc keeps malloc usable after fork) and leaves
+        // with `_exit`, running no destructor or test-harness code.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let ok = run(0, &chans(2), &mut workers, |_: &mut (), _, _| Ok(())).is_ok();
+            // SAFETY: ends the child at once.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut status = 0;
+        // SAFETY (every call below): waits for, or ends, the child started above, by its pid.
+        while unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
+            if Instant::now() > deadline {
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                panic!("the forked child's launch did not end");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child status {status}"
+        );
     }
 
     #[test]
