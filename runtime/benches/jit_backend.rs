@@ -18,6 +18,11 @@
 //!   launch, on a memory system both ranks share). No backend can run a launch faster than
 //!   either, so `interp ÷ max(noop, memcpy)` bounds the speedup of any backend.
 //!
+//! - with `SYMSCHED_BENCH_CONTROL=1`, every launch row also runs the interpreter a second time,
+//!   after the JIT (`…/interp-again`): the ratio `interp-again ÷ interp` is what the same
+//!   backend measured the same way gives, so a JIT row above 1.0 can be told from the noise of
+//!   its own row (an A/A control; the summary counts the rows of both above 1.0, 1.1 and 1.2).
+//!
 //! `cargo bench -p symsched-runtime --bench jit_backend` (add `-- launch/allreduce` to filter;
 //! `SYMSCHED_BENCH_MAX_BYTES=4194304` caps the sizes; `SYMSCHED_BENCH_RANKS=2,3,4` runs the
 //! launch rows at those group sizes too, named `launch/<schedule>/p<P>/<bytes>` for P ≠ 2, so
@@ -275,6 +280,62 @@ impl Ranks {
     }
 }
 
+/// The backends of a row, each with the name its timings are recorded under: the two
+/// backends, and with the A/A control the interpreter once more after the JIT.
+fn row_backends(control: bool) -> Vec<(BackendKind, &'static str)> {
+    let mut b = vec![(BackendKind::Interp, "interp"), (BackendKind::Jit, "jit")];
+    if control {
+        b.push((BackendKind::Interp, AGAIN));
+    }
+    b
+}
+
+/// The name of the A/A control's second interpreter run.
+const AGAIN: &str = "interp-again";
+
+/// The thresholds the control's summary counts rows above.
+const CONTROL_THRESHOLDS: [f64; 3] = [1.0, 1.1, 1.2];
+
+/// Rows above each of [`CONTROL_THRESHOLDS`], for `jit ÷ interp` and for the A/A control
+/// `interp-again ÷ interp` of the same rows.
+#[derive(Default)]
+struct Control {
+    rows: u32,
+    jit: [u32; 3],
+    again: [u32; 3],
+    worst_again: f64,
+}
+
+impl Control {
+    fn add(&mut self, jit: f64, again: f64) {
+        self.rows += 1;
+        for (k, t) in CONTROL_THRESHOLDS.iter().enumerate() {
+            self.jit[k] += u32::from(jit > *t);
+            self.again[k] += u32::from(again > *t);
+        }
+        self.worst_again = self.worst_again.max(again);
+    }
+
+    fn summary(&self) -> String {
+        let counts = |c: &[u32; 3]| {
+            CONTROL_THRESHOLDS
+                .iter()
+                .zip(c)
+                .map(|(t, n)| format!("{n} above {t:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "# A/A control over {} rows: jit÷interp {}; interp-again÷interp {} (worst {:.2})",
+            self.rows,
+            counts(&self.jit),
+            counts(&self.again),
+            self.worst_again
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // a row's whole description, as every caller has it
 fn bench_launch(
     c: &mut Criterion,
     group: &str,
@@ -282,6 +343,7 @@ fn bench_launch(
     plan: &Plan,
     types: ElemTypes,
     bytes: u64,
+    backends: &[(BackendKind, &str)],
 ) {
     let mut g = c.benchmark_group(group);
     g.sample_size(10)
@@ -291,10 +353,10 @@ fn bench_launch(
         } else {
             800
         }));
-    for backend in [BackendKind::Interp, BackendKind::Jit] {
-        let name = format!("{group}/{label}/{}", backend.name());
+    for &(backend, tag) in backends {
+        let name = format!("{group}/{label}/{tag}");
         let ranks = Ranks::start(plan, types, bytes, backend);
-        g.bench_function(format!("{label}/{}", backend.name()), |b| {
+        g.bench_function(format!("{label}/{tag}"), |b| {
             b.iter_custom(|iters| {
                 let t = ranks.run(iters);
                 record(&name, t, iters);
@@ -353,6 +415,13 @@ fn all(c: &mut Criterion) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(u64::MAX);
     let f32t = ElemTypes::new(DType::F32, None).unwrap();
+    let control = match std::env::var("SYMSCHED_BENCH_CONTROL").as_deref() {
+        Err(_) | Ok("" | "0") => false,
+        Ok("1") => true,
+        Ok(v) => panic!("SYMSCHED_BENCH_CONTROL must be 0 or 1, not {v:?}"),
+    };
+    let launch_backends = row_backends(control);
+    let pair = row_backends(false);
 
     // Compile time per (plan, rank).
     let opts = JitOptions {
@@ -431,7 +500,7 @@ fn all(c: &mut Criterion) {
                 format!("{name}/p{p}/{bytes}")
             };
             if c.clone_filter_matches(&format!("launch/{label}")) {
-                bench_launch(c, "launch", &label, &pl, f32t, bytes);
+                bench_launch(c, "launch", &label, &pl, f32t, bytes, &launch_backends);
             }
             let picks = auto::prefers_jit(auto::PlanTraits::of(&pl), bytes, f32t, ReduceOp::Sum);
             launch_cases.push(Case {
@@ -448,7 +517,7 @@ fn all(c: &mut Criterion) {
     let noop = noop_plan();
     if let Some(pl) = &noop {
         if c.clone_filter_matches("launch/noop/8") {
-            bench_launch(c, "launch", "noop/8", pl, f32t, 8);
+            bench_launch(c, "launch", "noop/8", pl, f32t, 8, &pair);
         }
     }
     for &bytes in SIZES.iter().filter(|b| **b <= max_bytes) {
@@ -484,8 +553,16 @@ fn all(c: &mut Criterion) {
                 continue;
             }
             if c.clone_filter_matches(&format!("wire/f32/{bytes}")) {
-                bench_launch(c, "wire", &format!("f32/{bytes}"), two, f32t, bytes);
-                bench_launch(c, "wire", &format!("bf16/{bytes}"), wire, wire_t, bytes);
+                bench_launch(c, "wire", &format!("f32/{bytes}"), two, f32t, bytes, &pair);
+                bench_launch(
+                    c,
+                    "wire",
+                    &format!("bf16/{bytes}"),
+                    wire,
+                    wire_t,
+                    bytes,
+                    &pair,
+                );
             }
             wire_sizes.push(bytes);
         }
@@ -505,6 +582,7 @@ fn all(c: &mut Criterion) {
          runs the row on the JIT)"
     );
     let mut worst: Option<(f64, String)> = None;
+    let mut tally = Control::default();
     let mut auto_ratios: BTreeMap<u32, (f64, u32, f64, u32)> = BTreeMap::new();
     for Case {
         label,
@@ -521,6 +599,10 @@ fn all(c: &mut Criterion) {
             continue;
         };
         let r = j / i;
+        let aa = mean(&format!("launch/{label}/{AGAIN}")).map(|a| a / i);
+        if let Some(a) = aa {
+            tally.add(r, a);
+        }
         if worst.as_ref().is_none_or(|(w, _)| r > *w) {
             worst = Some((r, label.clone()));
         }
@@ -531,12 +613,16 @@ fn all(c: &mut Criterion) {
             (e.2, e.3) = (e.2 + r, e.3 + 1);
         }
         println!(
-            "  {label:<40} {:>10.1} {:>10.1} {r:>6.2}{}{}",
+            "  {label:<40} {:>10.1} {:>10.1} {r:>6.2}{}{}{}",
             i * 1e6,
             j * 1e6,
+            aa.map_or(String::new(), |a| format!("  A/A {a:.2}")),
             if *reduce { "" } else { "  (interp unfused)" },
             if *auto_jit { "  auto" } else { "" }
         );
+    }
+    if tally.rows > 0 {
+        println!("{}", tally.summary());
     }
     if let Some((r, l)) = worst {
         println!("# worst jit÷interp: {r:.2} at {l}");
