@@ -137,8 +137,7 @@ fn emit_llvm(
 ) -> Result<String> {
     use symsched_jit::compile::{optimized_ir, CompileOptions, HostTarget};
     use symsched_jit::{
-        emit_llvm, kernel_channels, DType, ElemTypes, KernelScope, KernelSpec, LowerOptions,
-        ReduceOp,
+        emit_llvm, kernel_channels, DType, ElemTypes, KernelSpec, LowerOptions, ReduceOp,
     };
     let data = DType::parse(kernel.dtype.name())?;
     let wire = kernel.wire.map(|w| DType::parse(w.name())).transpose()?;
@@ -157,23 +156,8 @@ fn emit_llvm(
         f16: target.f16(),
         ..LowerOptions::default()
     };
-    let steps_opts = CompileOptions {
-        lower: LowerOptions {
-            scope: KernelScope::Steps,
-            ..opts.lower
-        },
-        ..opts.clone()
-    };
-    let steps_lower = LowerOptions {
-        scope: KernelScope::Steps,
-        ..lower
-    };
     let mut out = String::new();
     for rank in ranks {
-        let multi = plan
-            .ranks
-            .get(rank as usize)
-            .is_some_and(|r| r.channel_count() > 1);
         for channel in kernel_channels(plan, rank) {
             let spec = KernelSpec {
                 plan,
@@ -182,20 +166,22 @@ fn emit_llvm(
                 types,
                 op,
             };
-            let (opts, lower) = if multi {
-                out.push_str(&format!(
+            out.push_str(&if spec.multi_channel() {
+                format!(
                     "; ==== rank {rank} channel {channel} (steps only: the runtime sends the \
                      entry and exit signals around the rank's channels)\n"
-                ));
-                (&steps_opts, &steps_lower)
+                )
             } else {
-                out.push_str(&format!("; ==== rank {rank}\n"));
-                (&opts, &lower)
-            };
+                format!("; ==== rank {rank}\n")
+            });
             out.push_str(&if llvm.optimized {
-                optimized_ir(&spec, opts, &target)?
+                let opts = CompileOptions {
+                    lower: opts.lower.for_kernel(&spec),
+                    ..opts.clone()
+                };
+                optimized_ir(&spec, &opts, &target)?
             } else {
-                emit_llvm(&spec, lower)?
+                emit_llvm(&spec, &lower.for_kernel(&spec))?
             });
         }
     }

@@ -6,8 +6,8 @@
 
 use symsched_compiler::pipeline::{compile, example_params, standard_library, CompileOptions};
 use symsched_jit::{
-    emit_llvm, kernel_channels, DType, ElemTypes, F16Lowering, JitError, KernelScope, KernelSpec,
-    LowerOptions, ReduceOp,
+    emit_llvm, kernel_channels, DType, ElemTypes, F16Lowering, JitError, KernelSpec, LowerOptions,
+    ReduceOp,
 };
 use symsched_plan::ElemClass;
 
@@ -32,8 +32,7 @@ fn llvm_ir_of_the_standard_library() {
         )
         .unwrap_or_else(|d| panic!("{name}: {d:?}"));
         let plan = &c.plan;
-        let multi = plan.channel_count() > 1;
-        if multi {
+        if plan.channel_count() > 1 {
             for rank in 0..plan.group_size {
                 let spec = KernelSpec {
                     plan,
@@ -49,10 +48,6 @@ fn llvm_ir_of_the_standard_library() {
                 );
             }
         }
-        let steps_opts = LowerOptions {
-            scope: KernelScope::Steps,
-            ..opts
-        };
         let mut variants = vec![("f32", ElemTypes::new(DType::F32, None).unwrap())];
         if plan.buffers.iter().any(|b| b.elem == ElemClass::Wire) {
             variants.push((
@@ -63,20 +58,6 @@ fn llvm_ir_of_the_standard_library() {
         for (variant, types) in variants {
             let mut text = String::new();
             for rank in 0..plan.group_size {
-                if !multi {
-                    let spec = KernelSpec {
-                        plan,
-                        rank,
-                        channel: 0,
-                        types,
-                        op: ReduceOp::Sum,
-                    };
-                    text.push_str(&format!("==== rank {rank}\n"));
-                    text.push_str(
-                        &emit_llvm(&spec, &opts).unwrap_or_else(|e| panic!("{name}: {e}")),
-                    );
-                    continue;
-                }
                 for channel in kernel_channels(plan, rank) {
                     let spec = KernelSpec {
                         plan,
@@ -85,9 +66,14 @@ fn llvm_ir_of_the_standard_library() {
                         types,
                         op: ReduceOp::Sum,
                     };
-                    text.push_str(&format!("==== rank {rank} channel {channel} (steps)\n"));
+                    text.push_str(&if spec.multi_channel() {
+                        format!("==== rank {rank} channel {channel} (steps)\n")
+                    } else {
+                        format!("==== rank {rank}\n")
+                    });
                     text.push_str(
-                        &emit_llvm(&spec, &steps_opts).unwrap_or_else(|e| panic!("{name}: {e}")),
+                        &emit_llvm(&spec, &opts.for_kernel(&spec))
+                            .unwrap_or_else(|e| panic!("{name}: {e}")),
                     );
                 }
             }

@@ -335,7 +335,6 @@ impl Control {
     }
 }
 
-#[allow(clippy::too_many_arguments)] // a row's whole description, as every caller has it
 fn bench_launch(
     c: &mut Criterion,
     group: &str,

@@ -139,6 +139,22 @@ impl Default for LowerOptions {
     }
 }
 
+impl LowerOptions {
+    /// These options for `spec`'s kernel: a channel kernel of a rank with several channels is
+    /// lowered in the steps scope (only the runtime that starts the channels can send the
+    /// entry and exit signals around them); any other kernel keeps `self.scope`.
+    pub fn for_kernel(self, spec: &KernelSpec<'_>) -> LowerOptions {
+        if spec.multi_channel() {
+            LowerOptions {
+                scope: KernelScope::Steps,
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+}
+
 /// The LLVM types the lowering uses.
 pub(crate) struct Types<'ctx> {
     pub i1: IntType<'ctx>,

@@ -191,4 +191,19 @@ impl Resolved {
     pub fn multi_channel(&self) -> bool {
         self.channels.len() > 1
     }
+
+    /// Where plan step `plan_step` (its index in the rank's step list) sits in [`Self::steps`]:
+    /// the same place for a one-channel rank; a multi-channel rank's list is grouped by channel.
+    pub fn position_of(&self, plan_step: usize) -> Option<usize> {
+        if self
+            .plan_index
+            .get(plan_step)
+            .is_some_and(|&p| p as usize == plan_step)
+        {
+            return Some(plan_step);
+        }
+        self.plan_index
+            .iter()
+            .position(|&p| p as usize == plan_step)
+    }
 }

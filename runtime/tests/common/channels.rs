@@ -1,6 +1,7 @@
-//! Plans split into channels by hand (the `.sched` syntax for channels is not here yet): the
-//! channel tests on the in-process fabric (`exec_channels.rs`) and on processes
-//! (`exec_channels_multiproc.rs`) run the same ones.
+//! Plans split into channels by hand (shapes the standard library does not have: a wait on a
+//! later channel, a channel that fails, a rank that stalls): the channel tests on the
+//! in-process fabric (`exec_channels.rs`) and on processes (`exec_channels_multiproc.rs`) run
+//! the same ones.
 
 use symsched_plan::{
     BufferDecl, BufferRole, Cmp, CollectiveKind, ElemClass, Extent, Op, Plan, RankProgram, Region,

@@ -667,15 +667,11 @@ unsafe extern "C" fn trace_step<F: Fabric>(c: *mut c_void, step: u32, flags: u32
     let Some(&i) = c.step_at.get(&step) else {
         return;
     };
-    // The resolved list groups a multi-channel rank's steps by channel: find the plan step's
-    // place in it (the same place for a one-channel rank).
     let res = c.ctx.resolved;
-    let at = if res.plan_index.get(i).is_some_and(|&p| p as usize == i) {
-        Some(i)
-    } else {
-        res.plan_index.iter().position(|&p| p as usize == i)
-    };
-    let (Some(ps), Some(rs)) = (c.steps().get(i), at.and_then(|a| res.steps.get(a))) else {
+    let (Some(ps), Some(rs)) = (
+        c.steps().get(i),
+        res.position_of(i).and_then(|a| res.steps.get(a)),
+    ) else {
         return;
     };
     let size = trace::written_buffer(&ps.op).map_or(0, |b| {

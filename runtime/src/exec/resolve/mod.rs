@@ -417,6 +417,15 @@ mod channel_tests {
         p.ranks[0].steps[3].channel = 1;
         let r = resolved(&p);
         assert_eq!(r.plan_index, [0, 1, 2, 5, 3, 4]);
+        let places: Vec<Option<usize>> = (0..7).map(|i| r.position_of(i)).collect();
+        assert_eq!(
+            places,
+            [0, 1, 2, 4, 5, 3]
+                .map(Some)
+                .into_iter()
+                .chain([None])
+                .collect::<Vec<_>>()
+        );
         assert_eq!(r.chain, [0, 0, 0, 0, 1, 0]);
     }
 
@@ -437,10 +446,7 @@ mod channel_tests {
         // Get and reduce on channel 1, a step touching the landing slot on channel 0: kept.
         p.ranks[0].steps[4].channel = 1;
         let r = resolved(&p);
-        let (g, red) = (
-            r.plan_index.iter().position(|&i| i == 3),
-            r.plan_index.iter().position(|&i| i == 4),
-        );
+        let (g, red) = (r.position_of(3), r.position_of(4));
         assert_eq!((g, red), (Some(5), Some(6)));
         assert!(r.get_folds.folded(5), "the fold holds within channel 1");
         let RStep::Get { dst: land, n, .. } = r.steps[5] else {
