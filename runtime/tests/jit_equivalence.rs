@@ -104,6 +104,51 @@ fn staged_bindings_and_other_sizes() {
     check_all(&cases);
 }
 
+/// The passes whose reduce result is copied out to peers (or to local places) a block at a
+/// time (`copy_outs` in the JIT's `lower/elements.rs`): sizes of one block, of several with a
+/// short last one, and of exact blocks (1024 elements per block, so 4 × 4096 at P = 4), with a
+/// wire type, staged bindings and an op other than sum.
+#[test]
+fn blocked_copy_outs_across_block_boundaries() {
+    let names = [
+        "allreduce_ring",
+        "allreduce_two_shot",
+        "allreduce_two_shot_pull",
+        "allreduce_two_shot_wire",
+    ];
+    let mut cases_plans = Vec::new();
+    for name in names {
+        for p in [2, 4] {
+            cases_plans.push(instance(name, p).expect("an instance"));
+        }
+    }
+    let typed = [
+        (ElemTypes::new(DType::F32, None).unwrap(), ReduceOp::Sum),
+        (
+            ElemTypes::new(DType::F32, Some(DType::Bf16)).unwrap(),
+            ReduceOp::Sum,
+        ),
+        (ElemTypes::new(DType::F64, None).unwrap(), ReduceOp::Max),
+    ];
+    let mut cases = Vec::new();
+    for plan in &cases_plans {
+        for count in [1024, 5 * 1024 + 7, 16_384] {
+            for (types, op) in typed {
+                cases.push(Case {
+                    types,
+                    op,
+                    ..f32_sum(plan, count)
+                });
+            }
+            cases.push(Case {
+                staged: true,
+                ..f32_sum(plan, count)
+            });
+        }
+    }
+    check_all(&cases);
+}
+
 /// The channel example (a kernel per channel, run concurrently) at P = 1..4, sizes with and
 /// without remainders, a few dtypes, wires and ops, staged too.
 #[test]

@@ -1,7 +1,7 @@
-//! The JIT-vs-interpreter comparison catches broken lowerings: a dropped wait and a reversed
-//! fold order (test hooks of the LLVM back end) each make the backends differ, while the
-//! correct lowering under the same conditions equals the interpreter. One test, because the
-//! fault hook applies to the whole process.
+//! The JIT-vs-interpreter comparison catches broken lowerings: a dropped wait, a reversed
+//! fold order and a short blocked copy-out (test hooks of the LLVM back end) each make the
+//! backends differ, while the correct lowering under the same conditions equals the
+//! interpreter. One test, because the fault hook applies to the whole process.
 
 mod jit_common;
 
@@ -62,6 +62,20 @@ fn broken_lowerings_are_caught_and_the_correct_one_is_not() {
     set_test_fault(Some(Fault::ReverseFold));
     let err = compare(&fold).expect_err("a reversed fold order must be caught");
     assert!(err.contains("interp vs jit"), "{err}");
+
+    // The two-shot allreduce's owner folds its chunk and copies it to every peer a block at
+    // a time: one element short per block leaves peers with stale values.
+    let two_shot = instance("allreduce_two_shot", 2).expect("P = 2 instance");
+    let blocked = Case {
+        plan: &two_shot,
+        count: 5000,
+        ..fold.clone()
+    };
+    set_test_fault(Some(Fault::ShortCopyOut));
+    let err = compare(&blocked).expect_err("a short copy-out must be caught");
+    assert!(err.contains("interp vs jit"), "{err}");
+
     set_test_fault(None);
     compare(&fold).expect("the correct lowering equals the interpreter again");
+    compare(&blocked).expect("the correct lowering equals the interpreter again");
 }

@@ -100,6 +100,8 @@ pub enum Fault {
     DropWait(u32),
     /// Fold every reduce's operands right to left.
     ReverseFold,
+    /// Copy one element less in every block of a blocked copy-out (`elements.rs`).
+    ShortCopyOut,
 }
 
 /// How much of a launch the kernel does.
