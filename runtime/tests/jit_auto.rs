@@ -40,6 +40,7 @@ fn auto_runs_reducing_plans_from_the_threshold_on_the_jit() {
         count: bytes / types.data.size() as u64,
         staged: false,
         late: Vec::new(),
+        nt_min_bytes: None,
     };
     let big = JIT_MIN_BYTES;
     assert!(

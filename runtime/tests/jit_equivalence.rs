@@ -25,6 +25,7 @@ fn f32_sum(plan: &symsched_plan::Plan, count: u64) -> Case<'_> {
         count,
         staged: false,
         late: Vec::new(),
+        nt_min_bytes: None,
     }
 }
 
@@ -142,6 +143,32 @@ fn blocked_copy_outs_across_block_boundaries() {
             }
             cases.push(Case {
                 staged: true,
+                ..f32_sum(plan, count)
+            });
+        }
+    }
+    check_all(&cases);
+}
+
+/// Streamed moves: with the threshold at 0 every plain move into a buffer no step reads goes
+/// through the non-temporal copy on both backends, and at 4 KiB only the longer ones do (the
+/// JIT runs such a pass's moves one by one, each streamed or `memcpy`'d by its own length, as
+/// the interpreter does); every standard schedule at P = 2 and 4, sizes around the threshold.
+#[test]
+fn streamed_moves_at_low_thresholds() {
+    let mut plans = Vec::new();
+    for name in names() {
+        for p in [2, 4] {
+            if let Some(plan) = instance(&name, p) {
+                plans.push(plan);
+            }
+        }
+    }
+    let mut cases = Vec::new();
+    for plan in &plans {
+        for (nt_min, count) in [(0, 1001), (4096, 3000), (4096, 5 * 1024 + 3)] {
+            cases.push(Case {
+                nt_min_bytes: Some(nt_min),
                 ..f32_sum(plan, count)
             });
         }

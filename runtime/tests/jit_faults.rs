@@ -38,6 +38,7 @@ fn broken_lowerings_are_caught_and_the_correct_one_is_not() {
         count: 1000,
         staged: false,
         late: (1..4).map(|r| (r, Duration::from_millis(200))).collect(),
+        nt_min_bytes: None,
     };
     let before = compile_stats().compiled;
     compare(&late).expect("the correct lowering equals the interpreter");
@@ -56,6 +57,7 @@ fn broken_lowerings_are_caught_and_the_correct_one_is_not() {
     // shows in the last bits (two operands would not: a + b is b + a).
     let fold = Case {
         late: Vec::new(),
+        nt_min_bytes: None,
         count: 999,
         ..late.clone()
     };

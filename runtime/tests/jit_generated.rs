@@ -129,6 +129,7 @@ proptest! {
             count,
             staged: false,
             late: Vec::new(),
+            nt_min_bytes: None,
         };
         if let Err(e) = compare(&case) {
             prop_assert!(false, "{}\n{}", e, src);

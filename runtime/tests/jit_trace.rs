@@ -28,6 +28,7 @@ fn jit_kernels_trace_every_step_once_per_launch() {
         count: 1000,
         staged: false,
         late: Vec::new(),
+        nt_min_bytes: None,
     };
     let before = compile_stats().compiled;
     let out = run(&case, BackendKind::Jit);

@@ -150,18 +150,19 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
     };
     // Every address of the pass is checked before any data moves.
     cg.flush()?;
-    if !streams_eligible(cg, p, &streams, &per_step) {
+    let Some(unread) = plain_moves(cg, p, &streams, &per_step) else {
         return fused_pass(cg, p, &fused, &streams, &per_step);
-    }
-    // Plain moves into buffers no step reads: above the threshold each goes through the
-    // runtime's non-temporal copy, one after the other in program order (the unfused
-    // semantics), as the interpreter streams them; below it, the fused loop.
-    let mut ok: Option<IntValue<'ctx>> = None;
-    let mut sized: Vec<(IntValue<'ctx>, u64, IntValue<'ctx>)> = Vec::new();
+    };
+    // Plain moves, some into buffers no step reads: when one of those is at least the
+    // threshold long, the moves run one after the other in program order (the unfused
+    // semantics), each of those through the runtime's non-temporal copy when it is that long
+    // itself and a `memcpy` otherwise, as the interpreter runs them; below it, the fused loop.
+    let mut big_any: Option<IntValue<'ctx>> = None;
     let mut moves = Vec::new();
-    for (op, _, n) in &per_step {
+    let mut sized: Vec<(IntValue<'ctx>, u64, IntValue<'ctx>)> = Vec::new();
+    for ((op, _, n), unread) in per_step.iter().zip(&unread) {
         let ElemOp::Move { src, dst } = op else {
-            unreachable!("checked by streams_eligible")
+            unreachable!("checked by plain_moves")
         };
         let size = streams[*src].dtype.size() as u64;
         let bytes = match sized.iter().find(|(m, s, _)| m == n && *s == size) {
@@ -172,29 +173,42 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
                 b
             }
         };
-        moves.push((*src, *dst, bytes));
-        let big =
-            cg.b.build_int_compare(IntPredicate::UGE, bytes, cg.nt_min_bytes, "")?;
-        let apart =
-            cg.b.build_int_compare(IntPredicate::NE, streams[*src].ptr, streams[*dst].ptr, "")?;
-        let both = cg.b.build_and(big, apart, "")?;
-        ok = Some(match ok {
-            None => both,
-            Some(o) => cg.b.build_and(o, both, "")?,
-        });
+        let big = if *unread {
+            let long =
+                cg.b.build_int_compare(IntPredicate::UGE, bytes, cg.nt_min_bytes, "")?;
+            let apart =
+                cg.b.build_int_compare(IntPredicate::NE, streams[*src].ptr, streams[*dst].ptr, "")?;
+            let big = cg.b.build_and(long, apart, "")?;
+            big_any = Some(match big_any {
+                None => big,
+                Some(o) => cg.b.build_or(o, big, "")?,
+            });
+            Some(big)
+        } else {
+            None
+        };
+        moves.push((*src, *dst, bytes, big));
     }
     let (nt, loop_, join) = (cg.block("stream"), cg.block("fused"), cg.block("moved"));
-    cg.b.build_conditional_branch(ok.expect("a pass has a step"), nt, loop_)?;
+    cg.b.build_conditional_branch(big_any.expect("a move into an unread buffer"), nt, loop_)?;
     cg.b.position_at_end(nt);
-    for (src, dst, bytes) in moves {
-        cg.call_void(
-            cg.intr.copy_nt,
-            &[
-                streams[dst].ptr.into(),
-                streams[src].ptr.into(),
-                bytes.into(),
-            ],
-        )?;
+    for (src, dst, bytes, big) in moves {
+        let (d, s) = (streams[dst].ptr, streams[src].ptr);
+        let Some(big) = big else {
+            cg.b.build_memcpy(d, 1, s, 1, bytes)
+                .map_err(JitError::llvm)?;
+            continue;
+        };
+        let (streamed, cached, next) = (cg.block("nt"), cg.block("cached"), cg.block("next"));
+        cg.b.build_conditional_branch(big, streamed, cached)?;
+        cg.b.position_at_end(streamed);
+        cg.call_void(cg.intr.copy_nt, &[d.into(), s.into(), bytes.into()])?;
+        cg.b.build_unconditional_branch(next)?;
+        cg.b.position_at_end(cached);
+        cg.b.build_memcpy(d, 1, s, 1, bytes)
+            .map_err(JitError::llvm)?;
+        cg.b.build_unconditional_branch(next)?;
+        cg.b.position_at_end(next);
     }
     cg.b.build_unconditional_branch(join)?;
     cg.b.position_at_end(loop_);
@@ -204,24 +218,32 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
     Ok(())
 }
 
-/// Whether every step of the pass is a move without conversion between distinct places into a
-/// buffer no step of any rank reads, with nothing kept in registers (the interpreter's
-/// streaming rule, `resolve/streaming.rs` in the runtime).
-fn streams_eligible(
+/// For a pass of plain moves (no conversion, distinct places, nothing kept in registers) of
+/// which at least one writes a buffer no step of any rank reads: per step, whether its
+/// destination is such a buffer (the interpreter's streaming rule, `resolve/streaming.rs` in
+/// the runtime, which decides per step). `None` for any other pass.
+fn plain_moves(
     cg: &Cg<'_, '_>,
     p: &Pass,
     streams: &[Stream<'_>],
     per_step: &[(ElemOp, Vec<usize>, IntValue<'_>)],
-) -> bool {
+) -> Option<Vec<bool>> {
+    if !p.dead.is_empty() {
+        return None;
+    }
     let read = super::dataflow::read_buffers(cg.plan());
-    p.dead.is_empty()
-        && per_step.iter().all(|(op, _, _)| match op {
-            ElemOp::Move { src, dst } => {
-                let (s, d) = (&streams[*src], &streams[*dst]);
-                src != dst && s.dtype == d.dtype && !read[d.region.buffer as usize]
-            }
-            ElemOp::Fold { .. } => false,
-        })
+    let mut unread = Vec::with_capacity(per_step.len());
+    for (op, _, _) in per_step {
+        let ElemOp::Move { src, dst } = op else {
+            return None;
+        };
+        let (s, d) = (&streams[*src], &streams[*dst]);
+        if src == dst || s.dtype != d.dtype {
+            return None;
+        }
+        unread.push(!read[d.region.buffer as usize]);
+    }
+    unread.contains(&true).then_some(unread)
 }
 
 /// The pass as element loops: one fused loop, plus scalar tails when its steps' counts differ.
@@ -432,12 +454,18 @@ fn loop_fn<'ctx>(cg: &Cg<'ctx, '_>, shape: &Shape) -> R<FunctionValue<'ctx>> {
             }
             Ok(())
         };
-    for op in &shape.ops {
+    for (k, op) in shape.ops.iter().enumerate() {
         match op {
             ElemOp::Move { src, dst } if copy_outs.contains(&(*src, *dst)) => {
                 // Stored by the block's `memcpy`; a later step reading `dst` gets the value
                 // from the register, as an unblocked loop would.
-                env[*dst] = Some(load(&mut env, *src)?);
+                let read_later = shape.ops[k + 1..].iter().any(|op| match op {
+                    ElemOp::Move { src, .. } => src == dst,
+                    ElemOp::Fold { srcs, .. } => srcs.contains(dst),
+                });
+                if read_later {
+                    env[*dst] = Some(load(&mut env, *src)?);
+                }
             }
             ElemOp::Move { src, dst } => {
                 let v = load(&mut env, *src)?;
@@ -470,13 +498,23 @@ fn loop_fn<'ctx>(cg: &Cg<'ctx, '_>, shape: &Shape) -> R<FunctionValue<'ctx>> {
     if let (Some(copied), Some((lo_phi, blocks))) = (copied, block_phi) {
         b.position_at_end(copied);
         let len = b.build_int_nuw_sub(hi, lo, "block_len")?;
+        // Byte offset and length of the block, per element size.
+        let mut sized: Vec<(usize, IntValue<'ctx>, IntValue<'ctx>)> = Vec::new();
         for &(src, dst) in &copy_outs {
-            let size = cg.i64c(shape.dtypes[dst].size() as u64);
-            let at = b.build_int_nuw_mul(lo, size, "")?;
-            let mut bytes = b.build_int_nuw_mul(len, size, "")?;
-            if cg.opts.fault == Some(Fault::ShortCopyOut) {
-                bytes = b.build_int_nuw_sub(bytes, size, "")?;
-            }
+            let elem = shape.dtypes[dst].size();
+            let (at, bytes) = match sized.iter().find(|(e, _, _)| *e == elem) {
+                Some(&(_, at, bytes)) => (at, bytes),
+                None => {
+                    let size = cg.i64c(elem as u64);
+                    let at = b.build_int_nuw_mul(lo, size, "")?;
+                    let mut bytes = b.build_int_nuw_mul(len, size, "")?;
+                    if cg.opts.fault == Some(Fault::ShortCopyOut) {
+                        bytes = b.build_int_nuw_sub(bytes, size, "")?;
+                    }
+                    sized.push((elem, at, bytes));
+                    (at, bytes)
+                }
+            };
             // SAFETY (of the generated code): the block lies within the `n` checked elements.
             let (d, s) = unsafe {
                 (
@@ -501,8 +539,10 @@ fn loop_fn<'ctx>(cg: &Cg<'ctx, '_>, shape: &Shape) -> R<FunctionValue<'ctx>> {
 /// hand blocks of the same size to their puts).
 const COPY_OUT_BLOCK: u64 = 1024;
 
-/// The moves of a loop body that copy, unconverted, a value an earlier step of the body
-/// computed into a stream nothing else in the body writes: `(src, dst)` per move.
+/// The moves of a loop body that copy, unconverted, into a stream nothing else in the body
+/// writes, either a value an earlier step of the body computed or a stream the body only
+/// reads (one source fed to several places): `(src, dst)` per move. A body that is a single
+/// such move has none: LLVM makes its loop one `memcpy` of the whole length.
 ///
 /// A blocked loop stores them with one `memcpy` per block instead of a store per element.
 /// Measured at 2 ranks (`allreduce_two_shot`, whose owner folds its chunk and pushes it to the
@@ -532,13 +572,16 @@ fn copy_outs(shape: &Shape) -> Vec<(usize, usize)> {
             && !shape.dead[*dst]
             // The `memcpy` reads `src` from memory, so the loop must store it.
             && !shape.dead[*src]
-            && writes(*src, earlier)
+            && (writes(*src, earlier) || !writes(*src, &shape.ops))
             && !writes(*src, later)
             && !writes(*dst, earlier)
             && !writes(*dst, later)
         {
             outs.push((*src, *dst));
         }
+    }
+    if shape.ops.len() == 1 {
+        outs.clear();
     }
     outs
 }

@@ -96,6 +96,8 @@ pub struct Case<'a> {
     pub staged: bool,
     /// Ranks that start each launch this late (to expose a missing wait).
     pub late: Vec<(u32, Duration)>,
+    /// The smallest streamed move on both backends (`None`: the default threshold).
+    pub nt_min_bytes: Option<usize>,
 }
 
 impl Case<'_> {
@@ -129,9 +131,11 @@ pub type Outputs = Vec<Result<Vec<Vec<u8>>, String>>;
 pub fn run(case: &Case, backend: BackendKind) -> Outputs {
     let plan = case.plan;
     let sizes = sizes(plan, case.count);
+    let defaults = ExecOptions::default();
     let opts = ExecOptions {
         backend,
-        ..ExecOptions::default()
+        nt_min_bytes: case.nt_min_bytes.unwrap_or(defaults.nt_min_bytes),
+        ..defaults
     };
     let es = case.types.data.size() as u64;
     let roles: Vec<BufferRole> = plan
