@@ -40,6 +40,31 @@ fn check_all(cases: &[Case]) {
     );
 }
 
+/// Every plan at every count, once per (types, op) and once f32 sum staged.
+fn typed_and_staged<'p>(
+    plans: &'p [symsched_plan::Plan],
+    counts: &[u64],
+    typed: &[(ElemTypes, ReduceOp)],
+) -> Vec<Case<'p>> {
+    let mut cases = Vec::new();
+    for plan in plans {
+        for &count in counts {
+            for &(types, op) in typed {
+                cases.push(Case {
+                    types,
+                    op,
+                    ..f32_sum(plan, count)
+                });
+            }
+            cases.push(Case {
+                staged: true,
+                ..f32_sum(plan, count)
+            });
+        }
+    }
+    cases
+}
+
 #[test]
 fn every_schedule_at_every_p_f32_sum() {
     let mut plans = Vec::new();
@@ -131,23 +156,11 @@ fn blocked_copy_outs_across_block_boundaries() {
         ),
         (ElemTypes::new(DType::F64, None).unwrap(), ReduceOp::Max),
     ];
-    let mut cases = Vec::new();
-    for plan in &cases_plans {
-        for count in [1024, 5 * 1024 + 7, 16_384] {
-            for (types, op) in typed {
-                cases.push(Case {
-                    types,
-                    op,
-                    ..f32_sum(plan, count)
-                });
-            }
-            cases.push(Case {
-                staged: true,
-                ..f32_sum(plan, count)
-            });
-        }
-    }
-    check_all(&cases);
+    check_all(&typed_and_staged(
+        &cases_plans,
+        &[1024, 5 * 1024 + 7, 16_384],
+        &typed,
+    ));
 }
 
 /// Streamed moves: with the threshold at 0 every plain move into a buffer no step reads goes
@@ -190,23 +203,7 @@ fn the_channel_example_at_p1_to_p4() {
         (ElemTypes::new(DType::F64, None).unwrap(), ReduceOp::Avg),
         (ElemTypes::new(DType::I32, None).unwrap(), ReduceOp::Min),
     ];
-    let mut cases = Vec::new();
-    for plan in &plans {
-        for count in [1000, 4097] {
-            for (types, op) in typed {
-                cases.push(Case {
-                    types,
-                    op,
-                    ..f32_sum(plan, count)
-                });
-            }
-            cases.push(Case {
-                staged: true,
-                ..f32_sum(plan, count)
-            });
-        }
-    }
-    check_all(&cases);
+    check_all(&typed_and_staged(&plans, &[1000, 4097], &typed));
 }
 
 proptest::proptest! {
