@@ -57,7 +57,6 @@ fn broken_lowerings_are_caught_and_the_correct_one_is_not() {
     // shows in the last bits (two operands would not: a + b is b + a).
     let fold = Case {
         late: Vec::new(),
-        nt_min_bytes: None,
         count: 999,
         ..late.clone()
     };

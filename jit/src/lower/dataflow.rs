@@ -177,45 +177,10 @@ pub(crate) fn len_key(plan: &Plan, rank: Rank, r: &Region) -> LenKey {
     }
 }
 
-/// Buffers some step of some rank reads (a move's source, a reduce or matmul operand, a host
-/// collective's region): a move into any other buffer is never read back during the launch.
-pub(crate) fn read_buffers(plan: &Plan) -> Vec<bool> {
-    let mut read = vec![false; plan.buffers.len()];
-    for prog in &plan.ranks {
-        for s in &prog.steps {
-            for a in accesses(&s.op, prog.rank).iter().filter(|a| !a.write) {
-                if let Some(r) = read.get_mut(a.region.buffer as usize) {
-                    *r = true;
-                }
-            }
-        }
-    }
-    read
-}
-
-/// Buffers some rank puts into or gets from on another rank: their contents are visible beyond
-/// the rank that writes them.
-pub(crate) fn remote_buffers(plan: &Plan) -> Vec<bool> {
-    let mut remote = vec![false; plan.buffers.len()];
-    for prog in &plan.ranks {
-        for s in &prog.steps {
-            let b = match &s.op {
-                Op::Put { dst, peer, .. } if *peer != prog.rank => dst.buffer,
-                Op::Get { src, peer, .. } if *peer != prog.rank => src.buffer,
-                _ => continue,
-            };
-            if let Some(r) = remote.get_mut(b as usize) {
-                *r = true;
-            }
-        }
-    }
-    remote
-}
-
 /// Scratch that only its own rank ever touches: a write to it matters only to later steps of
 /// that rank.
 pub(crate) fn private_scratch(plan: &Plan) -> Vec<bool> {
-    let remote = remote_buffers(plan);
+    let remote = plan.remote_buffers();
     plan.buffers
         .iter()
         .zip(remote)

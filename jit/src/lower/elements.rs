@@ -17,6 +17,7 @@ use super::numeric::storage;
 use super::{Cg, Fault};
 use crate::{DType, JitError};
 use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::builder::Builder;
 use inkwell::module::Linkage;
 use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{
@@ -195,8 +196,7 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
     for (src, dst, bytes, big) in moves {
         let (d, s) = (streams[dst].ptr, streams[src].ptr);
         let Some(big) = big else {
-            cg.b.build_memcpy(d, 1, s, 1, bytes)
-                .map_err(JitError::llvm)?;
+            memcpy(&cg.b, d, s, bytes)?;
             continue;
         };
         let (streamed, cached, next) = (cg.block("nt"), cg.block("cached"), cg.block("next"));
@@ -205,8 +205,7 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
         cg.call_void(cg.intr.copy_nt, &[d.into(), s.into(), bytes.into()])?;
         cg.b.build_unconditional_branch(next)?;
         cg.b.position_at_end(cached);
-        cg.b.build_memcpy(d, 1, s, 1, bytes)
-            .map_err(JitError::llvm)?;
+        memcpy(&cg.b, d, s, bytes)?;
         cg.b.build_unconditional_branch(next)?;
         cg.b.position_at_end(next);
     }
@@ -215,6 +214,17 @@ pub(crate) fn pass<'ctx>(cg: &Cg<'ctx, '_>, ext: &Extents<'ctx>, p: &Pass) -> R<
     fused_pass(cg, p, &fused, &streams, &per_step)?;
     cg.b.build_unconditional_branch(join)?;
     cg.b.position_at_end(join);
+    Ok(())
+}
+
+/// `bytes` from `s` to `d`, unaligned (the places never overlap: distinct streams of a pass).
+fn memcpy<'ctx>(
+    b: &Builder<'ctx>,
+    d: PointerValue<'ctx>,
+    s: PointerValue<'ctx>,
+    bytes: IntValue<'ctx>,
+) -> R<()> {
+    b.build_memcpy(d, 1, s, 1, bytes).map_err(JitError::llvm)?;
     Ok(())
 }
 
@@ -231,7 +241,6 @@ fn plain_moves(
     if !p.dead.is_empty() {
         return None;
     }
-    let read = super::dataflow::read_buffers(cg.plan());
     let mut unread = Vec::with_capacity(per_step.len());
     for (op, _, _) in per_step {
         let ElemOp::Move { src, dst } = op else {
@@ -241,7 +250,7 @@ fn plain_moves(
         if src == dst || s.dtype != d.dtype {
             return None;
         }
-        unread.push(!read[d.region.buffer as usize]);
+        unread.push(!cg.read_buffers[d.region.buffer as usize]);
     }
     unread.contains(&true).then_some(unread)
 }
@@ -454,18 +463,12 @@ fn loop_fn<'ctx>(cg: &Cg<'ctx, '_>, shape: &Shape) -> R<FunctionValue<'ctx>> {
             }
             Ok(())
         };
-    for (k, op) in shape.ops.iter().enumerate() {
+    for op in &shape.ops {
         match op {
             ElemOp::Move { src, dst } if copy_outs.contains(&(*src, *dst)) => {
                 // Stored by the block's `memcpy`; a later step reading `dst` gets the value
-                // from the register, as an unblocked loop would.
-                let read_later = shape.ops[k + 1..].iter().any(|op| match op {
-                    ElemOp::Move { src, .. } => src == dst,
-                    ElemOp::Fold { srcs, .. } => srcs.contains(dst),
-                });
-                if read_later {
-                    env[*dst] = Some(load(&mut env, *src)?);
-                }
+                // from the register (an earlier step computed `src`, so no load is emitted).
+                env[*dst] = env[*src];
             }
             ElemOp::Move { src, dst } => {
                 let v = load(&mut env, *src)?;
@@ -522,7 +525,7 @@ fn loop_fn<'ctx>(cg: &Cg<'ctx, '_>, shape: &Shape) -> R<FunctionValue<'ctx>> {
                     b.build_gep(cg.ctx.i8_type(), ptrs[src], &[at], "")?,
                 )
             };
-            b.build_memcpy(d, 1, s, 1, bytes).map_err(JitError::llvm)?;
+            memcpy(&b, d, s, bytes)?;
         }
         let end = b.build_int_compare(IntPredicate::EQ, hi, n, "last_block")?;
         lo_phi.add_incoming(&[(&hi, copied)]);

@@ -253,6 +253,9 @@ pub(crate) struct Cg<'ctx, 'p> {
     >,
     /// Element-loop functions by shape ([`elements`]).
     pub helpers: std::cell::RefCell<std::collections::HashMap<String, FunctionValue<'ctx>>>,
+    /// Per buffer: whether some step of some rank reads it ([`Plan::read_buffers`]; a move
+    /// into any other buffer may be streamed).
+    pub read_buffers: Vec<bool>,
 }
 
 type R<T> = Result<T, JitError>;
@@ -695,6 +698,7 @@ pub fn lower<'ctx>(
         pending: Default::default(),
         regions: Default::default(),
         helpers: Default::default(),
+        read_buffers: plan.read_buffers(),
     };
     let mut ext = extents::Extents::default();
     ext.resolve_all(&mut cg)?;
