@@ -160,6 +160,16 @@ def _run(rank: int, world: int, fails: list, taken: dict) -> None:
         symm.free(sflat if which == "send" else sout)
         _raises(fails, symm.StaleTensorError, lambda: symm.shmem_alltoall(ssends, sview, [n] * P),
                 f"released {which} view after hits")
+        # the released tensor itself has no elements left: with zero counts every other check
+        # passes, so only the record of what ``free`` released tells it apart (the failure above
+        # dropped the cached launches: one good call caches the native one again)
+        symm.shmem_alltoall(sends, out, [n] * P)
+        gone = sflat if which == "send" else sout
+        nothing = [torch.empty(0)] * P
+        _raises(fails, symm.StaleTensorError,
+                lambda: symm.shmem_alltoall([gone] * P if which == "send" else nothing,
+                                            torch.empty(0) if which == "send" else gone, [0] * P),
+                f"released {which} tensor itself, zero counts")
         symm.free(sout if which == "send" else sflat)
 
     # a send tensor that requires grad takes the differentiable form

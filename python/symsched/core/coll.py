@@ -332,36 +332,37 @@ def _allreduce_full(key: Key, tensor: Any, op: ReduceOpLike, group: Any, low_pre
 _a2a_native: Dict[Tuple[int, Any], Tuple[Any, Any]] = {}
 
 
-@failure.collective("alltoall", 3)
 def alltoall_hit(send_tensor_list: Any, receive_tensor: Any, receive_list: Any, group: Any, grad: bool) -> bool:
     """Run an alltoall whose group and dtype were launched before, in one native call that
-    makes the cached path's checks (``_native.alltoall_hit``), and return True; return False,
-    having sent nothing, when the call is not such a hit or a check declines (the full path
-    then validates and reports). ``grad``: autograd is recording, so a send tensor that
-    requires grad declines (it takes the differentiable form)."""
+    makes the cached path's checks (``_native.alltoall_hit``, released memory included), and
+    return True; return False, having sent nothing, when the call is not such a hit or a check
+    declines (the full path then validates and reports). ``grad``: autograd is recording, so a
+    send tensor that requires grad declines (it takes the differentiable form). Guarded as
+    :func:`failure.collective` guards, inline: this is a hot entry point."""
     if not isinstance(receive_tensor, _Tensor):
         return False
-    dtype = receive_tensor.dtype
-    hit = _a2a_native.get((id(group), dtype))
-    # _observed() inlined: every call pays it
-    if hit is None or hit[0] is not group or _profiler_enabled() or _trace_env():
-        return False
-    native_hit = _native_a2a
-    if native_hit is None:
-        return False
-    if memory._released and (memory.is_released(receive_tensor)
-                             or (isinstance(send_tensor_list, (list, tuple))
-                                 and any(memory.is_released(t) for t in send_tensor_list))):
-        return False  # the full path raises StaleTensorError
-    note_symsched(receive_tensor, "alltoall")  # inside interop.step(), a mix raises here
     try:
-        # with released records kept, the native call looks heap buffers up in them
-        return native_hit(hit[1], send_tensor_list, receive_tensor, dtype, receive_list, grad,
-                          (memory._starts, memory._allocs) if memory._dead else None)
-    except (SymschedError, TypeError):
+        dtype = receive_tensor.dtype
+        hit = _a2a_native.get((id(group), dtype))
+        # _observed() inlined: every call pays it
+        if hit is None or hit[0] is not group or _profiler_enabled() or _trace_env():
+            return False
+        native_hit = _native_a2a
+        if native_hit is None:
+            return False
+        note_symsched(receive_tensor, "alltoall")  # inside interop.step(), a mix raises here
+        try:
+            # with released records kept, the native call looks heap buffers up in them (and
+            # keeps spans found live in ``memory._live_ok``, as ``memory.live`` does)
+            return native_hit(hit[1], send_tensor_list, receive_tensor, dtype, receive_list, grad,
+                              memory._records if memory._dead else None, memory._released or None)
+        except (SymschedError, TypeError):
+            raise
+        except Exception as exc:
+            _native_error("alltoall", group, hit[1], exc)
+    except BaseException as exc:
+        failure.fail(exc, "alltoall", group)
         raise
-    except Exception as exc:
-        _native_error("alltoall", group, hit[1], exc)
 
 
 @failure.collective("alltoall", 3)

@@ -54,6 +54,8 @@ _LIVE_MAX = 4096
 #: the tensors ``free`` released, by id (with a weak reference to tell a reused id apart): they
 #: have no elements afterwards, so only this tells them from an ordinary empty tensor
 _released: Dict[int, "weakref.ref[Any]"] = {}
+#: what the native cached alltoall reads to tell released memory (never rebound, so one tuple)
+_records = (_starts, _allocs, _live_ok, _lock)
 
 
 def _qualname(cls: type) -> str:
