@@ -9,12 +9,15 @@ mod a2a_hit;
 mod block;
 mod errors;
 mod group;
+mod heap_records;
 mod hostcoll;
 mod mc2;
 mod plans;
 mod prepared;
 mod runtime;
 mod signals;
+mod tensor_hit;
+mod torch_tensor;
 
 use pyo3::prelude::*;
 
@@ -50,6 +53,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<block::HeapBlock>()?;
     m.add_class::<group::PyGroup>()?;
     m.add_class::<prepared::PyPrepared>()?;
+    m.add_class::<tensor_hit::PyTensorHits>()?;
     mc2::register(m)?;
     hostcoll::register(m)?;
     Ok(())

@@ -189,7 +189,11 @@ impl PyPrepared {
     /// # Safety
     /// As for [`bind`]: the caller keeps the tensors `buffers` describe alive for the duration
     /// of the launch, and no Rust reference aliases them.
-    unsafe fn launch(&self, buffers: &[(usize, usize)], sizes: &LaunchSizes) -> PyResult<()> {
+    pub(crate) unsafe fn launch(
+        &self,
+        buffers: &[(usize, usize)],
+        sizes: &LaunchSizes,
+    ) -> PyResult<()> {
         let mut binds = bind(self.heap, buffers);
         symsched_runtime::exec::backend::launches_on(self.backend, || {
             self.exec.launch(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 import torch.distributed as dist
@@ -57,6 +57,41 @@ def reference_reduce(parts: List[torch.Tensor], op: str) -> torch.Tensor:
     return acc.to(dtype)
 
 
+def spy_native_hits(on_launch: Callable[[Any], None]) -> Callable[[], None]:
+    """Call ``on_launch(prepared)`` for every launch of the native cached calls
+    (``_coll._hits``: the all-reduce, all-gather and reduce-scatter), as the Python cached path
+    is watched through ``_coll._fire``. Drops the launches kept before (they would run unseen).
+    Returns the function that removes the spy."""
+    from symsched.core import coll as _coll
+
+    hits = _coll._TensorHits
+
+    class SpyHits:
+        def __init__(self) -> None:
+            self.hits = hits()
+
+        def add(self, *a):  # type: ignore[no-untyped-def]
+            return self.hits.add(*a)
+
+        def __len__(self) -> int:
+            return len(self.hits)
+
+        def run(self, *a):  # type: ignore[no-untyped-def]
+            done = self.hits.run(*a)
+            if done is not False and type(done) is not tuple:
+                on_launch(done)
+            return done
+
+    def restore() -> None:
+        _coll._TensorHits = hits
+        _coll._hits.clear()
+
+    if hits is not None:
+        _coll._TensorHits = SpyHits
+        _coll._hits.clear()
+    return restore
+
+
 def spy_schedules(seen: List[str]) -> Callable[[], None]:
     """Record the schedule of every launch into ``seen``: the full path (``_launch.run``) and the
     cached launches of forwards and backwards (``_coll._fire``). Returns the function that
@@ -74,8 +109,11 @@ def spy_schedules(seen: List[str]) -> Callable[[], None]:
         seen.append(prepared.schedule)
         return fire(op_name, group, prepared, *a, **kw)
 
+    restore_hits = spy_native_hits(lambda prepared: seen.append(prepared.schedule))
+
     def restore() -> None:
         _launch.run, _coll._fire = run, fire
+        restore_hits()
 
     _launch.run, _coll._fire = spy_run, spy_fire
     return restore

@@ -1,6 +1,7 @@
 """Scenario: the front-of-call cache of every collective (``symsched.core.coll._fast``).
 
-A repeated call with the same key must hit the cache (counted through ``_coll._fire``) and give
+A repeated call with the same key must hit the cache (counted through ``_coll._fire`` and the
+native cached calls) and give
 the same results as the full path; per-tensor properties the key cannot vouch for must still be
 rejected on a hit; an alltoallv whose count matrix changes behind an unchanged local row and
 column must still be right (the counts are exchanged on every call)."""
@@ -13,7 +14,7 @@ import torch.distributed as dist
 import symsched as symm
 import symsched.functional as F
 from symsched.core import coll as _coll
-from _common import data
+from _common import data, spy_native_hits
 
 
 def _check(cond: bool, what: str, fails: list) -> None:
@@ -47,6 +48,12 @@ def fastpath(rank: int, world: int, args) -> dict:
         return fire(op_name, *a, **k)
 
     _coll._fire = counting
+
+    def counting_native(prepared) -> None:  # the native cached calls: all-reduce/-gather, reduce-scatter
+        op = next(o for o in ("allreduce", "allgather", "reduce_scatter") if prepared.schedule.startswith(o))
+        hits[op] = hits.get(op, 0) + 1
+
+    restore_native = spy_native_hits(counting_native)
     n = 5
     sym_in = symm.empty(n, torch.float32)
     sym_big = symm.empty(P * n, torch.float32)
@@ -133,6 +140,13 @@ def fastpath(rank: int, world: int, args) -> dict:
             "non-contiguous allreduce after a hit")
     _raises(fails, symm.SymschedArgumentError, lambda: symm.shmem_allreduce(torch.ones(8, device="meta")),
             "meta tensor allreduce after a hit")
+    # in the heap the native cached call reads less (a heap address is CPU memory): contiguity
+    # is still checked
+    sym16 = symm.empty(16, torch.float32)
+    symm.shmem_allreduce(t)
+    _raises(fails, symm.SymschedArgumentError, lambda: symm.shmem_allreduce(sym16[::2]),
+            "non-contiguous symmetric view allreduce after a hit")
+    symm.free(sym16)
     out = torch.empty(P * n)
     _raises(fails, symm.SymschedArgumentError,
             lambda: symm.shmem_allgather(torch.empty(2 * P * n)[::2], torch.ones(n)), "non-contiguous allgather output")
@@ -193,6 +207,7 @@ def fastpath(rank: int, world: int, args) -> dict:
     names = {e.key for e in prof.key_averages()}
     _check("symsched::allgather" in names, f"profiler misses a cached allgather: {sorted(names)[:20]}", fails)
     _coll._fire = fire
+    restore_native()
     symm.free(sym_big)
     symm.free(sym_in)
     return {"failures": fails, "hits": hits}

@@ -24,7 +24,7 @@ explicit in its first line, and importing one never imports the other framework 
 top-level ``symsched`` package loads its PyTorch flavour only on the first use of one of its
 names (``symm.init`` …, PEP 562), so ``import symsched.mindspore`` runs in a venv without torch
 (MindSpore's wheel wants ``numpy<2``, which a torch venv may not have). A MindSpore adapter
-sets ``native_alltoall_hit = None`` (the native call reads torch tensors) and registers rules
+sets ``native_alltoall_hit = native_tensor_hits = None`` (the native calls read torch tensors) and registers rules
 with ``mindspore._Function`` or an ``nn.Cell`` with ``bprop``; the rest of the core is shared.
 
 **Hot paths.** Every Python frame on a cached 8-byte call costs about as much as the native
@@ -87,7 +87,10 @@ class FrameworkAdapter(abc.ABC):
     * ``profiler_enabled`` — zero-argument callable: whether the framework's profiler records
       (a cheap check: it is called on every cached call);
     * ``native_alltoall_hit`` — the native cached-alltoall call for this framework's tensors
-      (``symsched._native.alltoall_hit`` reads torch tensors), or None.
+      (``symsched._native.alltoall_hit`` reads torch tensors), or None;
+    * ``native_tensor_hits`` — the class of native cached launches of the all-reduce,
+      all-gather and reduce-scatter for this framework's tensors
+      (``symsched._native.TensorHits`` reads torch tensors), or None.
     """
 
     name: str
@@ -100,6 +103,7 @@ class FrameworkAdapter(abc.ABC):
     grad_enabled: Callable[[], bool]
     profiler_enabled: Callable[[], bool]
     native_alltoall_hit: Optional[Callable[..., bool]] = None
+    native_tensor_hits: Optional[Callable[[], Any]] = None
 
     # ----------------------------------------------------------- tensors <-> heap spans
 

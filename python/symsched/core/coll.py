@@ -59,13 +59,15 @@ _profiler_enabled: Callable[[], bool] = lambda: False  # noqa: E731
 _Tensor: type = type(None)
 #: the native cached alltoall (``_native.alltoall_hit``) when the adapter has one
 _native_a2a: Optional[Callable[..., bool]] = None
+#: the native cached launches' class (``_native.TensorHits``) when the adapter has one
+_TensorHits: Optional[Callable[[], Any]] = None
 
 
 @adapter.on_install
 def _bind(fw: adapter.FrameworkAdapter) -> None:
-    global _fw, _plain, _profiler_enabled, _Tensor, _native_a2a
+    global _fw, _plain, _profiler_enabled, _Tensor, _native_a2a, _TensorHits
     _fw, _plain, _profiler_enabled, _Tensor = fw, fw.plain, fw.profiler_enabled, fw.tensor_type
-    _native_a2a = fw.native_alltoall_hit
+    _native_a2a, _TensorHits = fw.native_alltoall_hit, fw.native_tensor_hits
 
 
 def _observed() -> bool:
@@ -79,6 +81,14 @@ def _observed() -> bool:
 Key = Optional[Tuple[Any, ...]]
 _fast: Dict[Tuple[Any, ...], Tuple[Any, Any, Tuple[int, ...]]] = {}
 _FAST_MAX = 4096
+#: The native front-of-call cache of the all-reduce, all-gather and reduce-scatter (when the
+#: adapter has ``native_tensor_hits``): per *head* — the ``_fast`` key without the tensors'
+#: dtypes and element counts (collective, ``id(group)``, op, wire argument, knobs' raw values)
+#: — the group object and a native ``TensorHits``, which reads the tensors, finds the launch
+#: kept for their dtypes, counts and (where the schedule depends on it) kinds of buffer, checks
+#: them as a hit here does (released memory included) and launches, in one call: at 8 B the
+#: Python front was most of a call's time.
+_hits: Dict[Tuple[Any, ...], Tuple[Any, Any]] = {}
 
 
 @failure.on_abort
@@ -86,6 +96,7 @@ def _drop_cached() -> None:
     """An aborted group's cached launches count from epochs its reset voids: drop them all."""
     _fast.clear()
     _a2a_native.clear()
+    _hits.clear()
 
 
 def _hit(key: Tuple[Any, ...], group: Any) -> Optional[Tuple[Any, Any, Tuple[int, ...]]]:
@@ -98,6 +109,51 @@ def _hit(key: Tuple[Any, ...], group: Any) -> Optional[Tuple[Any, Any, Tuple[int
     if hit is None or hit[0] is not group or _profiler_enabled() or _trace_env():
         return None
     return hit
+
+
+def _native_hits(head: Tuple[Any, ...], group: Any) -> Any:
+    """The native cached launches kept under ``head`` (see ``_hits``), or None when the call
+    must take the Python path: nothing kept, an observed call (profiler, trace), or a call
+    inside ``interop.step()`` (the Python path records its tensors first)."""
+    try:
+        h = _hits.get(head)
+    except TypeError:  # an unhashable argument: the full path reports it
+        return None
+    # _observed() inlined: every cached call pays it
+    if (h is None or h[0] is not group or _profiler_enabled() or _trace_env()
+            or _interop.__dict__.get("records") is not None):
+        return None
+    return h[1]
+
+
+def _keep_native(head: Key, group: Any, prepared: Any, spans: Sequence[Span],
+                 kinds: Optional[Sequence[Optional[bool]]] = None) -> None:
+    """Keep ``prepared`` under ``head`` in the native cache for tensors like ``spans`` (in
+    buffer order) and, where ``kinds`` says, symmetric (True) or not (False) — the buffer kinds
+    a ``_fast`` key holds — on the terms ``_remember`` keeps a launch in ``_fast``."""
+    if _TensorHits is None or head is None or isinstance(group, list) or any(not s.nbytes for s in spans):
+        return
+    try:
+        h = _hits.get(head)
+        if h is None or h[0] is not group:
+            if len(_hits) >= _FAST_MAX:
+                _hits.clear()
+            h = _hits[head] = (group, _TensorHits())
+    except TypeError:  # an unhashable (but valid) argument: such calls take the Python path
+        return
+    kept = h[1].add([s.dtype for s in spans], [s.numel for s in spans], [s.nbytes for s in spans], prepared,
+                    None if kinds is None else list(kinds))
+    if not kept and not len(h[1]):
+        del _hits[head]  # a launch across nodes (host steps) stays with the Python path
+
+
+def _launch_failed(op_name: str, group: Any, failed: Tuple[Any, BaseException]) -> NoReturn:
+    """Raise the error of a native cached launch (``TensorHits.run``) as :func:`_fire` raises
+    ``Prepared.run``'s."""
+    prepared, exc = failed
+    if isinstance(exc, (SymschedError, TypeError)):
+        raise exc
+    _native_error(op_name, group, prepared, exc)  # type: ignore[arg-type]
 
 
 def _remember(key: Key, group: Any, prepared: Any, nbytes: Tuple[int, ...]) -> None:
@@ -211,10 +267,20 @@ def allgather(output: Any, input: Any, group: Any = None) -> None:
     the one-shot threshold): a one-shot launch is cached under the key without it, looked up
     first."""
     key: Key = None
+    head = ("allgather", id(group), _pull_env(), _ag_one_shot_env())
     try:
+        h = _hits.get(head)
+        # _observed() inlined; inside interop.step() the Python path records the tensors
+        if (h is not None and h[0] is group and not _profiler_enabled() and not _trace_env()
+                and _interop.__dict__.get("records") is None):
+            done = h[1].run((input, output), memory._records if memory._dead else None)
+            if done is not False:  # the launch it ran, or (launch, error)
+                if type(done) is tuple:
+                    _launch_failed("allgather", group, done)
+                return
         po, pi = _plain(output), _plain(input)
         if po is not None and pi is not None:
-            key = ("allgather", id(group), po[0], po[1], pi[0], pi[1], _pull_env(), _ag_one_shot_env())
+            key = head + (po[0], po[1], pi[0], pi[1])
             hit = _fast.get(key)
             if hit is None:
                 hit = _fast.get(key + (_symmetric(po[2]),))
@@ -226,11 +292,11 @@ def allgather(output: Any, input: Any, group: Any = None) -> None:
     except BaseException as exc:
         failure.fail(exc, "allgather", group)
         raise
-    _allgather_full(output, input, group, key)
+    _allgather_full(output, input, group, key, head)
 
 
 @failure.collective("allgather", 2)
-def _allgather_full(output: Any, input: Any, group: Any, key: Key) -> None:
+def _allgather_full(output: Any, input: Any, group: Any, key: Key, head: Key) -> None:
     so = v.tensor(output, "output_tensor", names=DTYPES)
     si = v.tensor(input, "input_tensor", names=DTYPES)
     v.same_dtype(so, "output_tensor", si, "input_tensor")
@@ -243,8 +309,10 @@ def _allgather_full(output: Any, input: Any, group: Any, key: Key) -> None:
     schedule = schedules.allgather(so.nbytes, symmetric, info.size, schedules.allgather_candidates())
     if key is not None and schedule != "allgather_one_shot":
         key += (symmetric,)
-    _call(key, group, "allgather", info, schedule, [_buf(si), _buf(so)], si.name, {"n": si.numel}, output,
-          (si.nbytes, so.nbytes), nbytes=so.nbytes)
+    prepared = _call(key, group, "allgather", info, schedule, [_buf(si), _buf(so)], si.name, {"n": si.numel},
+                     output, (si.nbytes, so.nbytes), nbytes=so.nbytes)
+    if key is not None:
+        _keep_native(head, group, prepared, (si, so), None if schedule == "allgather_one_shot" else (None, symmetric))
 
 
 def reduce_scatter(output: Any, input: Any, op: ReduceOpLike = "sum", group: Any = None,
@@ -258,11 +326,18 @@ def reduce_scatter(output: Any, input: Any, op: ReduceOpLike = "sum", group: Any
     ``SYMSCHED_REDUCE_SCATTER_PULL_MIN_BYTES``, no wire): a launch below is cached under the key
     without it, looked up first."""
     key: Key = None
+    head = ("reduce_scatter", id(group), op, low_precision_dtype, _wire_env(), _rs_pull_env())
     try:
+        h = _native_hits(head, group)
+        if h is not None:
+            done = h.run((input, output), memory._records if memory._dead else None)
+            if done is not False:  # the launch it ran, or (launch, error)
+                if type(done) is tuple:
+                    _launch_failed("reduce_scatter", group, done)
+                return
         po, pi = _plain(output), _plain(input)
         if po is not None and pi is not None:
-            key = ("reduce_scatter", id(group), po[0], po[1], pi[0], pi[1], op, low_precision_dtype, _wire_env(),
-                   _rs_pull_env())
+            key = head + (po[0], po[1], pi[0], pi[1])
             hit = _hit(key, group)
             if hit is None:
                 hit = _hit(key + (_symmetric(pi[2]),), group)
@@ -273,12 +348,12 @@ def reduce_scatter(output: Any, input: Any, op: ReduceOpLike = "sum", group: Any
     except BaseException as exc:
         failure.fail(exc, "reduce_scatter", group)
         raise
-    _reduce_scatter_full(key, output, input, op, group, low_precision_dtype)
+    _reduce_scatter_full(key, output, input, op, group, low_precision_dtype, head)
 
 
 @failure.collective("reduce_scatter", 4)
 def _reduce_scatter_full(key: Key, output: Any, input: Any, op: ReduceOpLike, group: Any,
-                         low_precision_dtype: Any) -> None:
+                         low_precision_dtype: Any, head: Key) -> None:
     so = v.tensor(output, "output_tensor", names=DTYPES)
     si = v.tensor(input, "input_tensor", names=DTYPES)
     v.same_dtype(so, "output_tensor", si, "input_tensor")
@@ -290,21 +365,31 @@ def _reduce_scatter_full(key: Key, output: Any, input: Any, op: ReduceOpLike, gr
             f"`input_tensor` must have group size × output elements = {info.size} × {so.numel} = "
             f"{info.size * so.numel}, got {si.numel}")
     symmetric = _symmetric(si.ptr)
-    if key is not None and wire is None and si.nbytes >= knobs.REDUCE_SCATTER_PULL_MIN_BYTES.get():
+    by_kind = wire is None and si.nbytes >= knobs.REDUCE_SCATTER_PULL_MIN_BYTES.get()
+    if key is not None and by_kind:
         key += (symmetric,)
-    _call(key, group, "reduce_scatter", info, schedules.reduce_scatter(wire, si.nbytes, symmetric),
-          [_buf(si), _buf(so)], si.name, {"n": so.numel}, input, (si.nbytes, so.nbytes), reduce=r, wire=wire,
-          nbytes=si.nbytes)
+    prepared = _call(key, group, "reduce_scatter", info, schedules.reduce_scatter(wire, si.nbytes, symmetric),
+                     [_buf(si), _buf(so)], si.name, {"n": so.numel}, input, (si.nbytes, so.nbytes), reduce=r,
+                     wire=wire, nbytes=si.nbytes)
+    if key is not None:
+        _keep_native(head, group, prepared, (si, so), (symmetric, None) if by_kind else None)
 
 
 def allreduce(tensor: Any, op: ReduceOpLike = "sum", group: Any = None, low_precision_dtype: Any = None) -> None:
     """In place: ``tensor`` ← element-wise reduction over the group, identical on every rank."""
     key: Key = None
+    head = ("allreduce", id(group), op, low_precision_dtype, _wire_env(), _one_shot_env(), _ar_pull_env())
     try:
+        h = _native_hits(head, group)
+        if h is not None:
+            done = h.run((tensor,), memory._records if memory._dead else None)
+            if done is not False:  # the launch it ran, or (launch, error)
+                if type(done) is tuple:
+                    _launch_failed("allreduce", group, done)
+                return
         p = _plain(tensor)
         if p is not None:
-            key = ("allreduce", id(group), op, p[0], p[1], low_precision_dtype, _wire_env(), _one_shot_env(),
-                   _ar_pull_env())
+            key = head + (p[0], p[1])
             hit = _hit(key, group)
             if hit is not None and (not memory._dead or memory.live(p[2], hit[2][0])):
                 _fire("allreduce", group, hit[1], [(p[2], hit[2][0])], None, tensor)
@@ -312,17 +397,20 @@ def allreduce(tensor: Any, op: ReduceOpLike = "sum", group: Any = None, low_prec
     except BaseException as exc:
         failure.fail(exc, "allreduce", group)
         raise
-    _allreduce_full(key, tensor, op, group, low_precision_dtype)
+    _allreduce_full(key, tensor, op, group, low_precision_dtype, head)
 
 
 @failure.collective("allreduce", 3)
-def _allreduce_full(key: Key, tensor: Any, op: ReduceOpLike, group: Any, low_precision_dtype: Any) -> None:
+def _allreduce_full(key: Key, tensor: Any, op: ReduceOpLike, group: Any, low_precision_dtype: Any,
+                    head: Key) -> None:
     s = v.tensor(tensor, "tensor", names=DTYPES)
     r = _reduce_op(op, s)
     wire = _wire_for(r, low_precision_dtype, s.name)
     info = state.resolve_group(group)
-    _call(key, group, "allreduce", info, schedules.allreduce(s.nbytes, wire), [_buf(s)], s.name, {"n": s.numel},
-          tensor, (s.nbytes,), reduce=r, wire=wire, nbytes=s.nbytes)
+    prepared = _call(key, group, "allreduce", info, schedules.allreduce(s.nbytes, wire), [_buf(s)], s.name,
+                     {"n": s.numel}, tensor, (s.nbytes,), reduce=r, wire=wire, nbytes=s.nbytes)
+    if key is not None:
+        _keep_native(head, group, prepared, (s,))
 
 
 #: The native cached alltoall per ``(id(group), dtype)``: the group object (held so its id

@@ -64,6 +64,7 @@ class MindSporeAdapter(_adapter.FrameworkAdapter):
     grad_enabled = staticmethod(autograd.recording_fn())
     profiler_enabled = staticmethod(profiler.enabled_fn())
     native_alltoall_hit = None  # the native cached alltoall reads torch tensors
+    native_tensor_hits = None  # so do the native cached all-reduce / all-gather / reduce-scatter
 
     # ------------------------------------------------------- tensors <-> heap spans
 

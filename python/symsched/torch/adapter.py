@@ -38,6 +38,7 @@ class TorchAdapter(_adapter.FrameworkAdapter):
     grad_enabled = staticmethod(torch.is_grad_enabled)
     profiler_enabled = staticmethod(torch._C._autograd._profiler_enabled)
     native_alltoall_hit = staticmethod(_native.alltoall_hit) if hasattr(_native, "alltoall_hit") else None
+    native_tensor_hits = getattr(_native, "TensorHits", None)
 
     # ------------------------------------------------------- tensors <-> heap spans
 
