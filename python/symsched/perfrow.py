@@ -70,12 +70,12 @@ def print_row(r: Dict[str, object], lib: str = "gloo") -> None:
     line = f"{r['op']:>14} {r['bytes']:>10} {r['count']:>9} | {s * 1e6:11.1f} {alg:7.2f} {alg * float(r['bus']):7.2f} | "
     if "gloo" in r:
         g = float(r["gloo"])  # type: ignore[arg-type]
-        line += f"{g * 1e6:10.1f} {g / s:6.1f}x |"
+        line += f"{g * 1e6:10.1f} {g / s:6.2f}x |"
     else:
         line += f"{'-':>10} {'-':>7} |"
     if "mpi" in r:
         m = float(r["mpi"])  # type: ignore[arg-type]
-        line += f" {m * 1e6:9.1f} {m / s:6.1f}x"
+        line += f" {m * 1e6:9.1f} {m / s:6.2f}x"
     else:
         line += f" {'-':>9} {'-':>7}"
     print(line, flush=True)

@@ -10,7 +10,8 @@ are started by ``mpiexec`` so the MPI column is a real MPICH job, otherwise as p
 Timing is nccl-tests': every library gets the same buffers (refreshed before each batch, outside
 the timed window), a few warm-up calls, one barrier, then a batch of back-to-back calls timed
 as a whole and divided by the count; a batch's time is the slowest rank's, and the table shows
-the median over ``--batches`` batches. Timing each call separately after its own barrier
+the median over ``--batches`` batches. The libraries' batches of one size are taken in turns
+(one batch of each per round), so drift during a size's measurement falls on all of them alike. Timing each call separately after its own barrier
 (``--per-iter``, the median over calls) adds the barrier's release skew to every call — tens of
 µs when ranks are oversubscribed — which swamps small messages for every library alike.
 
@@ -199,6 +200,21 @@ def _worker(a: argparse.Namespace) -> None:
             per_batch.append(slowest((time.perf_counter() - t0) / iters))
         return min(per_batch) if a.stat == "min" else statistics.median(per_batch)
 
+    Case = Tuple[Callable[[], None], Callable[[], None]]
+
+    def timed_in_turns(cases: Dict[str, Case], iters: int) -> Dict[str, float]:
+        """``timed`` of each library's ``(call, refresh)``, their batches taken in turns (one
+        batch of each per round): what drifts while a size is measured — load, clock, what the
+        first calls of a size warm — falls on every library alike, not on whichever runs first."""
+        if a.per_iter:
+            return {name: timed(fn, refresh, iters) for name, (fn, refresh) in cases.items()}
+        per: Dict[str, List[float]] = {name: [] for name in cases}
+        for _ in range(max(1, a.batches)):
+            for name, (fn, refresh) in cases.items():
+                per[name].append(timed(fn, refresh, iters, batches=1))
+        pick = min if a.stat == "min" else statistics.median
+        return {name: pick(v) for name, v in per.items()}
+
     rows: List[Dict[str, object]] = []
     for op in [o for o in a.ops if o != "mc2"]:
         for size in sizes(a):
@@ -210,13 +226,14 @@ def _worker(a: argparse.Namespace) -> None:
                 x = symm.empty(n, torch.float32)
                 xg = torch.empty(n)
                 xm = torch.empty(n)
-                res = {
-                    "symsched": timed(lambda: symm.shmem_allreduce(x), lambda: x.copy_(base), it),
-                    "gloo": timed(lambda: dist.all_reduce(xg), lambda: xg.copy_(base), it),
+                cases: Dict[str, Case] = {
+                    "symsched": (lambda: symm.shmem_allreduce(x), lambda: x.copy_(base)),
+                    "gloo": (lambda: dist.all_reduce(xg), lambda: xg.copy_(base)),
                 }
                 if comm is not None:
                     from mpi4py import MPI
-                    res["mpi"] = timed(lambda: comm.Allreduce(MPI.IN_PLACE, xm.numpy()), lambda: xm.copy_(base), it)
+                    cases["mpi"] = (lambda: comm.Allreduce(MPI.IN_PLACE, xm.numpy()), lambda: xm.copy_(base))
+                res = timed_in_turns(cases, it)
                 symm.free(x)
                 bus = 2 * (P - 1) / P
             elif op == "allgather":
@@ -224,12 +241,13 @@ def _worker(a: argparse.Namespace) -> None:
                 out = symm.empty(n, torch.float32)
                 gin, gout = torch.empty(n // P), torch.empty(n)
                 src = base[: n // P]
-                res = {
-                    "symsched": timed(lambda: symm.shmem_allgather(out, inp), lambda: inp.copy_(src), it),
-                    "gloo": timed(lambda: dist.all_gather_into_tensor(gout, gin), lambda: gin.copy_(src), it),
+                cases = {
+                    "symsched": (lambda: symm.shmem_allgather(out, inp), lambda: inp.copy_(src)),
+                    "gloo": (lambda: dist.all_gather_into_tensor(gout, gin), lambda: gin.copy_(src)),
                 }
                 if comm is not None:
-                    res["mpi"] = timed(lambda: comm.Allgather(gin.numpy(), gout.numpy()), lambda: gin.copy_(src), it)
+                    cases["mpi"] = (lambda: comm.Allgather(gin.numpy(), gout.numpy()), lambda: gin.copy_(src))
+                res = timed_in_turns(cases, it)
                 symm.free(out)
                 symm.free(inp)
                 bus = (P - 1) / P
@@ -237,13 +255,14 @@ def _worker(a: argparse.Namespace) -> None:
                 inp = symm.empty(n, torch.float32)
                 out = symm.empty(n // P, torch.float32)
                 gin, gout = torch.empty(n), torch.empty(n // P)
-                res = {
-                    "symsched": timed(lambda: symm.shmem_reduce_scatter(out, inp), lambda: inp.copy_(base), it),
-                    "gloo": timed(lambda: dist.reduce_scatter_tensor(gout, gin), lambda: gin.copy_(base), it),
+                cases = {
+                    "symsched": (lambda: symm.shmem_reduce_scatter(out, inp), lambda: inp.copy_(base)),
+                    "gloo": (lambda: dist.reduce_scatter_tensor(gout, gin), lambda: gin.copy_(base)),
                 }
                 if comm is not None:
-                    res["mpi"] = timed(lambda: comm.Reduce_scatter_block(gin.numpy(), gout.numpy()),
-                                       lambda: gin.copy_(base), it)
+                    cases["mpi"] = (lambda: comm.Reduce_scatter_block(gin.numpy(), gout.numpy()),
+                                    lambda: gin.copy_(base))
+                res = timed_in_turns(cases, it)
                 symm.free(out)
                 symm.free(inp)
                 bus = (P - 1) / P
@@ -253,12 +272,13 @@ def _worker(a: argparse.Namespace) -> None:
                 sends = list(inp.split(n // P))
                 counts = [n // P] * P
                 gin, gout = torch.empty(n), torch.empty(n)
-                res = {
-                    "symsched": timed(lambda: symm.shmem_alltoall(sends, out, counts), lambda: inp.copy_(base), it),
-                    "gloo": timed(lambda: dist.all_to_all_single(gout, gin), lambda: gin.copy_(base), it),
+                cases = {
+                    "symsched": (lambda: symm.shmem_alltoall(sends, out, counts), lambda: inp.copy_(base)),
+                    "gloo": (lambda: dist.all_to_all_single(gout, gin), lambda: gin.copy_(base)),
                 }
                 if comm is not None:
-                    res["mpi"] = timed(lambda: comm.Alltoall(gin.numpy(), gout.numpy()), lambda: gin.copy_(base), it)
+                    cases["mpi"] = (lambda: comm.Alltoall(gin.numpy(), gout.numpy()), lambda: gin.copy_(base))
+                res = timed_in_turns(cases, it)
                 symm.free(out)
                 symm.free(inp)
                 bus = (P - 1) / P
