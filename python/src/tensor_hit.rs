@@ -37,7 +37,14 @@ struct Entry {
     kinds: Vec<Option<bool>>,
     nbytes: Vec<usize>,
     prepared: Py<PyPrepared>,
+    /// The addresses last found not to lie in released memory, and `memory._frees` then: while
+    /// no block is released, the same addresses need no look-up (the memo `memory.live` keeps
+    /// until the next `free`, without a dictionary look-up per buffer).
+    live: Option<(u64, Buffers)>,
 }
+
+/// `(address, bytes)` of a call's buffers, in buffer order (the first `n` of them used).
+type Buffers = [(usize, usize); MAX_TENSORS];
 
 /// The launches cached for one key of the front (collective, group, op, wire, knobs), found by
 /// the tensors' dtypes and element counts.
@@ -45,7 +52,7 @@ struct Entry {
 /// ```python
 /// hits = TensorHits()
 /// hits.add([torch.float32], [n], [4 * n], prepared)  # after a validated call
-/// hits.run((tensor,), None)  # the Prepared it launched; False: declined, nothing sent
+/// hits.run((tensor,), None, 0)  # the Prepared it launched; False: declined, nothing sent
 /// ```
 #[pyclass(name = "TensorHits", module = "symsched._native", frozen)]
 pub struct PyTensorHits {
@@ -55,14 +62,13 @@ pub struct PyTensorHits {
 /// One tensor as read: its dtype object, element count and address.
 struct Read<'py> {
     dtype: Bound<'py, PyAny>,
-    numel: u64,
     ptr: usize,
     in_heap: bool,
 }
 
 /// The checks of the Python path's `plain` (a CPU, strided, contiguous `torch.Tensor`) on a
-/// tensor already seen to be a `torch.Tensor` of `numel` elements, and what the launch needs
-/// from it; `None` declines.
+/// tensor already seen to be a `torch.Tensor` (its element count read), and what the launch
+/// needs from it; `None` declines.
 ///
 /// A tensor whose address lies in this rank's heap segment `heap` is a CPU tensor (the
 /// segment is host memory mapped here) and a strided one (`data_ptr` raises for the layouts
@@ -70,7 +76,6 @@ struct Read<'py> {
 /// tensor instead of 9, ~0.16 µs of a call at 8 B. Any other address is checked in full.
 fn read<'py>(
     t: &Bound<'py, PyAny>,
-    numel: u64,
     strided: &Bound<'py, PyAny>,
     heap: (usize, usize),
 ) -> PyResult<Option<Read<'py>>> {
@@ -89,25 +94,27 @@ fn read<'py>(
     }
     Ok(Some(Read {
         dtype: t.getattr(intern!(py, "dtype"))?,
-        numel,
         ptr,
         in_heap,
     }))
 }
 
-/// A launch that passed the checks: the prepared plan and its `(address, bytes)` buffers.
-type Found = (Py<PyPrepared>, Vec<(usize, usize)>);
+/// A launch that passed the checks: the prepared plan, its buffers and how many there are.
+type Found = (Py<PyPrepared>, Buffers, usize);
 
 impl PyTensorHits {
-    /// The prepared launch and buffers for `tensors`, when every check passes.
+    /// The prepared launch and buffers for `tensors`, when every check passes. `records` (when
+    /// blocks were released) and `frees` are as `run` takes them.
     fn find(
         &self,
         py: Python<'_>,
         tensors: &Bound<'_, PyTuple>,
-        records: Option<&Records<'_>>,
+        records: Option<&Bound<'_, PyAny>>,
+        frees: u64,
     ) -> PyResult<Option<Found>> {
         let (tensor, strided) = torch_types(py)?;
-        if tensors.len() > MAX_TENSORS {
+        let n = tensors.len();
+        if n > MAX_TENSORS {
             return Ok(None);
         }
         // element counts first: a size no launch was kept for (a larger call of the same
@@ -119,7 +126,7 @@ impl PyTensorHits {
             }
             numels[i] = t.call_method0(intern!(py, "numel"))?.extract()?;
         }
-        let numels = &numels[..tensors.len()];
+        let numels = &numels[..n];
         let heap = {
             let Ok(entries) = self.entries.lock() else {
                 return Ok(None);
@@ -130,44 +137,52 @@ impl PyTensorHits {
                 None => return Ok(None),
             }
         };
-        let mut seen = Vec::with_capacity(tensors.len());
-        for (t, &numel) in tensors.iter().zip(numels) {
-            let Some(r) = read(&t, numel, &strided, heap)? else {
+        let mut seen = Vec::with_capacity(n);
+        for t in tensors.iter() {
+            let Some(r) = read(&t, &strided, heap)? else {
                 return Ok(None);
             };
             seen.push(r);
         }
-        let found = {
+        let mut buffers: Buffers = [(0, 0); MAX_TENSORS];
+        let (prepared, trusted) = {
             let Ok(entries) = self.entries.lock() else {
                 return Ok(None);
             };
-            entries
-                .iter()
-                .find(|e| {
-                    e.numels.len() == seen.len()
-                        && e.numels.iter().zip(&seen).all(|(&n, r)| n == r.numel)
-                        && e.dtypes.iter().zip(&seen).all(|(d, r)| r.dtype.is(d))
-                        && e.kinds
-                            .iter()
-                            .zip(&seen)
-                            .all(|(k, r)| k.is_none_or(|k| k == r.in_heap))
-                })
-                .map(|e| (e.prepared.clone_ref(py), e.nbytes.clone()))
+            let Some(e) = entries.iter().find(|e| {
+                e.numels == numels
+                    && e.dtypes.iter().zip(&seen).all(|(d, r)| r.dtype.is(d))
+                    && e.kinds
+                        .iter()
+                        .zip(&seen)
+                        .all(|(k, r)| k.is_none_or(|k| k == r.in_heap))
+            }) else {
+                return Ok(None);
+            };
+            for (b, (r, &nb)) in buffers.iter_mut().zip(seen.iter().zip(&e.nbytes)) {
+                *b = (r.ptr, nb);
+            }
+            let trusted = e.live.is_some_and(|(f, b)| f == frees && b == buffers);
+            (e.prepared.clone_ref(py), trusted)
         };
-        let Some((prepared, nbytes)) = found else {
-            return Ok(None);
-        };
-        let buffers: Vec<(usize, usize)> = seen.iter().map(|r| r.ptr).zip(nbytes).collect();
-        if let Some(records) = records {
+        if let (Some(records), false) = (records, trusted) {
             // views of memory released with symm.free lie in the heap (see `a2a_hit`)
-            let (base, len) = prepared.get().heap;
-            for &(ptr, n) in &buffers {
-                if ptr >= base && ptr - base <= len && records.span_live(ptr, n)? != Some(true) {
+            let records = Records::new(records)?;
+            let (base, len) = heap;
+            for &(ptr, nb) in &buffers[..n] {
+                if ptr >= base && ptr - base <= len && records.span_live(ptr, nb)? != Some(true) {
                     return Ok(None);
                 }
             }
+            // every buffer found live: trusted until the next free (the GIL is held from the
+            // look-up to here, and `free` counts after it marks a block released)
+            if let Ok(mut entries) = self.entries.lock() {
+                if let Some(e) = entries.iter_mut().find(|e| e.prepared.is(&prepared)) {
+                    e.live = Some((frees, buffers));
+                }
+            }
         }
-        Ok(Some((prepared, buffers)))
+        Ok(Some((prepared, buffers, n)))
     }
 }
 
@@ -229,6 +244,7 @@ impl PyTensorHits {
             kinds,
             nbytes,
             prepared: prepared.clone().unbind(),
+            live: None,
         });
         Ok(true)
     }
@@ -240,23 +256,22 @@ impl PyTensorHits {
     /// Launch the cached call of `tensors` (in buffer order) when every check passes: each a
     /// CPU, strided, contiguous `torch.Tensor` whose dtype and element count match a launch
     /// added here. `records`, when given, are `symsched.memory._records` (there are released
-    /// blocks): a buffer in the symmetric heap must not lie in released memory. Returns the
+    /// blocks): a buffer in the symmetric heap must not lie in released memory; `frees` is
+    /// `symsched.memory._frees` (how many blocks were released so far), under which buffers
+    /// found live stay trusted. Returns the
     /// `Prepared` it launched, `False` having sent nothing when a check declines, and
     /// `(prepared, error)` when the launch failed (the caller maps the error as for
     /// `Prepared.run`).
     /// Releases the GIL while it launches.
-    #[pyo3(signature = (tensors, records=None))]
+    #[pyo3(signature = (tensors, records=None, frees=0))]
     fn run(
         &self,
         py: Python<'_>,
         tensors: &Bound<'_, PyTuple>,
         records: Option<&Bound<'_, PyAny>>,
+        frees: u64,
     ) -> PyResult<Py<PyAny>> {
-        let records = match records.map(Records::new).transpose() {
-            Ok(r) => r,
-            Err(_) => return Ok(false.into_pyobject(py)?.to_owned().into_any().unbind()),
-        };
-        let (prepared, buffers) = match self.find(py, tensors, records.as_ref()) {
+        let (prepared, buffers, n) = match self.find(py, tensors, records, frees) {
             Ok(Some(found)) => found,
             // an attribute that cannot be read is the Python path's to report
             Ok(None) | Err(_) => {
@@ -267,7 +282,7 @@ impl PyTensorHits {
         // SAFETY: every buffer lies in a tensor of `tensors`, which the caller holds for the
         // whole call; each was checked contiguous, with the element count its byte size was
         // cached for.
-        match py.detach(|| unsafe { p.launch(&buffers, &p.sizes) }) {
+        match py.detach(|| unsafe { p.launch(&buffers[..n], &p.sizes) }) {
             Ok(()) => Ok(prepared.into_any()),
             Err(e) => Ok((prepared, e.into_value(py))
                 .into_pyobject(py)?

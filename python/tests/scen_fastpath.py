@@ -160,8 +160,12 @@ def fastpath(rank: int, world: int, args) -> dict:
             "bool receive_list after ints were cached")
     _raises(fails, symm.SymschedArgumentError, lambda: symm.shmem_allgather(out, torch.ones(n, dtype=torch.float64)),
             "dtype mismatch after a hit")
-    # a view of a released symmetric block is refused even though its key was cached
+    # a view of a released symmetric block is refused even though its key was cached; another
+    # block released first keeps records to check, so the hits before the free found their
+    # buffer live (the native cached call trusts it until the next free)
+    other = symm.empty(64 * n, torch.float32)
     s = symm.empty(n, torch.float32)
+    symm.free(other)
     view = s.view(-1)
     s.fill_(1.0)
     symm.shmem_allreduce(s)

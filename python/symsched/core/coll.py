@@ -273,7 +273,7 @@ def allgather(output: Any, input: Any, group: Any = None) -> None:
         # _observed() inlined; inside interop.step() the Python path records the tensors
         if (h is not None and h[0] is group and not _profiler_enabled() and not _trace_env()
                 and _interop.__dict__.get("records") is None):
-            done = h[1].run((input, output), memory._records if memory._dead else None)
+            done = h[1].run((input, output), memory._records if memory._dead else None, memory._frees)
             if done is not False:  # the launch it ran, or (launch, error)
                 if type(done) is tuple:
                     _launch_failed("allgather", group, done)
@@ -330,7 +330,7 @@ def reduce_scatter(output: Any, input: Any, op: ReduceOpLike = "sum", group: Any
     try:
         h = _native_hits(head, group)
         if h is not None:
-            done = h.run((input, output), memory._records if memory._dead else None)
+            done = h.run((input, output), memory._records if memory._dead else None, memory._frees)
             if done is not False:  # the launch it ran, or (launch, error)
                 if type(done) is tuple:
                     _launch_failed("reduce_scatter", group, done)
@@ -386,7 +386,7 @@ def allreduce(tensor: Any, op: ReduceOpLike = "sum", group: Any = None, low_prec
             h = None
         if (h is not None and h[0] is group and not _profiler_enabled() and not _trace_env()
                 and _interop.__dict__.get("records") is None):
-            done = h[1].run((tensor,), memory._records if memory._dead else None)
+            done = h[1].run((tensor,), memory._records if memory._dead else None, memory._frees)
             if done is not False:  # the launch it ran, or (launch, error)
                 if type(done) is tuple:
                     _launch_failed("allreduce", group, done)

@@ -44,6 +44,9 @@ _lock = threading.Lock()
 _starts: List[int] = []
 _allocs: Dict[int, _Alloc] = {}
 _dead = 0  # released records still kept to catch stale views (0 = nothing to check)
+#: blocks released so far: a buffer found live stays live until this changes (the native cached
+#: calls keep it per launch, as ``_live_ok`` keeps ranges)
+_frees = 0
 #: ``ptr → nbytes`` of ranges :func:`live` found live since the last ``free``: once any block
 #: was released (a perftest sweep, a training step that frees its workspaces), every cached
 #: collective call checks its buffers, and the lookup (lock, bisect, record) was ~0.4 µs per
@@ -235,11 +238,12 @@ def free(t: Any) -> None:
         raise
     except Exception as exc:
         raise SymschedRuntimeError(f"symm.free: {exc}") from exc
-    global _dead
+    global _dead, _frees
     with _lock:
         a.live = False
         a.block = None
         _dead += 1
+        _frees += 1  # after the record is marked: a count read before it still sees the mark
         _live_ok.clear()
     # the old memory still maps the heap; point the tensor at an empty one instead
     fw.release(t)
