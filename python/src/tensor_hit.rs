@@ -102,16 +102,22 @@ fn read<'py>(
 /// A launch that passed the checks: the prepared plan, its buffers and how many there are.
 type Found = (Py<PyPrepared>, Buffers, usize);
 
+/// What tells a buffer in released memory, as `run` takes it: `memory._records` when blocks
+/// were released, and `memory._frees`.
+struct Released<'a, 'py> {
+    records: Option<&'a Bound<'py, PyAny>>,
+    frees: u64,
+}
+
 impl PyTensorHits {
-    /// The prepared launch and buffers for `tensors`, when every check passes. `records` (when
-    /// blocks were released) and `frees` are as `run` takes them.
+    /// The prepared launch and buffers for `tensors`, when every check passes.
     fn find(
         &self,
-        py: Python<'_>,
         tensors: &Bound<'_, PyTuple>,
-        records: Option<&Bound<'_, PyAny>>,
-        frees: u64,
+        released: Released<'_, '_>,
     ) -> PyResult<Option<Found>> {
+        let py = tensors.py();
+        let Released { records, frees } = released;
         let (tensor, strided) = torch_types(py)?;
         let n = tensors.len();
         if n > MAX_TENSORS {
@@ -258,11 +264,9 @@ impl PyTensorHits {
     /// added here. `records`, when given, are `symsched.memory._records` (there are released
     /// blocks): a buffer in the symmetric heap must not lie in released memory; `frees` is
     /// `symsched.memory._frees` (how many blocks were released so far), under which buffers
-    /// found live stay trusted. Returns the
-    /// `Prepared` it launched, `False` having sent nothing when a check declines, and
-    /// `(prepared, error)` when the launch failed (the caller maps the error as for
-    /// `Prepared.run`).
-    /// Releases the GIL while it launches.
+    /// found live stay trusted. Returns the `Prepared` it launched, `False` having sent
+    /// nothing when a check declines, and `(prepared, error)` when the launch failed (the
+    /// caller maps the error as for `Prepared.run`). Releases the GIL while it launches.
     #[pyo3(signature = (tensors, records=None, frees=0))]
     fn run(
         &self,
@@ -271,7 +275,7 @@ impl PyTensorHits {
         records: Option<&Bound<'_, PyAny>>,
         frees: u64,
     ) -> PyResult<Py<PyAny>> {
-        let (prepared, buffers, n) = match self.find(py, tensors, records, frees) {
+        let (prepared, buffers, n) = match self.find(tensors, Released { records, frees }) {
             Ok(Some(found)) => found,
             // an attribute that cannot be read is the Python path's to report
             Ok(None) | Err(_) => {
