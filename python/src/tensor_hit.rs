@@ -174,9 +174,8 @@ impl PyTensorHits {
         if let (Some(records), false) = (records, trusted) {
             // views of memory released with symm.free lie in the heap (see `a2a_hit`)
             let records = Records::new(records)?;
-            let (base, len) = heap;
-            for &(ptr, nb) in &buffers[..n] {
-                if ptr >= base && ptr - base <= len && records.span_live(ptr, nb)? != Some(true) {
+            for (r, &(ptr, nb)) in seen.iter().zip(&buffers) {
+                if r.in_heap && records.span_live(ptr, nb)? != Some(true) {
                     return Ok(None);
                 }
             }
@@ -205,9 +204,9 @@ impl PyTensorHits {
     /// are `nbytes` long and, where `kinds` says, in the symmetric heap (`True`) or outside it
     /// (`False`) — a heap address is taken as symmetric, as `symm.empty` is the only way to
     /// one; released blocks are refused on their own — replacing a launch kept for the same
-    /// dtypes, counts and kinds. Returns whether
-    /// it was kept: only a native `Prepared` launch taking no alltoallv counts is (a launch
-    /// across nodes, which runs host steps, stays with the Python path).
+    /// dtypes, counts and kinds. Returns whether it was kept: only a native `Prepared` launch
+    /// taking no alltoallv counts is (a launch across nodes, which runs host steps, stays with
+    /// the Python path).
     #[pyo3(signature = (dtypes, numels, nbytes, prepared, kinds=None))]
     fn add(
         &self,

@@ -1,5 +1,6 @@
-//! Reading a `torch.Tensor` from native code: the checks the cached calls make on each tensor
-//! (`a2a_hit`, `tensor_hit`), straight from the object, building no Python value.
+//! Reading a `torch.Tensor` from native code, straight from the object, building no Python
+//! value: the torch types both cached calls check against (`a2a_hit`, `tensor_hit`) and the
+//! alltoall's per-tensor checks (`tensor_hit` reads fewer attributes for heap tensors).
 
 use pyo3::intern;
 use pyo3::prelude::*;

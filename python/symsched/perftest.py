@@ -171,7 +171,7 @@ def _worker(a: argparse.Namespace) -> None:
         dist.all_reduce(t, dist.ReduceOp.MAX)
         return float(t)
 
-    def timed(fn: Callable[[], None], refresh: Callable[[], None], iters: int, batches: int = 0) -> float:
+    def timed(fn: Callable[[], object], refresh: Callable[[], None], iters: int, batches: int = 0) -> float:
         """Seconds per call: the median over batches of the slowest rank's batch time / calls."""
         if a.per_iter:
             for _ in range(2):
@@ -200,20 +200,24 @@ def _worker(a: argparse.Namespace) -> None:
             per_batch.append(slowest((time.perf_counter() - t0) / iters))
         return min(per_batch) if a.stat == "min" else statistics.median(per_batch)
 
-    Case = Tuple[Callable[[], None], Callable[[], None]]
+    Case = Tuple[Callable[[], object], Callable[[], None]]
 
-    def timed_in_turns(cases: Dict[str, Case], iters: int) -> Dict[str, float]:
-        """``timed`` of each library's ``(call, refresh)``, their batches taken in turns (one
-        batch of each per round): what drifts while a size is measured — load, clock, what the
-        first calls of a size warm — falls on every library alike, not on whichever runs first."""
-        if a.per_iter:
-            return {name: timed(fn, refresh, iters) for name, (fn, refresh) in cases.items()}
+    def batches_in_turns(cases: Dict[str, Case], iters: int) -> Dict[str, List[float]]:
+        """Seconds per call of each ``(call, refresh)``, one batch of each per round for
+        ``--batches`` rounds: what drifts meanwhile — load, clock, what the first calls of a size
+        warm — falls on every case alike, not on whichever runs first."""
         per: Dict[str, List[float]] = {name: [] for name in cases}
         for _ in range(max(1, a.batches)):
             for name, (fn, refresh) in cases.items():
                 per[name].append(timed(fn, refresh, iters, batches=1))
+        return per
+
+    def timed_in_turns(cases: Dict[str, Case], iters: int) -> Dict[str, float]:
+        """``timed`` of each library's ``(call, refresh)``, their batches taken in turns."""
+        if a.per_iter:
+            return {name: timed(fn, refresh, iters) for name, (fn, refresh) in cases.items()}
         pick = min if a.stat == "min" else statistics.median
-        return {name: pick(v) for name, v in per.items()}
+        return {name: pick(v) for name, v in batches_in_turns(cases, iters).items()}
 
     rows: List[Dict[str, object]] = []
     for op in [o for o in a.ops if o != "mc2"]:
@@ -313,11 +317,7 @@ def _worker(a: argparse.Namespace) -> None:
             return t.copy_(torch.randn(*shape))
 
         def in_turns(fns: Dict[str, Callable[[], object]], iters: int) -> Dict[str, List[float]]:
-            out: Dict[str, List[float]] = {name: [] for name in fns}
-            for _ in range(max(1, a.batches)):
-                for name, fn in fns.items():
-                    out[name].append(timed(fn, lambda: None, iters, batches=1))
-            return out
+            return batches_in_turns({name: (fn, lambda: None) for name, fn in fns.items()}, iters)
 
         def mc2_line(op: str, shape: str, t: Dict[str, List[float]]) -> str:
             med = {name: statistics.median(v) for name, v in t.items()}
