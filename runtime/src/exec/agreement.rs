@@ -6,7 +6,7 @@
 //!
 //! **The signal word.** Each rank sets, per launch, one agreement slot on every peer to a
 //! single 64-bit word: the low 8 bits of the launch's sequence number (a *tag*), the
-//! [`ENTERED`] flag (bit 8) and a 55-bit digest of its launch signature — sizes, dtypes, op when the plan reduces, number of
+//! [`ENTERED`] flag (bit 8), the [`SPECULATED`] flag (bit 9) and a 54-bit digest of its launch signature — sizes, dtypes, op when the plan reduces, number of
 //! bindings and the binding pattern word of every role (see [`super::binding`]). A peer waits
 //! for that slot, and the one cache line it then holds carries everything the common case
 //! needs: the slot's word equals its own word exactly when the peer launched the same (with a
@@ -45,8 +45,10 @@
 //! it publishes without the flag, checks, stages under the agreed binding and sends its entry
 //! credits. Staging writes only the rank's own area
 //! and never takes scratch before the check (a disagreeing size would otherwise make ranks ask
-//! for different scratch), and every rank checks every peer's word before its first step, so
-//! no peer writes into a rank's buffers on a disagreeing launch. A refused launch is finished
+//! for different scratch), and every rank checks every peer's word before its first step —
+//! but for a *speculative prefix* (puts into the peers' scratch copy of this launch's parity
+//! and their signals, flagged [`SPECULATED`]; "Speculative scratch puts" in `super::loaded`) —
+//! so no peer writes into a rank's role buffers on a disagreeing launch. A refused launch is finished
 //! as one whose steps did nothing on every rank (see `super::loaded`), since some ranks may
 //! have sent entry credits. Cost per launch: a compare with the last signature (a digest of a
 //! few words when it changed), one record store, one signal and one satisfied-or-short wait
@@ -76,11 +78,17 @@ use symsched_plan::{Cmp, LaunchSizes, Plan, SignalMode};
 /// Record digest of a rank whose own arguments were refused before the agreement.
 const INVALID: u64 = u64::MAX;
 /// The digest part of a signal word (the low 8 bits are the sequence tag, bit 8 the
-/// [`ENTERED`] flag).
-const DIGEST_MASK: u64 = !0x1ff;
+/// [`ENTERED`] flag, bit 9 the [`SPECULATED`] flag).
+const DIGEST_MASK: u64 = !0x3ff;
 /// Signal word flag: the rank published after staging in, so its word also implies its entry
 /// credits to the peer that reads it (see "Entry credits" in the module docs).
 const ENTERED: u64 = 0x100;
+/// Signal word flag: the rank runs its speculative prefix of this launch before its check —
+/// puts into its peers' scratch and their signals (see "Speculative scratch puts" in
+/// `super::loaded`) — so a refused launch's accounting counts those signals as sent.
+const SPECULATED: u64 = 0x200;
+/// The flags a word may carry beside its digest and tag (not compared).
+const FLAGS: u64 = ENTERED | SPECULATED;
 /// Signal word digest of a refused rank.
 const INVALID_WORD: u64 = DIGEST_MASK;
 /// Bytes of error text an invalid record carries.
@@ -118,6 +126,12 @@ pub(crate) struct AgreementArea {
     /// The last launch was refused here on its own arguments, so this rank did not read its
     /// peers' words of it: the next [`Self::publish`] waits for them first.
     unread: bool,
+    /// The word digest of the last launch every rank agreed on, while no launch was refused
+    /// since: a launch that repeats it may speculate ([`Self::repeats_agreed`]).
+    last_agreed: Option<u64>,
+    /// The peers whose words of the launch refused here on its own arguments carried the
+    /// [`SPECULATED`] flag, read by the next [`Self::publish`] ([`Self::take_speculators`]).
+    unread_speculators: Vec<u32>,
 }
 
 /// What this rank published for one launch ([`AgreementArea::publish`]).
@@ -129,8 +143,17 @@ pub(crate) struct Published {
     word: u64,
     /// The signature digest of the record ([`INVALID`] for a local refusal).
     core: u64,
+    /// The word carries [`SPECULATED`].
+    speculated: bool,
     /// No peer shares this rank's heaps: nothing to agree on.
     alone: bool,
+}
+
+impl Published {
+    /// Whether this rank's word carries the [`SPECULATED`] flag.
+    pub(crate) fn speculated(&self) -> bool {
+        self.speculated
+    }
 }
 
 /// What a peer's word of this launch says about its entry credits to this rank.
@@ -292,6 +315,8 @@ impl AgreementArea {
             last: LastSignature::default(),
             written: [None; 2],
             unread: false,
+            last_agreed: None,
+            unread_speculators: Vec::new(),
         })
     }
 
@@ -311,7 +336,10 @@ impl AgreementArea {
     /// waits. The word of a repeated launch (the same signature as the last one) and its record
     /// (the same as two launches ago, the copy of this parity) are reused, so a repeated launch
     /// publishes with one store per peer and one into its record. `entered`: this rank has
-    /// staged in, so its word may carry the [`ENTERED`] flag (a refusal never does).
+    /// staged in, so its word may carry the [`ENTERED`] flag (a refusal never does);
+    /// `speculate`: it will run its speculative prefix before its check ([`SPECULATED`]; only
+    /// after [`Self::repeats_agreed`] said so for this signature).
+    #[allow(clippy::too_many_arguments)] // the launch's number, signature and two flags
     pub(crate) fn publish<F: Fabric>(
         &mut self,
         fabric: &F,
@@ -319,6 +347,7 @@ impl AgreementArea {
         seq: u64,
         mine: Result<&Signature<'_>, &ExecError>,
         entered: bool,
+        speculate: bool,
     ) -> Result<Published, ExecError> {
         let me = fabric.rank();
         let roles = self.roles();
@@ -329,14 +358,19 @@ impl AgreementArea {
                 seq,
                 word: 0,
                 core: 0,
+                speculated: false,
                 alone: true,
             });
         }
         if self.unread {
             // The peers' words of the launch refused here: once each has published it, none
             // still reads this rank's word two launches back, which this one overwrites.
+            self.unread_speculators.clear();
             for &q in &self.peers {
-                self.peer_word(fabric, plan, q, seq - 1)?;
+                let word = self.peer_word(fabric, plan, q, seq - 1)?;
+                if word.is_some_and(|w| w & SPECULATED != 0) {
+                    self.unread_speculators.push(q);
+                }
             }
             self.unread = false;
         }
@@ -344,17 +378,24 @@ impl AgreementArea {
             Ok(sig) => self.last.digests(sig, roles),
             Err(_) => (INVALID, INVALID_WORD),
         };
+        let speculated = speculate && mine.is_ok();
         let published = Published {
             seq,
             word: word | (seq & 0xff),
             core,
+            speculated,
             alone: false,
         };
-        let signalled = if entered && mine.is_ok() {
-            published.word | ENTERED
-        } else {
-            published.word
-        };
+        let mut signalled = published.word;
+        if entered && mine.is_ok() {
+            signalled |= ENTERED;
+        }
+        if speculated {
+            signalled |= SPECULATED;
+        }
+        if mine.is_err() {
+            self.last_agreed = None;
+        }
         let parity = (seq % 2) as usize;
         let rec = self.own_records[parity] as *mut u64;
         if mine.is_ok() && self.written[parity] == Some(word) {
@@ -383,7 +424,8 @@ impl AgreementArea {
     /// every rank launched the same; a [`Disagreement`] (the same on every rank) otherwise.
     /// Waits for every peer's word; reads the records only when a word differs (see the module
     /// docs). Either way, `entries[q]` then tells what peer q's word implies about its entry
-    /// credits ([`PeerEntry`]; `Sent` for this rank and ranks it does not check).
+    /// credits ([`PeerEntry`]; `Sent` for this rank and ranks it does not check), and
+    /// `speculated[q]` whether q ran its speculative prefix ([`SPECULATED`]).
     ///
     /// On success `bound[i]` is the group's binding of role i — its binding pattern word on the
     /// ranks where it is not empty (a heap offset or [`STAGED`]; [`EMPTY`] if empty
@@ -391,21 +433,27 @@ impl AgreementArea {
     /// so a rank where the role is empty lays the area out alike and addresses its peers' copy
     /// where they bound it. When this rank binds no role empty, that is its own pattern, which
     /// `bound` keeps.
+    #[allow(clippy::too_many_arguments)] // the launch and its three per-peer outputs
     pub(crate) fn check<F: Fabric>(
-        &self,
+        &mut self,
         fabric: &F,
         plan: &Plan,
         mine: &Published,
         bound: &mut Vec<u64>,
         entries: &mut Vec<PeerEntry>,
+        speculated: &mut Vec<bool>,
     ) -> Result<(), ExecError> {
         let (p, seq) = (fabric.size(), mine.seq);
         let roles = self.roles();
         entries.clear();
         entries.resize(p as usize, PeerEntry::Sent);
+        speculated.clear();
+        speculated.resize(p as usize, false);
         if mine.alone {
             return Ok(());
         }
+        // Speculation needs a launch agreed since the last refusal: cleared until this one is.
+        self.last_agreed = None;
         // The members that share this rank's heaps: a group spanning nodes agrees within each
         // node (its launches stage every buffer; the nodes meet in host collectives).
         let here = || (0..p).filter(|&q| fabric.reachable(q));
@@ -420,10 +468,12 @@ impl AgreementArea {
                 None => (!word_mine, PeerEntry::Refused),
             };
             entries[q as usize] = entry;
-            ok &= word & !ENTERED == word_mine;
+            speculated[q as usize] = word & SPECULATED != 0 && entry != PeerEntry::Refused;
+            ok &= word & !FLAGS == word_mine;
         }
         if ok {
             // The same word everywhere: the same signature and binding pattern everywhere.
+            self.last_agreed = Some(word_mine & DIGEST_MASK);
             return Ok(());
         }
         bound.clear();
@@ -468,6 +518,8 @@ impl AgreementArea {
             }
         }
         if ok {
+            // Agreed from the records (an empty role somewhere): not a repeatable word, so no
+            // speculation follows it.
             return Ok(());
         }
         bound.clear();
@@ -478,6 +530,32 @@ impl AgreementArea {
     /// without reading its peers' words of it: its next [`Self::publish`] reads them first.
     pub(crate) fn refused_unread(&mut self) {
         self.unread = true;
+        self.last_agreed = None;
+    }
+
+    /// Whether a launch with signature `s` repeats the last launch every rank agreed on, with no
+    /// launch refused since: it may then run its speculative prefix before its check (its
+    /// scratch layout and its peers' are that launch's, and its check of that launch's words
+    /// implied every exit credit its prefix's puts need; see "Speculative scratch puts" in
+    /// `super::loaded`). Computes (and caches) the signature's digests, as [`Self::publish`]
+    /// would.
+    pub(crate) fn repeats_agreed(&mut self, s: &Signature<'_>) -> bool {
+        if cfg!(symsched_bench_no_agreement) || self.peers.is_empty() {
+            return false;
+        }
+        let roles = self.roles();
+        let Some(last) = self.last_agreed else {
+            return false;
+        };
+        let (_, word) = self.last.digests(s, roles);
+        word == last
+    }
+
+    /// The peers that speculated in the launch this rank refused on its own arguments, as its
+    /// last [`Self::publish`] read them (empty otherwise); their prefix signals reached this
+    /// rank on top of what its refusal added for them.
+    pub(crate) fn take_speculators(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.unread_speculators)
     }
 
     /// Peer q's word of launch `seq`, waited for; `None` when q's slot already holds a later
@@ -557,7 +635,7 @@ fn round(h: u64, w: u64) -> u64 {
     (h ^ w).wrapping_mul(K).rotate_left(29)
 }
 
-/// Final avalanche (the 64-bit finaliser of MurmurHash3, a bijection), so the 55 bits a
+/// Final avalanche (the 64-bit finaliser of MurmurHash3, a bijection), so the 54 bits a
 /// signal word keeps depend on every input bit.
 #[inline]
 fn finish(mut h: u64) -> u64 {
@@ -624,14 +702,14 @@ fn sizes_digest(mut h: u64, sizes: &LaunchSizes) -> u64 {
 }
 
 /// The digest part of the signal word: the signature digest and the binding pattern word of
-/// every role, in the high 55 bits; never [`INVALID_WORD`].
+/// every role, in the high 54 bits; never [`INVALID_WORD`].
 fn word_digest(core: u64, s: &Signature<'_>, roles: usize) -> u64 {
     let mut h = round(K, core);
     for i in 0..roles {
         h = round(h, s.buffers.get(i).map_or(EMPTY, pattern_word));
     }
     match finish(h) & DIGEST_MASK {
-        INVALID_WORD => INVALID_WORD - 0x200,
+        INVALID_WORD => INVALID_WORD - 0x400,
         d => d,
     }
 }

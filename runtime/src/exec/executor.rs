@@ -45,7 +45,7 @@
 //! resolved steps for a repeated matrix.
 
 use super::agreement::{binds_empty, own_pattern_into, PeerEntry, Signature};
-use super::backend::{Backend, Chosen, ChosenState, LaunchSignals, StepContext};
+use super::backend::{self, Backend, Chosen, ChosenState, LaunchSignals, StepContext, Steps};
 use super::binding::{self, Binding};
 use super::dtype::{DType, ElemTypes};
 use super::eager::{AlltoallvOutcome, EagerChannel};
@@ -340,8 +340,21 @@ impl<F: Fabric> Executor<F> {
             let sig = signature(lp, res, types, op, sizes, buffers);
             own_pattern_into(&sig, lp.roles(), &mut st.bound);
             let eligible = !binds_empty(&sig, lp.roles());
-            let entered = carry
-                && eligible
+            // A launch that may speculate stages in before publishing too: its word then
+            // tells whether it does ("Speculative scratch puts" in `super::loaded`).
+            let early = eligible
+                && (carry
+                    || (lp.spec_prefix > 0
+                        && speculation_fits(lp, res)
+                        && backend::runs_on_interpreter(
+                            &lp.plan,
+                            res,
+                            types,
+                            op,
+                            &self.opts,
+                            &mut st.backend,
+                        )));
+            let staged = early
                 && st.staging.stage_in(
                     &self.fabric,
                     &lp.plan,
@@ -351,59 +364,104 @@ impl<F: Fabric> Executor<F> {
                     &st.bound,
                     buffers,
                     false,
+                    st.epoch,
                 )?;
-            Ok((res, eligible && !carry, entered))
+            Ok((res, eligible && !early, staged))
         });
         // 3c. publish this rank's word (a local refusal too, so every peer refuses alike)
-        let (res, stage_after_publish, entered) = match prepared {
+        let (res, stage_after_publish, staged) = match prepared {
             Ok(v) => v,
             Err(e) => {
-                regs.agreement
-                    .publish(&self.fabric, &lp.plan, st.agree_seq, Err(&e), false)?;
+                regs.agreement.publish(
+                    &self.fabric,
+                    &lp.plan,
+                    st.agree_seq,
+                    Err(&e),
+                    false,
+                    false,
+                )?;
+                self.undo_speculators(lp, signals, &regs.agreement.take_speculators())?;
                 // Every peer refuses this launch too (it sees this rank's invalid word).
-                self.finish_refused(lp, signals, EntrySent::None, &[])?;
+                self.finish_refused(lp, signals, EntrySent::None, &[], &[])?;
                 regs.agreement.refused_unread();
                 st.epoch += 1;
                 return Err(e);
             }
         };
         let sig = signature(lp, res, types, op, sizes, buffers);
+        let entered = staged && carry;
+        let speculate = staged
+            && !carry
+            && !trace::enabled()
+            && st.staging.twinned()
+            && regs.agreement.repeats_agreed(&sig);
         *committed = true;
-        let published =
-            regs.agreement
-                .publish(&self.fabric, &lp.plan, st.agree_seq, Ok(&sig), entered)?;
+        let published = regs.agreement.publish(
+            &self.fabric,
+            &lp.plan,
+            st.agree_seq,
+            Ok(&sig),
+            entered,
+            speculate,
+        )?;
+        self.undo_speculators(lp, signals, &regs.agreement.take_speculators())?;
         // 4. entry signals, when staged (after a flagged word, those it does not carry)
         let sent = if entered {
             self.send_entry_signals(lp, signals, false)?;
             EntrySent::AllButWord
-        } else if stage_after_publish
-            && st.staging.stage_in(
-                &self.fabric,
-                &lp.plan,
-                &lp.access,
-                res,
-                types,
-                &st.bound,
-                buffers,
-                false,
-            )?
+        } else if staged
+            || (stage_after_publish
+                && st.staging.stage_in(
+                    &self.fabric,
+                    &lp.plan,
+                    &lp.access,
+                    res,
+                    types,
+                    &st.bound,
+                    buffers,
+                    false,
+                    st.epoch,
+                )?)
         {
             self.send_entry_signals(lp, signals, true)?;
             EntrySent::All
         } else {
             EntrySent::None
         };
-        // 3d. the agreement: every peer's word before this rank's first step
+        // 4b. the speculative prefix: puts into the peers' scratch copy of this launch's
+        // parity, and their signals, before the check
+        let first = if published.speculated() {
+            let memory = st.staging.memory(&self.fabric, &lp.plan, types);
+            let part = Steps::Prefix(lp.spec_prefix);
+            self.run_steps(
+                lp,
+                res,
+                sizes,
+                &memory,
+                signals,
+                types,
+                op,
+                &mut st.backend,
+                part,
+            )?;
+            st.speculations += 1;
+            lp.spec_prefix
+        } else {
+            0
+        };
+        // 3d. the agreement: every peer's word before this rank's first step (after its
+        // speculative prefix)
         let verdict = regs.agreement.check(
             &self.fabric,
             &lp.plan,
             &published,
             &mut st.bound,
             &mut st.entries,
+            &mut st.speculated,
         );
         if let Err(e) = verdict {
             if matches!(e, ExecError::Disagreement(_)) {
-                self.finish_refused(lp, signals, sent, &st.entries)?;
+                self.finish_refused(lp, signals, sent, &st.entries, &st.speculated)?;
                 st.epoch += 1;
             }
             return Err(e);
@@ -422,12 +480,28 @@ impl<F: Fabric> Executor<F> {
                 &st.bound,
                 buffers,
                 true,
+                st.epoch,
             )?;
             self.send_entry_signals(lp, signals, true)?;
         }
         let memory = st.staging.memory(&self.fabric, &lp.plan, types);
-        // 5. run the steps; 6. finish
-        self.run_steps(lp, res, sizes, &memory, signals, types, op, &mut st.backend)?;
+        // 5. run the steps (those after the speculative prefix); 6. finish
+        let part = if first > 0 {
+            Steps::From(first)
+        } else {
+            Steps::All
+        };
+        self.run_steps(
+            lp,
+            res,
+            sizes,
+            &memory,
+            signals,
+            types,
+            op,
+            &mut st.backend,
+            part,
+        )?;
         finish_avg(lp, res, &memory, types, op)?;
         // 7. stage out; 8. exit signals
         st.staging.stage_out(&self.fabric, &lp.plan, buffers)?;
@@ -451,6 +525,7 @@ impl<F: Fabric> Executor<F> {
         signals: LaunchSignals<'_>,
         sent: EntrySent,
         entries: &[PeerEntry],
+        speculated: &[bool],
     ) -> Result<(), ExecError> {
         match sent {
             EntrySent::None => self.send_entry_signals(lp, signals, true)?,
@@ -469,8 +544,33 @@ impl<F: Fabric> Executor<F> {
         self.send_exit_signals(lp, signals)?;
         let me = self.fabric.rank();
         for &(slot, n) in &lp.step_adds {
-            self.fabric
-                .signal(me, signals.base + slot, SignalMode::Add, n)?;
+            // Less what the peers that speculated sent here themselves (their prefixes ran).
+            let sent_by_prefix = spec_adds_to(lp, speculated, slot);
+            let n = n.wrapping_sub(sent_by_prefix);
+            if n != 0 {
+                self.fabric
+                    .signal(me, signals.base + slot, SignalMode::Add, n)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After a launch this rank refused on its own arguments, the peers that speculated in it
+    /// (`speculators`, read from their words before this rank's next launch): their prefix
+    /// signals reached this rank on top of what its refusal added for every peer, so that much
+    /// is taken off again — before any wait of the plan reads those slots.
+    fn undo_speculators(
+        &self,
+        lp: &LoadedPlan,
+        signals: LaunchSignals<'_>,
+        speculators: &[u32],
+    ) -> Result<(), ExecError> {
+        let me = self.fabric.rank();
+        for &q in speculators {
+            for &(slot, n) in lp.spec_adds.get(q as usize).map_or(&[][..], |v| v) {
+                self.fabric
+                    .signal(me, signals.base + slot, SignalMode::Add, n.wrapping_neg())?;
+            }
         }
         Ok(())
     }
@@ -541,6 +641,7 @@ impl<F: Fabric> Executor<F> {
         types: ElemTypes,
         op: ReduceOp,
         state: &mut ChosenState,
+        part: Steps,
     ) -> Result<(), ExecError> {
         let tr = trace::Launch::begin(
             &lp.plan,
@@ -562,6 +663,7 @@ impl<F: Fabric> Executor<F> {
             trace: tr.as_ref(),
             host: self.host.as_ref(),
             exchanges: &self.internal,
+            part,
         };
         Chosen.run(&ctx, state)?;
         if let Some(tr) = tr {
@@ -617,6 +719,31 @@ impl<F: Fabric> Executor<F> {
         }
         Ok(())
     }
+}
+
+/// What the prefixes of the peers marked in `speculated` add to this rank's slot `slot`.
+fn spec_adds_to(lp: &LoadedPlan, speculated: &[bool], slot: u32) -> u64 {
+    speculated
+        .iter()
+        .zip(&lp.spec_adds)
+        .filter(|(s, _)| **s)
+        .flat_map(|(_, adds)| adds.iter())
+        .filter(|(s, _)| *s == slot)
+        .fold(0u64, |acc, (_, n)| acc.wrapping_add(*n))
+}
+
+/// Whether this rank's resolution keeps its speculative prefix as the plan has it: one
+/// channel, and the prefix's steps in plan order (none dropped), so that the peers' account of
+/// the signals it sends holds.
+#[inline]
+fn speculation_fits(lp: &LoadedPlan, res: &Resolved) -> bool {
+    let n = lp.spec_prefix;
+    !res.multi_channel()
+        && res.plan_index.len() >= n
+        && res.plan_index[..n]
+            .iter()
+            .enumerate()
+            .all(|(i, &p)| p as usize == i)
 }
 
 /// Phase 6: `avg` = sum, then one division by P over every written role (bit-identical

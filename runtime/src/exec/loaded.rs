@@ -43,6 +43,25 @@
 //! staged. In a refused launch every credit still arrives exactly once: a rank that refused
 //! its own arguments sends all its entry credits and applies none by word, so a flagged rank
 //! sends it the ones its word would have implied (`PeerEntry::Refused`).
+//!
+//! **Speculative scratch puts.** Without them a rank's first put into a peer's scratch waits
+//! for that peer's word of this launch (it carries the peer's exit credit of the last one), so
+//! a plan like `allreduce_one_shot` pays one more cache-line trip per launch than it would
+//! without the agreement: the peer's word has to arrive before the data can leave. A small
+//! layout therefore keeps its scratch twice, by launch parity (`super::staging`), and a launch
+//! that repeats the last launch every rank agreed on, with none refused since
+//! (`AgreementArea::repeats_agreed`), runs its *speculative prefix* before its check: its first
+//! steps when they are only exit-credit waits (skipped), puts into a peer's scratch and `add`
+//! signals ([`speculative_prefix`]), on the interpreter, one channel, untraced. The waits may
+//! be skipped because the put of launch `e` lands in the copy the peer last read in `e − 2`,
+//! and this rank's check of the peer's word of `e − 1` — published after the peer finished
+//! `e − 2` — already implied that. Its word says so (`SPECULATED`). The check then comes before
+//! anything the prefix did not do: no role buffer is written and no received data is read
+//! before it. A refused launch in which some ranks speculated keeps every counter right: a
+//! rank that checked the words adds for its own slots what one launch's steps add there less
+//! what the speculating peers' prefixes sent it ([`LoadedPlan::spec_adds`]); a rank that
+//! refused its own arguments checked no word, adds the whole, and takes the speculating peers'
+//! share off again when its next launch reads their words of the refused one, before any wait.
 
 use super::agreement::{AgreementArea, PeerEntry};
 use super::backend::{Backend, Chosen};
@@ -53,7 +72,7 @@ use super::reduce::{check_op, ReduceOp};
 use super::resolved::Resolved;
 use super::staging::{RoleAccess, Staging};
 use std::sync::{Mutex, MutexGuard};
-use symsched_plan::{Extent, LaunchSizes, Op, Plan, SignalMode, SignalUpdate};
+use symsched_plan::{BufferRole, Cmp, Extent, LaunchSizes, Op, Plan, SignalMode, SignalUpdate};
 
 /// A plan loaded on a group: its slots, epoch and caches (see the module docs).
 pub struct LoadedPlan {
@@ -85,6 +104,12 @@ pub struct LoadedPlan {
     pub(crate) entry_implied: Vec<SignalUpdate>,
     /// The peers' entry signals to this rank that their flagged words imply, with the sender.
     pub(crate) entry_by_word: Vec<(u32, SignalUpdate)>,
+    /// Length of this rank's speculative prefix ([`speculative_prefix`]; 0: it never
+    /// speculates).
+    pub(crate) spec_prefix: usize,
+    /// Per peer q, what q's speculative prefix adds to this rank's `add` slots (slot, value):
+    /// a refused launch in which q speculated adds that much less here itself.
+    pub(crate) spec_adds: Vec<Vec<(u32, u64)>>,
     state: Mutex<PlanState>,
 }
 
@@ -127,6 +152,10 @@ pub(crate) struct PlanState {
     pub(crate) bound: Vec<u64>,
     /// Per rank, what its word of the last agreement implied about its entry credits.
     pub(crate) entries: Vec<PeerEntry>,
+    /// Per rank, whether it ran its speculative prefix in the last agreement's launch.
+    pub(crate) speculated: Vec<bool>,
+    /// Launches in which this rank ran its speculative prefix (tests and traces read it).
+    pub(crate) speculations: u64,
     /// The steps resolved for the last launch's sizes.
     pub(crate) resolved: Option<Resolved>,
     pub(crate) staging: Staging,
@@ -147,13 +176,7 @@ impl LoadedPlan {
             let ups = prog
                 .steps
                 .iter()
-                .filter_map(|s| match &s.op {
-                    Op::Put {
-                        signal: Some(u), ..
-                    } => Some(u),
-                    Op::Signal { update } => Some(update),
-                    _ => None,
-                })
+                .filter_map(|s| signal_of(&s.op))
                 .chain(prog.entry_signals.iter())
                 .chain(prog.exit_signals.iter());
             for u in ups {
@@ -164,14 +187,12 @@ impl LoadedPlan {
             }
         }
         let mut step_adds: Vec<(u32, u64)> = Vec::new();
-        for s in plan.ranks.iter().flat_map(|r| &r.steps) {
-            let u = match &s.op {
-                Op::Put {
-                    signal: Some(u), ..
-                } => u,
-                Op::Signal { update } => update,
-                _ => continue,
-            };
+        for u in plan
+            .ranks
+            .iter()
+            .flat_map(|r| &r.steps)
+            .filter_map(|s| signal_of(&s.op))
+        {
             if u.peer != me || u.mode != SignalMode::Add {
                 continue;
             }
@@ -223,6 +244,29 @@ impl LoadedPlan {
             .flat_map(|r| r.entry_signals.iter().map(move |u| (r.rank, *u)))
             .filter(|(from, u)| u.peer == me && by_word(*from, u))
             .collect();
+        let checks_words =
+            |q: u32| !cfg!(symsched_bench_no_agreement) && fabric.size() > 1 && fabric.reachable(q);
+        let prefixes: Vec<usize> = (0..plan.ranks.len() as u32)
+            .map(|q| speculative_prefix(plan, q, &checks_words))
+            .collect();
+        let spec_adds = plan
+            .ranks
+            .iter()
+            .map(|r| {
+                let mut adds: Vec<(u32, u64)> = Vec::new();
+                let n = prefixes.get(r.rank as usize).copied().unwrap_or(0);
+                for u in r.steps[..n].iter().filter_map(|s| signal_of(&s.op)) {
+                    if u.peer != me {
+                        continue;
+                    }
+                    match adds.iter_mut().find(|(slot, _)| *slot == u.slot) {
+                        Some((_, v)) => *v = v.wrapping_add(u.value),
+                        None => adds.push((u.slot, u.value)),
+                    }
+                }
+                adds
+            })
+            .collect();
         let staging = Staging::new(&key);
         let access = RoleAccess::of(plan);
         let generation = fabric.generation();
@@ -251,6 +295,8 @@ impl LoadedPlan {
             entry_always,
             entry_implied,
             entry_by_word,
+            spec_prefix: prefixes.get(me as usize).copied().unwrap_or(0),
+            spec_adds,
             state: Mutex::new(PlanState {
                 regs,
                 epoch: 0,
@@ -258,6 +304,8 @@ impl LoadedPlan {
                 generation,
                 bound: Vec::new(),
                 entries: Vec::new(),
+                speculated: Vec::new(),
+                speculations: 0,
                 resolved: None,
                 staging,
                 backend: Default::default(),
@@ -272,6 +320,12 @@ impl LoadedPlan {
     /// Launches done so far on this group.
     pub fn epoch(&self) -> u64 {
         self.lock_state().epoch
+    }
+
+    /// Launches of this group in which this rank ran its speculative prefix before its check
+    /// of the agreement ("Speculative scratch puts" in the module docs).
+    pub fn speculations(&self) -> u64 {
+        self.lock_state().speculations
     }
 
     /// Number of role buffers a launch binds.
@@ -320,6 +374,79 @@ impl LoadedPlan {
     }
 }
 
+/// The signal update a step sends, if any.
+fn signal_of(op: &Op) -> Option<&SignalUpdate> {
+    match op {
+        Op::Put {
+            signal: Some(u), ..
+        } => Some(u),
+        Op::Signal { update } => Some(update),
+        _ => None,
+    }
+}
+
+/// Length of rank q's *speculative prefix*: the longest run of its first steps that are only
+/// exit-credit waits, puts into a peer's scratch (with or without an `add` signal) and `add`
+/// signals to a peer (not credits), on one channel, towards peers that check q's agreement
+/// word, with at least one put; 0 otherwise. Such a prefix writes nothing a caller owns, so a
+/// launch that repeats the last agreed one may run it before its check of the peers' words
+/// (see "Speculative scratch puts" in the module docs); its waits are skipped there.
+pub(crate) fn speculative_prefix(plan: &Plan, q: u32, checks_words: &dyn Fn(u32) -> bool) -> usize {
+    let Some(prog) = plan.ranks.get(q as usize) else {
+        return 0;
+    };
+    let has_scratch = plan.buffers.iter().any(|b| b.role == BufferRole::Scratch);
+    if !has_scratch || prog.steps.iter().any(|s| s.channel != 0) {
+        return 0;
+    }
+    let credit = |slot: u32| {
+        plan.signals
+            .get(slot as usize)
+            .is_some_and(|s| s.name.starts_with("__credit["))
+    };
+    let plain_add = |u: &SignalUpdate| {
+        u.peer != q && u.mode == SignalMode::Add && !credit(u.slot) && checks_words(u.peer)
+    };
+    let mut len = 0;
+    for s in &prog.steps {
+        let ok = match &s.op {
+            Op::Wait { slot, cmp, target } => {
+                credit(*slot) && *cmp == Cmp::Ge && target.offset == 0 && target.stride == 1
+            }
+            Op::Put {
+                dst, peer, signal, ..
+            } => {
+                let scratch = plan
+                    .buffers
+                    .get(dst.buffer as usize)
+                    .is_some_and(|b| b.role == BufferRole::Scratch);
+                *peer != q
+                    && scratch
+                    && checks_words(*peer)
+                    && signal.as_ref().is_none_or(plain_add)
+            }
+            Op::Signal { update } => plain_add(update),
+            _ => false,
+        };
+        if !ok {
+            break;
+        }
+        len += 1;
+    }
+    // A trailing wait protects nothing in the prefix.
+    while len > 0 && matches!(prog.steps[len - 1].op, Op::Wait { .. }) {
+        len -= 1;
+    }
+    if prog.steps[..len]
+        .iter()
+        .any(|s| matches!(s.op, Op::Put { .. }))
+    {
+        len
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Refused launches leave every counter as one more launch would ("Refused launches",
@@ -348,8 +475,9 @@ mod tests {
         Sizes,
     }
 
-    /// Every plan slot's value on every rank after `script`.
-    fn counters(name: &str, staged: bool, script: &[Launch]) -> Vec<Vec<u64>> {
+    /// Every plan slot's value on every rank after `script`, and the launches in which some
+    /// rank speculated.
+    fn counters(name: &str, staged: bool, script: &[Launch]) -> (Vec<Vec<u64>>, u64) {
         let params = (name == "broadcast_push")
             .then(|| ("root".to_string(), 1i64))
             .into_iter()
@@ -430,7 +558,7 @@ mod tests {
                         // Every signal of every rank has landed once all are here.
                         done.wait();
                         let base = lp.lock_state().regs.as_ref().expect("registered").slot_base;
-                        (0..plan.signals.len() as u32)
+                        let slots = (0..plan.signals.len() as u32)
                             .map(|i| {
                                 let ctx = WaitContext {
                                     schedule: &plan.schedule,
@@ -440,11 +568,15 @@ mod tests {
                                 };
                                 ex.fabric().wait(base + i, Cmp::Ge, 0, &ctx).expect("read")
                             })
-                            .collect::<Vec<u64>>()
+                            .collect::<Vec<u64>>();
+                        (slots, lp.speculations())
                     })
                 })
                 .collect();
-            ranks.into_iter().map(|h| h.join().expect("rank")).collect()
+            let all: Vec<(Vec<u64>, u64)> =
+                ranks.into_iter().map(|h| h.join().expect("rank")).collect();
+            let spec = all.iter().map(|(_, n)| n).sum();
+            (all.into_iter().map(|(c, _)| c).collect(), spec)
         })
     }
 
@@ -471,10 +603,82 @@ mod tests {
             "allreduce_one_shot",
         ] {
             for staged in [false, true] {
-                let got = counters(name, staged, &script);
-                let want = counters(name, staged, &[Agreed; 11]);
+                let (got, spec) = counters(name, staged, &script);
+                let (want, _) = counters(name, staged, &[Agreed; 11]);
                 assert_eq!(got, want, "{name} staged={staged}: counters after refusals");
+                if name == "allreduce_one_shot" {
+                    // Its scratch puts run ahead of the check in repeated launches, the
+                    // refused ones included: the accounting above covers them.
+                    assert!(spec > 0, "{name} staged={staged}: no launch speculated");
+                }
             }
         }
+    }
+
+    /// Back-to-back launches of a plan whose scratch puts run ahead of the check: a rank one
+    /// launch ahead puts into its peer's scratch while the peer still reduces the launch
+    /// before, so every result is checked (the scratch kept by launch parity keeps them apart).
+    #[test]
+    fn speculative_launches_keep_every_result() {
+        const RANKS: u32 = 2;
+        const LAUNCHES: u64 = 3000;
+        const LEN: usize = 16;
+        let plan = crate::exec::test_plans::standard_with(
+            "allreduce_one_shot",
+            RANKS,
+            &Default::default(),
+        );
+        let world = LocalWorld::new(RANKS, 8 << 20)
+            .expect("world")
+            .with_timeout(Duration::from_secs(30));
+        let group = world.world_group().expect("group");
+        let spec: u64 = std::thread::scope(|s| {
+            let ranks: Vec<_> = (0..RANKS)
+                .map(|r| {
+                    let (group, plan) = (group.clone(), &plan);
+                    s.spawn(move || {
+                        let ex = Executor::new(group.fabric(r).expect("fabric"));
+                        let lp = ex.load(plan).expect("loads");
+                        let mut sizes = LaunchSizes::default();
+                        sizes.vars.insert("n".into(), LEN as u64);
+                        let offset = ex.fabric().scratch("t/x", LEN as u64 * 4).expect("x");
+                        let x = ex
+                            .fabric()
+                            .heap_ptr(r, offset, LEN as u64 * 4)
+                            .expect("x address") as *mut f32;
+                        for k in 0..LAUNCHES {
+                            for i in 0..LEN {
+                                // SAFETY: this rank's own heap range of LEN f32, not in a
+                                // launch now.
+                                unsafe { x.add(i).write((k * 10 + r as u64 + i as u64) as f32) };
+                            }
+                            let mut b = [Binding::Heap {
+                                offset,
+                                bytes: LEN as u64 * 4,
+                            }];
+                            ex.launch(
+                                &lp,
+                                LaunchArgs {
+                                    types: ElemTypes::new(DType::F32, None).expect("f32"),
+                                    op: ReduceOp::Sum,
+                                    sizes: &sizes,
+                                    buffers: &mut b,
+                                },
+                            )
+                            .unwrap_or_else(|e| panic!("rank {r} launch {k}: {e}"));
+                            for i in 0..LEN {
+                                let want = (2 * (k * 10 + i as u64) + 1) as f32;
+                                // SAFETY: as above.
+                                let got = unsafe { x.add(i).read() };
+                                assert_eq!(got, want, "rank {r} launch {k} element {i}");
+                            }
+                        }
+                        lp.speculations()
+                    })
+                })
+                .collect();
+            ranks.into_iter().map(|h| h.join().expect("rank")).sum()
+        });
+        assert!(spec > LAUNCHES, "few launches speculated: {spec}");
     }
 }

@@ -25,6 +25,13 @@ use symsched_plan::{BufferRole, Plan, PlanError, Rank};
 /// Alignment of each buffer in the area.
 const AREA_ALIGN: u64 = 64;
 
+/// Largest layout (staged roles and scratch, one copy) whose scratch is kept twice, by launch
+/// parity: then a launch's puts into a peer's scratch land in the copy the peer last read two
+/// launches before, which a speculative prefix relies on (see "Speculative scratch puts" in
+/// `super::loaded`). Small launches are the ones whose latency the speculation shortens; the
+/// second copy costs at most this much heap per plan.
+const TWIN_MAX: u64 = 64 << 10;
+
 /// Which roles of a loaded plan peers reach into, decided once at load.
 #[derive(Debug, Clone)]
 pub(crate) struct RoleAccess {
@@ -64,6 +71,9 @@ pub(crate) struct Staging {
     base: Vec<u64>,
     /// Per role: address and length of private memory used in place.
     private: Vec<Option<(usize, u64)>>,
+    /// This launch's layout keeps scratch twice ([`TWIN_MAX`]); the same on every rank, since
+    /// the layout is.
+    twinned: bool,
 }
 
 impl Staging {
@@ -76,7 +86,14 @@ impl Staging {
             in_place: Vec::new(),
             base: Vec::new(),
             private: Vec::new(),
+            twinned: false,
         }
+    }
+
+    /// Whether the last [`Staging::stage_in`] laid scratch out twice, by launch parity.
+    #[inline]
+    pub(crate) fn twinned(&self) -> bool {
+        self.twinned
     }
 
     /// Lay the area out for this launch, grow the area if needed and `may_grow`, and copy the
@@ -90,6 +107,9 @@ impl Staging {
     /// `!may_grow`: a launch that stages before the agreement ([`super::agreement`]) must not
     /// take scratch its peers may not take (a refused launch would leave the registries apart),
     /// so it stages after the agreement instead.
+    ///
+    /// A small layout keeps its scratch buffers twice ([`TWIN_MAX`]): launch `epoch` uses the
+    /// copy of its parity.
     #[allow(clippy::too_many_arguments)] // the launch's parts the layout depends on
     #[inline]
     pub(crate) fn stage_in<F: Fabric>(
@@ -102,6 +122,7 @@ impl Staging {
         bound: &[u64],
         buffers: &mut [Binding<'_>],
         may_grow: bool,
+        epoch: u64,
     ) -> Result<bool, ExecError> {
         // The group's heap offset of a role symmetric on the ranks where it is not empty.
         let group_heap = |i: usize| {
@@ -135,6 +156,12 @@ impl Staging {
                 .checked_add(bytes.next_multiple_of(AREA_ALIGN))
                 .ok_or(PlanError::SizeOverflow)?;
         }
+        let has_scratch = plan.buffers.iter().any(|b| b.role == BufferRole::Scratch);
+        let twinned = has_scratch && need <= TWIN_MAX;
+        let copy = need;
+        if twinned {
+            need *= 2;
+        }
         let area = match self.area {
             Some((off, cap)) if cap >= need => off,
             _ if !may_grow => return Ok(false),
@@ -146,11 +173,14 @@ impl Staging {
                 off
             }
         };
+        self.twinned = twinned;
+        let second = if twinned && epoch % 2 == 1 { copy } else { 0 };
         self.base.clear();
-        for i in 0..plan.buffers.len() {
+        for (i, b) in plan.buffers.iter().enumerate() {
             self.base.push(match (buffers.get(i), group_heap(i)) {
                 (Some(Binding::Heap { offset, .. }), _) => *offset,
                 (_, Some(offset)) => offset,
+                _ if b.role == BufferRole::Scratch => area + self.area_off[i] + second,
                 _ => area + self.area_off[i],
             });
         }

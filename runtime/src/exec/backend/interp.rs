@@ -21,7 +21,7 @@
 //! [`Resolved::nt`]: crate::exec::resolved::Resolved::nt
 //! [`ExecOptions::nt_min_bytes`]: crate::config::ExecOptions::nt_min_bytes
 
-use super::{channels, Backend, StepContext};
+use super::{channels, Backend, StepContext, Steps};
 use crate::exec::cancel::LaunchCancel;
 use crate::exec::dtype::{convert, DType};
 use crate::exec::error::ExecError;
@@ -82,10 +82,22 @@ impl Backend for Interpreter {
         ctx: &StepContext<'_, F>,
         state: &mut InterpState,
     ) -> Result<(), ExecError> {
-        if !ctx.resolved.multi_channel() {
-            return run_channel(ctx, &mut state.main, 0..ctx.resolved.steps.len(), None);
+        let len = ctx.resolved.steps.len();
+        match ctx.part {
+            Steps::All if !ctx.resolved.multi_channel() => {
+                run_channel(ctx, &mut state.main, 0..len, None, false)
+            }
+            Steps::All => run_channels(ctx, state),
+            Steps::Prefix(n) if !ctx.resolved.multi_channel() => {
+                run_channel(ctx, &mut state.main, 0..n.min(len), None, true)
+            }
+            Steps::From(n) if !ctx.resolved.multi_channel() => {
+                run_channel(ctx, &mut state.main, n.min(len)..len, None, false)
+            }
+            _ => Err(ExecError::Runtime(
+                "a speculative launch on a rank with several channels".into(),
+            )),
         }
-        run_channels(ctx, state)
     }
 }
 
@@ -105,20 +117,28 @@ fn run_channels<F: Fabric>(
         &ctx.resolved.channels,
         &mut state.channels,
         |scratch: &mut Scratch, c: &ChannelSteps, cancel: &LaunchCancel| {
-            run_channel(ctx, scratch, c.steps.clone(), Some((cancel, c.channel)))
+            run_channel(
+                ctx,
+                scratch,
+                c.steps.clone(),
+                Some((cancel, c.channel)),
+                false,
+            )
         },
     )
 }
 
 /// Run steps `range` of the resolved list (one channel's sequence) in order. `cancel`: the
 /// launch's cancel word and this channel, for a multi-channel rank (`None`: the only channel,
-/// nothing extra on the hot path).
+/// nothing extra on the hot path). `skip_waits`: a speculative prefix, whose waits are exit
+/// credits that the check of the last agreed launch already made unnecessary.
 #[inline]
 fn run_channel<F: Fabric>(
     ctx: &StepContext<'_, F>,
     state: &mut Scratch,
     range: std::ops::Range<usize>,
     cancel: Option<(&LaunchCancel, u32)>,
+    skip_waits: bool,
 ) -> Result<(), ExecError> {
     let (plan, res, mem, tr) = (ctx.plan, ctx.resolved, ctx.memory, ctx.trace);
     let me = ctx.fabric.rank();
@@ -182,8 +202,10 @@ fn run_channel<F: Fabric>(
                     target,
                     id,
                 } => {
-                    ctx.signals
-                        .wait_in(ctx.fabric, plan, *slot, *cmp, *target, *id, cancel)?;
+                    if !skip_waits {
+                        ctx.signals
+                            .wait_in(ctx.fabric, plan, *slot, *cmp, *target, *id, cancel)?;
+                    }
                 }
                 RStep::Reduce { dst, srcs, n } => {
                     let (d, dd) = mem.ptr(me, dst, *n)?;

@@ -32,7 +32,7 @@
 //! configuration, which keys kernels by the SHA-256 of everything their code depends on and
 //! keeps the objects under [`ExecOptions::jit_cache_dir`](crate::config::ExecOptions) when set.
 
-use super::{channels, LaunchSignals, StepContext};
+use super::{channels, LaunchSignals, StepContext, Steps};
 use crate::exec::cancel::LaunchCancel;
 use crate::exec::dtype::{DType, ElemTypes};
 use crate::exec::error::ExecError;
@@ -744,6 +744,12 @@ impl super::Backend for Jit {
         // calls one, and pays no call into the kernel path.
         if ctx.resolved.steps.is_empty() {
             return Ok(());
+        }
+        if ctx.part != Steps::All {
+            // The executor speculates only on the interpreter.
+            return Err(ExecError::Runtime(
+                "jit: a kernel runs a launch's steps whole".into(),
+            ));
         }
         launch(ctx, state)
     }

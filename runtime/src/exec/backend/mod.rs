@@ -139,6 +139,23 @@ pub struct StepContext<'a, F: Fabric> {
     pub trace: Option<&'a trace::Launch<'a>>,
     pub(crate) host: &'a dyn HostCollectives,
     pub(crate) exchanges: &'a Mutex<Exchanges>,
+    /// Which of the resolved steps this call runs ([`Steps::All`] but for a speculative
+    /// launch on the interpreter).
+    pub(crate) part: Steps,
+}
+
+/// Which part of a launch's resolved steps a backend call runs. A launch that speculates (see
+/// "Speculative scratch puts" in `super::super::loaded`) runs its prefix before its check of
+/// the peers' agreement words and the rest after it; only the interpreter does, and only on a
+/// rank with one channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Steps {
+    All,
+    /// The first n steps, their waits skipped (exit-credit waits the check of the last
+    /// agreed launch made unnecessary).
+    Prefix(usize),
+    /// The steps from n on.
+    From(usize),
 }
 
 impl<F: Fabric> StepContext<'_, F> {
@@ -204,12 +221,52 @@ pub fn overridden() -> Option<BackendKind> {
 
 /// `auto`: whether the JIT runs this launch ([`auto`]; the same on every rank, since it reads
 /// only the plan, the launch sizes over all ranks, the dtypes and the op).
-fn auto_prefers_jit<F: Fabric>(ctx: &StepContext<'_, F>, state: &mut ChosenState) -> bool {
+fn auto_prefers_jit(
+    plan: &Plan,
+    res: &Resolved,
+    types: ElemTypes,
+    op: ReduceOp,
+    state: &mut ChosenState,
+) -> bool {
     let traits = *state
         .traits
-        .get_or_insert_with(|| auto::PlanTraits::of(ctx.plan));
-    let bytes = auto::message_bytes(ctx.plan, &ctx.resolved.max_len, ctx.types);
-    auto::prefers_jit(traits, bytes, ctx.types, ctx.op)
+        .get_or_insert_with(|| auto::PlanTraits::of(plan));
+    let bytes = auto::message_bytes(plan, &res.max_len, types);
+    auto::prefers_jit(traits, bytes, types, op)
+}
+
+/// The backend [`Chosen`] runs a launch of `plan`, resolved as `res`, on: `(kind, jit)`.
+#[inline]
+fn choose(
+    plan: &Plan,
+    res: &Resolved,
+    types: ElemTypes,
+    op: ReduceOp,
+    opts: &ExecOptions,
+    state: &mut ChosenState,
+) -> (BackendKind, bool) {
+    let kind = overridden().unwrap_or(opts.backend);
+    let jit = match kind {
+        BackendKind::Interp => false,
+        BackendKind::Jit => true,
+        BackendKind::Auto => {
+            state.jit_unavailable.is_none() && auto_prefers_jit(plan, res, types, op, state)
+        }
+    };
+    (kind, jit)
+}
+
+/// Whether [`Chosen`] runs a launch of `plan`, resolved as `res`, on the interpreter (as its
+/// `run` decides, so a launch may ask before it runs anything).
+pub(crate) fn runs_on_interpreter(
+    plan: &Plan,
+    res: &Resolved,
+    types: ElemTypes,
+    op: ReduceOp,
+    opts: &ExecOptions,
+    state: &mut ChosenState,
+) -> bool {
+    !choose(plan, res, types, op, opts, state).1
 }
 
 impl Backend for Chosen {
@@ -221,12 +278,7 @@ impl Backend for Chosen {
         ctx: &StepContext<'_, F>,
         state: &mut ChosenState,
     ) -> Result<(), ExecError> {
-        let kind = overridden().unwrap_or(ctx.opts.backend);
-        let jit = match kind {
-            BackendKind::Interp => false,
-            BackendKind::Jit => true,
-            BackendKind::Auto => state.jit_unavailable.is_none() && auto_prefers_jit(ctx, state),
-        };
+        let (kind, jit) = choose(ctx.plan, ctx.resolved, ctx.types, ctx.op, ctx.opts, state);
         if !jit {
             return interp::Interpreter.run(ctx, &mut state.interp);
         }
