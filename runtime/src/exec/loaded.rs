@@ -52,7 +52,9 @@
 //! that repeats the last launch every rank agreed on, with none refused since
 //! (`AgreementArea::repeats_agreed`), runs its *speculative prefix* before its check: its first
 //! steps when they are only exit-credit waits (skipped), puts into a peer's scratch and `add`
-//! signals ([`speculative_prefix`]), on the interpreter, one channel, untraced. The waits may
+//! signals on slots it alone updates there ([`speculative_prefix`]), on the interpreter, one
+//! channel, untraced. (A shared slot would let its signal of the next launch complete a count
+//! that a peer still in this launch waits for, before a slower rank's data has landed.) The waits may
 //! be skipped because the put of launch `e` lands in the copy the peer last read in `e − 2`,
 //! and this rank's check of the peer's word of `e − 1` — published after the peer finished
 //! `e − 2` — already implied that. Its word says so (`SPECULATED`). The check then comes before
@@ -387,8 +389,8 @@ fn signal_of(op: &Op) -> Option<&SignalUpdate> {
 
 /// Length of rank q's *speculative prefix*: the longest run of its first steps that are only
 /// exit-credit waits, puts into a peer's scratch (with or without an `add` signal) and `add`
-/// signals to a peer (not credits), on one channel, towards peers that check q's agreement
-/// word, with at least one put; 0 otherwise. Such a prefix writes nothing a caller owns, so a
+/// signals to a peer (not credits, on a slot no other rank updates there), on one channel,
+/// towards peers that check q's agreement word, with at least one put; 0 otherwise. Such a prefix writes nothing a caller owns, so a
 /// launch that repeats the last agreed one may run it before its check of the peers' words
 /// (see "Speculative scratch puts" in the module docs); its waits are skipped there.
 pub(crate) fn speculative_prefix(plan: &Plan, q: u32, checks_words: &dyn Fn(u32) -> bool) -> usize {
@@ -404,8 +406,27 @@ pub(crate) fn speculative_prefix(plan: &Plan, q: u32, checks_words: &dyn Fn(u32)
             .get(slot as usize)
             .is_some_and(|s| s.name.starts_with("__credit["))
     };
+    // q must be the only rank that updates the slot on that peer: a shared counter could reach
+    // the count a wait of the launch before asks for with q's signal of this one, while a slower
+    // peer's data of that launch has yet to arrive. One sender's signals arrive in its order.
+    let only_sender = |u: &SignalUpdate| {
+        plan.ranks.iter().all(|r| {
+            r.rank == q
+                || !r
+                    .steps
+                    .iter()
+                    .filter_map(|s| signal_of(&s.op))
+                    .chain(r.entry_signals.iter())
+                    .chain(r.exit_signals.iter())
+                    .any(|v| v.peer == u.peer && v.slot == u.slot)
+        })
+    };
     let plain_add = |u: &SignalUpdate| {
-        u.peer != q && u.mode == SignalMode::Add && !credit(u.slot) && checks_words(u.peer)
+        u.peer != q
+            && u.mode == SignalMode::Add
+            && !credit(u.slot)
+            && checks_words(u.peer)
+            && only_sender(u)
     };
     let mut len = 0;
     for s in &prog.steps {
@@ -477,19 +498,19 @@ mod tests {
 
     /// Every plan slot's value on every rank after `script`, and the launches in which some
     /// rank speculated.
-    fn counters(name: &str, staged: bool, script: &[Launch]) -> (Vec<Vec<u64>>, u64) {
+    fn counters(p: u32, name: &str, staged: bool, script: &[Launch]) -> (Vec<Vec<u64>>, u64) {
         let params = (name == "broadcast_push")
             .then(|| ("root".to_string(), 1i64))
             .into_iter()
             .collect();
-        let plan = crate::exec::test_plans::standard_with(name, P, &params);
-        let world = LocalWorld::new(P, 8 << 20)
+        let plan = crate::exec::test_plans::standard_with(name, p, &params);
+        let world = LocalWorld::new(p, 8 << 20)
             .expect("world")
             .with_timeout(Duration::from_secs(30));
         let group = world.world_group().expect("group");
-        let done = Barrier::new(P as usize);
+        let done = Barrier::new(p as usize);
         std::thread::scope(|s| {
-            let ranks: Vec<_> = (0..P)
+            let ranks: Vec<_> = (0..p)
                 .map(|r| {
                     let (group, plan, done) = (group.clone(), &plan, &done);
                     s.spawn(move || {
@@ -603,15 +624,23 @@ mod tests {
             "allreduce_one_shot",
         ] {
             for staged in [false, true] {
-                let (got, spec) = counters(name, staged, &script);
-                let (want, _) = counters(name, staged, &[Agreed; 11]);
+                let (got, _) = counters(P, name, staged, &script);
+                let (want, _) = counters(P, name, staged, &[Agreed; 11]);
                 assert_eq!(got, want, "{name} staged={staged}: counters after refusals");
-                if name == "allreduce_one_shot" {
-                    // Its scratch puts run ahead of the check in repeated launches, the
-                    // refused ones included: the accounting above covers them.
-                    assert!(spec > 0, "{name} staged={staged}: no launch speculated");
-                }
             }
+        }
+        // At 2 ranks `allreduce_one_shot`'s scratch puts run ahead of the check in repeated
+        // launches, the refused ones included: the accounting covers them.
+        let script2 = script.map(|l| if l == RefusedBy(2) { RefusedBy(1) } else { l });
+        for staged in [false, true] {
+            let name = "allreduce_one_shot";
+            let (got, spec) = counters(2, name, staged, &script2);
+            let (want, _) = counters(2, name, staged, &[Agreed; 11]);
+            assert_eq!(
+                got, want,
+                "{name} P=2 staged={staged}: counters after refusals"
+            );
+            assert!(spec > 0, "{name} P=2 staged={staged}: no launch speculated");
         }
     }
 
@@ -620,20 +649,37 @@ mod tests {
     /// before, so every result is checked (the scratch kept by launch parity keeps them apart).
     #[test]
     fn speculative_launches_keep_every_result() {
-        const RANKS: u32 = 2;
-        const LAUNCHES: u64 = 3000;
+        // At 2 ranks every `arrived` slot has one signaller and the prefix runs ahead; at 3 and 4
+        // the slot is shared, so a peer's signal of the next launch must not run ahead (it could
+        // complete a count that still misses a slower peer's data).
+        for ranks in [2, 3, 4] {
+            let spec = keep_every_result(ranks, 3000);
+            if ranks == 2 {
+                assert!(spec > 3000, "few launches speculated: {spec}");
+            } else {
+                assert_eq!(
+                    spec, 0,
+                    "{ranks} ranks: speculated with a shared signal slot"
+                );
+            }
+        }
+    }
+
+    /// Launches `launches` allreduces on `ranks` threads, checks every element of every result,
+    /// and returns how many rank-launches speculated.
+    fn keep_every_result(ranks: u32, launches: u64) -> u64 {
         const LEN: usize = 16;
         let plan = crate::exec::test_plans::standard_with(
             "allreduce_one_shot",
-            RANKS,
+            ranks,
             &Default::default(),
         );
-        let world = LocalWorld::new(RANKS, 8 << 20)
+        let world = LocalWorld::new(ranks, 8 << 20)
             .expect("world")
             .with_timeout(Duration::from_secs(30));
         let group = world.world_group().expect("group");
         let spec: u64 = std::thread::scope(|s| {
-            let ranks: Vec<_> = (0..RANKS)
+            let handles: Vec<_> = (0..ranks)
                 .map(|r| {
                     let (group, plan) = (group.clone(), &plan);
                     s.spawn(move || {
@@ -646,7 +692,7 @@ mod tests {
                             .fabric()
                             .heap_ptr(r, offset, LEN as u64 * 4)
                             .expect("x address") as *mut f32;
-                        for k in 0..LAUNCHES {
+                        for k in 0..launches {
                             for i in 0..LEN {
                                 // SAFETY: this rank's own heap range of LEN f32, not in a
                                 // launch now.
@@ -667,7 +713,9 @@ mod tests {
                             )
                             .unwrap_or_else(|e| panic!("rank {r} launch {k}: {e}"));
                             for i in 0..LEN {
-                                let want = (2 * (k * 10 + i as u64) + 1) as f32;
+                                let want = (0..ranks as u64)
+                                    .map(|q| (k * 10 + q + i as u64) as f32)
+                                    .sum::<f32>();
                                 // SAFETY: as above.
                                 let got = unsafe { x.add(i).read() };
                                 assert_eq!(got, want, "rank {r} launch {k} element {i}");
@@ -677,8 +725,8 @@ mod tests {
                     })
                 })
                 .collect();
-            ranks.into_iter().map(|h| h.join().expect("rank")).sum()
+            handles.into_iter().map(|h| h.join().expect("rank")).sum()
         });
-        assert!(spec > LAUNCHES, "few launches speculated: {spec}");
+        spec
     }
 }
