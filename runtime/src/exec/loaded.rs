@@ -52,7 +52,7 @@
 //! that repeats the last launch every rank agreed on, with none refused since
 //! (`AgreementArea::repeats_agreed`), runs its *speculative prefix* before its check: its first
 //! steps when they are only exit-credit waits (skipped), puts into a peer's scratch and `add`
-//! signals on slots it alone updates there ([`speculative_prefix`]), on the interpreter, one
+//! signals on slots it alone updates there, waited for with `>=` or `>` ([`speculative_prefix`]), on the interpreter, one
 //! channel, untraced. (A shared slot would let its signal of the next launch complete a count
 //! that a peer still in this launch waits for, before a slower rank's data has landed.) The waits may
 //! be skipped because the put of launch `e` lands in the copy the peer last read in `e − 2`,
@@ -389,7 +389,8 @@ fn signal_of(op: &Op) -> Option<&SignalUpdate> {
 
 /// Length of rank q's *speculative prefix*: the longest run of its first steps that are only
 /// exit-credit waits, puts into a peer's scratch (with or without an `add` signal) and `add`
-/// signals to a peer (not credits, on a slot no other rank updates there), on one channel,
+/// signals to a peer (not credits, on a slot no other rank updates there and that every wait
+/// there compares with `>=` or `>`), on one channel,
 /// towards peers that check q's agreement word, with at least one put; 0 otherwise. Such a prefix writes nothing a caller owns, so a
 /// launch that repeats the last agreed one may run it before its check of the peers' words
 /// (see "Speculative scratch puts" in the module docs); its waits are skipped there.
@@ -421,12 +422,23 @@ pub(crate) fn speculative_prefix(plan: &Plan, q: u32, checks_words: &dyn Fn(u32)
                     .any(|v| v.peer == u.peer && v.slot == u.slot)
         })
     };
+    // And every wait on it there must hold for any larger count (`>=`, `>`): a signal of the
+    // next launch may land before such a wait of this one looks.
+    let monotone = |u: &SignalUpdate| {
+        plan.ranks.get(u.peer as usize).is_some_and(|r| {
+            r.steps.iter().all(|s| match &s.op {
+                Op::Wait { slot, cmp, .. } if *slot == u.slot => matches!(cmp, Cmp::Ge | Cmp::Gt),
+                _ => true,
+            })
+        })
+    };
     let plain_add = |u: &SignalUpdate| {
         u.peer != q
             && u.mode == SignalMode::Add
             && !credit(u.slot)
             && checks_words(u.peer)
             && only_sender(u)
+            && monotone(u)
     };
     let mut len = 0;
     for s in &prog.steps {
