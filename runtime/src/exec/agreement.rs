@@ -393,9 +393,6 @@ impl AgreementArea {
         if speculated {
             signalled |= SPECULATED;
         }
-        if mine.is_err() {
-            self.last_agreed = None;
-        }
         let parity = (seq % 2) as usize;
         let rec = self.own_records[parity] as *mut u64;
         if mine.is_ok() && self.written[parity] == Some(word) {

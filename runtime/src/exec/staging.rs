@@ -40,6 +40,8 @@ pub(crate) struct RoleAccess {
     /// Per role: whether any rank puts into, or gets from, a peer's copy of it. Only such roles
     /// need to live in the heap; private memory bound to any other role is used in place.
     pub(crate) remote: Vec<bool>,
+    /// The plan has scratch buffers (they follow the roles).
+    pub(crate) scratch: bool,
 }
 
 impl RoleAccess {
@@ -51,7 +53,11 @@ impl RoleAccess {
             .count();
         let mut remote = plan.remote_buffers();
         remote.truncate(roles);
-        RoleAccess { roles, remote }
+        RoleAccess {
+            roles,
+            remote,
+            scratch: plan.buffers.len() > roles,
+        }
     }
 }
 
@@ -156,8 +162,7 @@ impl Staging {
                 .checked_add(bytes.next_multiple_of(AREA_ALIGN))
                 .ok_or(PlanError::SizeOverflow)?;
         }
-        let has_scratch = plan.buffers.iter().any(|b| b.role == BufferRole::Scratch);
-        let twinned = has_scratch && need <= TWIN_MAX;
+        let twinned = access.scratch && need <= TWIN_MAX;
         let copy = need;
         if twinned {
             need *= 2;
