@@ -389,18 +389,19 @@ impl<F: Fabric> Executor<F> {
             }
         };
         let sig = signature(lp, res, types, op, sizes, buffers);
+        let digests = regs.agreement.digests(&sig);
         let entered = staged && carry;
         let speculate = staged
             && !carry
             && !trace::enabled()
             && st.staging.twinned()
-            && regs.agreement.repeats_agreed(&sig);
+            && regs.agreement.repeats_agreed(digests);
         *committed = true;
         let published = regs.agreement.publish(
             &self.fabric,
             &lp.plan,
             st.agree_seq,
-            Ok(&sig),
+            Ok((&sig, digests)),
             entered,
             speculate,
         )?;
