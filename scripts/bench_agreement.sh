@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The launch agreement's cost at 8 B (issue 16.1): this tree against the same tree built without
 # the agreement (`--cfg symsched_bench_no_agreement`: no word, no check, every exit credit sent),
-# measured in one run, the two builds in turns, at two levels:
+# measured in one run, the two builds in turns, at three levels:
 #   1. the executor's launch (`launch_overhead` bench: allreduce_one_shot, ranks as threads);
-#   2. one Python call (`python/tests/bench_call_overhead.py`: 2 rank processes, torch + gloo),
+#   2. the launch across processes without Python (`symsched run --backend interp`, 2 rank
+#      processes on the heap, 8 B; each row's median and min µs per launch);
+#   3. one Python call (`python/tests/bench_call_overhead.py`: 2 rank processes, torch + gloo),
 #      the cost a user sees.
 # Each build gets its own target directory (OUT, default <repo>/target-bench-agreement), so the
 # baseline never reaches a normal build. Needs the venv of scripts/python_env.sh.
 #   ROUNDS, ITERS (launch bench; default 5, 20000), LAUNCH_TURNS (its alternations; default
-#   15), TURNS (the Python bench's alternations; default 3), SCHEDULES (launch bench; default
+#   15), RUN_TURNS, RUN_ITERS (level 2's alternations and launches per run; default 8, 100000),
+#   TURNS (the Python bench's alternations; default 3), SCHEDULES (levels 1 and 2; default
 #   "allreduce_one_shot allgather_push": scratch puts behind exit credits, and role-buffer puts
 #   behind entry credits)
 # The launch bench runs P = 2 only, the two builds alternating in short turns, since this host's
@@ -24,6 +27,8 @@ ROUNDS="${ROUNDS:-5}"
 LAUNCH_TURNS="${LAUNCH_TURNS:-15}"
 ITERS="${ITERS:-20000}"
 TURNS="${TURNS:-3}"
+RUN_TURNS="${RUN_TURNS:-8}"
+RUN_ITERS="${RUN_ITERS:-100000}"
 SCHEDULES="${SCHEDULES:-allreduce_one_shot allgather_push}"
 cd "$ROOT"
 [[ -x "$VENV/bin/maturin" ]] || bash scripts/python_env.sh
@@ -34,6 +39,7 @@ for v in agreement baseline; do
     export RUSTFLAGS="${FLAGS[$v]}" CARGO_TARGET_DIR="$OUT/$v"
     LAUNCH[$v]="$(cargo bench -p symsched-runtime --bench launch_overhead --no-run 2>&1 |
         sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -n 1)"
+    cargo build --quiet --release -p symsched-cli
     rm -rf "$OUT/$v/wheel" "$OUT/$v/pkg"
     "$VENV/bin/maturin" build --quiet --release --auditwheel skip -m python/Cargo.toml \
         -o "$OUT/$v/wheel"
@@ -56,6 +62,23 @@ for s in $SCHEDULES; do
         echo "$a $b" | awk '{ printf "%s %s %.3f\n", $1, $2, $1 / $2 }'
     done | tee "$TMP"
     sort -n -k3 "$TMP" | awk '{ r[NR] = $3 } END {
+        printf "ratio median %.3f, quartiles %.3f-%.3f (%d turns)\n",
+            r[int((NR + 1) / 2)], r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], NR }'
+    echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+done
+for s in $SCHEDULES; do
+    echo "== processes, symsched run --backend interp, P = 2, n = 2 f32 $s: median and min µs per launch"
+    echo "   (agreement | baseline), and the per-turn ratio of the medians"
+    echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    for ((t = 1; t <= RUN_TURNS; t++)); do
+        for v in agreement baseline; do
+            "$OUT/$v/release/symsched" run --ranks 2 --count 2 --iters "$RUN_ITERS" \
+                --warmup 1000 --backend interp "examples/$s.sched" 2>&1 | tail -n 1 |
+                awk '{ printf "%s %s ", $5, $6 }'
+        done
+        echo
+    done | awk '{ printf "%s %s | %s %s  %.3f\n", $1, $2, $3, $4, $1 / $3 }' | tee "$TMP"
+    sort -n -k6 "$TMP" | awk '{ r[NR] = $6 } END {
         printf "ratio median %.3f, quartiles %.3f-%.3f (%d turns)\n",
             r[int((NR + 1) / 2)], r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], NR }'
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
