@@ -49,6 +49,12 @@ unset RUSTFLAGS CARGO_TARGET_DIR
 
 TMP="$(mktemp)"
 trap 'rm -f "$TMP"' EXIT
+# Median and quartiles of the per-turn ratios in column $1 of $TMP.
+ratio_summary() {
+    sort -n -k"$1" "$TMP" | awk -v c="$1" '{ r[NR] = $c } END {
+        printf "ratio median %.3f, quartiles %.3f-%.3f (%d turns)\n",
+            r[int((NR + 1) / 2)], r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], NR }'
+}
 min_us() {
     "${LAUNCH[$1]}" --bench --rounds "$ROUNDS" --iters "$ITERS" --ranks 2 --schedule "$2" |
         awk '/P=2/ { print $3 }'
@@ -61,9 +67,7 @@ for s in $SCHEDULES; do
         b="$(min_us baseline "$s")"
         echo "$a $b" | awk '{ printf "%s %s %.3f\n", $1, $2, $1 / $2 }'
     done | tee "$TMP"
-    sort -n -k3 "$TMP" | awk '{ r[NR] = $3 } END {
-        printf "ratio median %.3f, quartiles %.3f-%.3f (%d turns)\n",
-            r[int((NR + 1) / 2)], r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], NR }'
+    ratio_summary 3
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 for s in $SCHEDULES; do
@@ -78,9 +82,7 @@ for s in $SCHEDULES; do
         done
         echo
     done | awk '{ printf "%s %s | %s %s  %.3f\n", $1, $2, $3, $4, $1 / $3 }' | tee "$TMP"
-    sort -n -k6 "$TMP" | awk '{ r[NR] = $6 } END {
-        printf "ratio median %.3f, quartiles %.3f-%.3f (%d turns)\n",
-            r[int((NR + 1) / 2)], r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], NR }'
+    ratio_summary 6
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 echo "== one Python call, 8 B and 64 KiB allreduce (µs per call, best turn)"

@@ -365,7 +365,7 @@ impl AgreementArea {
         let roles = self.roles();
         // The measurement baseline (`scripts/bench_agreement.sh`) launches as if alone: no
         // word, no check, and every exit credit sent (`super::loaded`).
-        if cfg!(symsched_bench_no_agreement) || self.peers.is_empty() {
+        if self.with_nobody() {
             return Ok(Published {
                 seq,
                 word: 0,
@@ -549,7 +549,7 @@ impl AgreementArea {
     /// implied every exit credit its prefix's puts need; see "Speculative scratch puts" in
     /// `super::loaded`).
     pub(crate) fn repeats_agreed(&self, d: Digests) -> bool {
-        if cfg!(symsched_bench_no_agreement) || self.peers.is_empty() {
+        if self.with_nobody() {
             return false;
         }
         self.last_agreed == Some(d.word)
@@ -559,7 +559,7 @@ impl AgreementArea {
     /// the cache when `s` repeats the last signature; nothing is digested when no peer shares
     /// this rank's heaps (the launch then agrees with nobody).
     pub(crate) fn digests(&mut self, s: &Signature<'_>) -> Digests {
-        if cfg!(symsched_bench_no_agreement) || self.peers.is_empty() {
+        if self.with_nobody() {
             return Digests { core: 0, word: 0 };
         }
         let roles = self.roles();
@@ -633,6 +633,12 @@ impl AgreementArea {
 
     fn roles(&self) -> usize {
         self.roles
+    }
+
+    /// No peer shares this rank's heaps (or the measurement baseline,
+    /// `scripts/bench_agreement.sh`, launches as if alone): nothing to publish, digest or check.
+    fn with_nobody(&self) -> bool {
+        cfg!(symsched_bench_no_agreement) || self.peers.is_empty()
     }
 }
 
