@@ -52,7 +52,10 @@
 //! as one whose steps did nothing on every rank (see `super::loaded`), since some ranks may
 //! have sent entry credits. Cost per launch: a compare with the last signature (a digest of a
 //! few words when it changed), one record store, one signal and one satisfied-or-short wait
-//! per peer, whose line is the only one read; nothing with one rank.
+//! per peer, whose line is the only one read; nothing with one rank. The common case — a
+//! launch that repeats the last one, whose peers' words are already here — takes an inline
+//! path: the sequence stored into its record, its word signalled, and each peer's word read
+//! where the fabric keeps it ([`Fabric::signal_words`]) instead of through its wait.
 //!
 //! **Credits.** The word carries the peer's exit credits of the previous launch (it is
 //! published after them) and, when flagged [`ENTERED`], its entry credits of this launch (it
@@ -73,6 +76,7 @@ pub use super::error::Disagreement;
 use super::error::ExecError;
 use super::fabric::{Fabric, WaitContext};
 use super::reduce::ReduceOp;
+use std::sync::atomic::{AtomicU64, Ordering};
 use symsched_plan::{Cmp, LaunchSizes, Plan, SignalMode};
 
 /// Record digest of a rank whose own arguments were refused before the agreement.
@@ -119,6 +123,11 @@ pub(crate) struct AgreementArea {
     /// Addresses of this rank's two record copies (its own segment stays mapped where it is
     /// for the group's life; the checked `heap_ptr` per launch cost ~30 instructions).
     own_records: [usize; 2],
+    /// Where this rank's 2P agreement counters lie, when the fabric says
+    /// ([`Fabric::signal_words`]): the first counter's address and the stride. A check looks
+    /// at a peer's word there first and calls [`Fabric::wait`] only when it is not yet this
+    /// launch's (the wait's context and call were ~90 instructions a peer).
+    words: Option<(usize, usize)>,
     /// The last valid signature published and its digests.
     last: LastSignature,
     /// Per record copy (sequence parity): the word digest of the valid record it holds.
@@ -154,6 +163,20 @@ impl Published {
     pub(crate) fn speculated(&self) -> bool {
         self.speculated
     }
+
+    /// The word this rank signals: its word with the [`ENTERED`] flag when `entered`, and the
+    /// [`SPECULATED`] flag when it speculates.
+    #[inline]
+    fn signalled(&self, entered: bool) -> u64 {
+        let mut w = self.word;
+        if entered {
+            w |= ENTERED;
+        }
+        if self.speculated {
+            w |= SPECULATED;
+        }
+        w
+    }
 }
 
 /// The digests of one launch's signature ([`AgreementArea::digests`]): computed once per
@@ -188,9 +211,9 @@ struct LastSignature {
     types: Option<ElemTypes>,
     op: Option<ReduceOp>,
     reduces: bool,
-    /// The resolution key of the sizes ([`Signature::key`]; empty when it had none).
-    key: Vec<u64>,
-    keyed: bool,
+    /// The serial of the resolution whose key the sizes were digested by
+    /// ([`Signature::resolution`]); `None` when the sizes had no resolution key.
+    resolution: Option<u64>,
     patterns: Vec<u64>,
     bindings: usize,
     core: u64,
@@ -198,21 +221,17 @@ struct LastSignature {
 }
 
 impl LastSignature {
-    /// The signature digest and word digest of `s`, from the cache when `s` repeats the last
-    /// signature.
+    /// The signature digest and word digest of `s`, whose binding pattern words are `pattern`
+    /// ([`own_pattern_into`]), from the cache when `s` repeats the last signature.
     #[inline]
-    fn digests(&mut self, s: &Signature<'_>, roles: usize) -> (u64, u64) {
+    fn digests(&mut self, s: &Signature<'_>, pattern: &[u64], roles: usize) -> (u64, u64) {
         let same = self.types == Some(s.types)
             && (!s.reduces || self.op == Some(s.op))
             && self.reduces == s.reduces
             && self.bindings == s.buffers.len()
-            && self.patterns.len() == roles
-            && self
-                .patterns
-                .iter()
-                .enumerate()
-                .all(|(i, w)| s.buffers.get(i).map_or(EMPTY, pattern_word) == *w)
-            && s.key.is_some_and(|k| self.keyed && self.key == k);
+            && s.key.is_some()
+            && self.resolution == Some(s.resolution)
+            && same_words(&self.patterns, pattern);
         if !same {
             self.core = digest(s);
             self.word = word_digest(self.core, s, roles);
@@ -220,14 +239,19 @@ impl LastSignature {
             self.op = Some(s.op);
             self.reduces = s.reduces;
             self.bindings = s.buffers.len();
-            self.keyed = s.key.is_some();
-            self.key.clear();
-            self.key.extend_from_slice(s.key.unwrap_or_default());
+            self.resolution = s.key.is_some().then_some(s.resolution);
             self.patterns.clear();
             own_pattern(s, roles, &mut self.patterns);
         }
         (self.core, self.word)
     }
+}
+
+/// `a == b` for the few words of a binding pattern: a loop, where the slice compare calls
+/// `memcmp` (~25 instructions a launch for one or two roles).
+#[inline]
+fn same_words(a: &[u64], b: &[u64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// This rank's binding pattern word of every role.
@@ -260,6 +284,9 @@ pub(crate) struct Signature<'a> {
     /// the sizes that the launch depends on, in a few words a repeated launch compares cheaply
     /// (a map of variable names took ~70 instructions per launch).
     pub(crate) key: Option<&'a [u64]>,
+    /// The serial of the resolution `key` belongs to (`Resolved::serial`): the same serial,
+    /// the same key.
+    pub(crate) resolution: u64,
     pub(crate) buffers: &'a [Binding<'a>],
     /// Element count per role on this rank (empty when unknown).
     pub(crate) lens: &'a [u64],
@@ -316,8 +343,13 @@ impl AgreementArea {
                     as usize;
             }
         }
+        let words = (!peers.is_empty())
+            .then(|| fabric.signal_words(slot_base, 2 * p))
+            .flatten()
+            .map(|(at, stride)| (at as usize, stride));
         Ok(AgreementArea {
             slot_base,
+            words,
             record,
             record_bytes,
             roles,
@@ -352,6 +384,7 @@ impl AgreementArea {
     /// `speculate`: it will run its speculative prefix before its check ([`SPECULATED`]; only
     /// after [`Self::repeats_agreed`] said so for this signature).
     #[allow(clippy::too_many_arguments)] // the launch's number, signature and two flags
+    #[inline]
     pub(crate) fn publish<F: Fabric>(
         &mut self,
         fabric: &F,
@@ -361,7 +394,41 @@ impl AgreementArea {
         entered: bool,
         speculate: bool,
     ) -> Result<Published, ExecError> {
-        let me = fabric.rank();
+        // The common case, inline: a valid launch whose record this parity's copy already
+        // holds (only the sequence changes), with nothing unread and somebody to agree with.
+        if let Ok((_, d)) = mine {
+            let parity = (seq % 2) as usize;
+            if !self.unread && !self.with_nobody() && self.written[parity] == Some(d.word) {
+                let published = Published {
+                    seq,
+                    word: d.word | (seq & 0xff),
+                    core: d.core,
+                    speculated: speculate,
+                    alone: false,
+                };
+                // SAFETY: a checked record range in this rank's own segment, holding this
+                // signature's record from two launches ago.
+                unsafe { (self.own_records[parity] as *mut u64).write_volatile(seq) };
+                self.signal_peers(fabric, parity, published.signalled(entered))?;
+                return Ok(published);
+            }
+        }
+        self.publish_in_full(fabric, plan, seq, mine, entered, speculate)
+    }
+
+    /// [`Self::publish`] in every case: the first launch, a changed signature, a refusal, a
+    /// launch after a refusal.
+    #[allow(clippy::too_many_arguments)] // as `publish`
+    #[inline(never)]
+    fn publish_in_full<F: Fabric>(
+        &mut self,
+        fabric: &F,
+        plan: &Plan,
+        seq: u64,
+        mine: Result<(&Signature<'_>, Digests), &ExecError>,
+        entered: bool,
+        speculate: bool,
+    ) -> Result<Published, ExecError> {
         let roles = self.roles();
         // The measurement baseline (`scripts/bench_agreement.sh`) launches as if alone: no
         // word, no check, and every exit credit sent (`super::loaded`).
@@ -399,13 +466,7 @@ impl AgreementArea {
             speculated,
             alone: false,
         };
-        let mut signalled = published.word;
-        if entered && mine.is_ok() {
-            signalled |= ENTERED;
-        }
-        if speculated {
-            signalled |= SPECULATED;
-        }
+        let signalled = published.signalled(entered && mine.is_ok());
         let parity = (seq % 2) as usize;
         let rec = self.own_records[parity] as *mut u64;
         if mine.is_ok() && self.written[parity] == Some(word) {
@@ -418,15 +479,23 @@ impl AgreementArea {
             unsafe { write_record(rec, roles, seq, core, mine) };
             self.written[parity] = mine.is_ok().then_some(word);
         }
-        for &q in &self.peers {
-            fabric.signal(
-                q,
-                self.slot_base + 2 * me + parity as u32,
-                SignalMode::Set,
-                signalled,
-            )?;
-        }
+        self.signal_peers(fabric, parity, signalled)?;
         Ok(published)
+    }
+
+    /// Set this rank's slot of sequence parity `parity` on every peer to `word`.
+    #[inline]
+    fn signal_peers<F: Fabric>(
+        &self,
+        fabric: &F,
+        parity: usize,
+        word: u64,
+    ) -> Result<(), ExecError> {
+        let slot = self.slot_base + 2 * fabric.rank() + parity as u32;
+        for &q in &self.peers {
+            fabric.signal(q, slot, SignalMode::Set, word)?;
+        }
+        Ok(())
     }
 
     /// Decide launch `mine.seq` with every rank of the group, after [`Self::publish`] of a
@@ -444,7 +513,60 @@ impl AgreementArea {
     /// where they bound it. When this rank binds no role empty, that is its own pattern, which
     /// `bound` keeps.
     #[allow(clippy::too_many_arguments)] // the launch and its three per-peer outputs
+    #[inline]
     pub(crate) fn check<F: Fabric>(
+        &mut self,
+        fabric: &F,
+        plan: &Plan,
+        mine: &Published,
+        bound: &mut Vec<u64>,
+        entries: &mut Vec<PeerEntry>,
+        speculated: &mut Vec<bool>,
+    ) -> Result<(), ExecError> {
+        if !mine.alone && self.agreed_already(fabric.size(), mine, entries, speculated) {
+            return Ok(());
+        }
+        self.check_in_full(fabric, plan, mine, bound, entries, speculated)
+    }
+
+    /// The common case of [`Self::check`], inline: every peer's word of this launch is already
+    /// in its slot and equals this rank's. Then `entries` and `speculated` are set from the
+    /// words and the launch is agreed; `false` (and nothing decided) otherwise.
+    #[inline]
+    fn agreed_already(
+        &mut self,
+        p: u32,
+        mine: &Published,
+        entries: &mut Vec<PeerEntry>,
+        speculated: &mut Vec<bool>,
+    ) -> bool {
+        if self.words.is_none() {
+            return false;
+        }
+        entries.clear();
+        entries.resize(p as usize, PeerEntry::Sent);
+        speculated.clear();
+        speculated.resize(p as usize, false);
+        for &q in &self.peers {
+            match self.peek(q, mine.seq) {
+                Some(w) if w & !FLAGS == mine.word => {
+                    if w & ENTERED != 0 {
+                        entries[q as usize] = PeerEntry::ByWord;
+                    }
+                    speculated[q as usize] = w & SPECULATED != 0;
+                }
+                _ => return false,
+            }
+        }
+        self.last_agreed = Some(mine.word & DIGEST_MASK);
+        true
+    }
+
+    /// [`Self::check`] in every case: waits for the words not here yet, and decides from the
+    /// records when some word differs.
+    #[allow(clippy::too_many_arguments)] // as `check`
+    #[inline(never)]
+    fn check_in_full<F: Fabric>(
         &mut self,
         fabric: &F,
         plan: &Plan,
@@ -471,7 +593,11 @@ impl AgreementArea {
         let (core_mine, word_mine) = (mine.core, mine.word);
         let mut ok = true;
         for q in peers() {
-            let (word, entry) = match self.peer_word(fabric, plan, q, seq)? {
+            let word = match self.peek(q, seq) {
+                Some(w) => Some(w),
+                None => self.peer_word(fabric, plan, q, seq)?,
+            };
+            let (word, entry) = match word {
                 Some(w) if w & DIGEST_MASK == INVALID_WORD => (w, PeerEntry::Refused),
                 Some(w) if w & ENTERED != 0 => (w, PeerEntry::ByWord),
                 Some(w) => (w, PeerEntry::Sent),
@@ -555,15 +681,17 @@ impl AgreementArea {
         self.last_agreed == Some(d.word)
     }
 
-    /// The digests of signature `s` for [`Self::repeats_agreed`] and [`Self::publish`], from
-    /// the cache when `s` repeats the last signature; nothing is digested when no peer shares
-    /// this rank's heaps (the launch then agrees with nobody).
-    pub(crate) fn digests(&mut self, s: &Signature<'_>) -> Digests {
+    /// The digests of signature `s`, whose binding pattern words are `pattern`
+    /// ([`own_pattern_into`]), for [`Self::repeats_agreed`] and [`Self::publish`]: from the
+    /// cache when `s` repeats the last signature; nothing is digested when no peer shares this
+    /// rank's heaps (the launch then agrees with nobody).
+    #[inline]
+    pub(crate) fn digests(&mut self, s: &Signature<'_>, pattern: &[u64]) -> Digests {
         if self.with_nobody() {
             return Digests { core: 0, word: 0 };
         }
         let roles = self.roles();
-        let (core, word) = self.last.digests(s, roles);
+        let (core, word) = self.last.digests(s, pattern, roles);
         Digests { core, word }
     }
 
@@ -572,6 +700,19 @@ impl AgreementArea {
     /// rank on top of what its refusal added for them.
     pub(crate) fn take_speculators(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.unread_speculators)
+    }
+
+    /// Peer q's word of launch `seq` when its slot already holds it, read without waiting;
+    /// `None` otherwise (not published yet, or no address to read it at): then
+    /// [`Self::peer_word`] decides.
+    #[inline]
+    fn peek(&self, q: u32, seq: u64) -> Option<u64> {
+        let (at, stride) = self.words?;
+        let slot = 2 * q as usize + (seq % 2) as usize;
+        // SAFETY: `signal_words` gave 2P counters at this stride, in memory that stays mapped
+        // while the fabric lives (the area is taken again after a group reset); slot < 2P.
+        let word = unsafe { (*((at + slot * stride) as *const AtomicU64)).load(Ordering::Acquire) };
+        (word & 0xff == seq & 0xff).then_some(word)
     }
 
     /// Peer q's word of launch `seq`, waited for; `None` when q's slot already holds a later

@@ -389,7 +389,7 @@ impl<F: Fabric> Executor<F> {
             }
         };
         let sig = signature(lp, res, types, op, sizes, buffers);
-        let digests = regs.agreement.digests(&sig);
+        let digests = regs.agreement.digests(&sig, &st.bound);
         let entered = staged && carry;
         let speculate = staged
             && !carry
@@ -804,6 +804,7 @@ fn signature<'a>(
         reduces: lp.reduces(),
         sizes,
         key: res.key.as_deref(),
+        resolution: res.serial,
         buffers,
         lens: &res.my_len[..lp.roles().min(res.my_len.len())],
     }

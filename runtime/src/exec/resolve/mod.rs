@@ -39,6 +39,7 @@ mod streaming;
 use super::error::ExecError;
 use super::resolved::{ChannelSteps, GetFolds, RReg, RStep, Resolved};
 use crate::config::ExecOptions;
+use std::sync::atomic::{AtomicU64, Ordering};
 use symsched_plan::{LaunchSizes, Op, Plan, Rank};
 
 /// The resolution of `plan` for `sizes` on rank `me`: `cached` when it was made for the same
@@ -271,6 +272,7 @@ fn resolve(
     };
     Ok(Resolved {
         key,
+        serial: next_serial(),
         steps,
         my_len,
         max_len,
@@ -280,6 +282,12 @@ fn resolve(
         channels,
         plan_index,
     })
+}
+
+/// A resolution number not given before in this process ([`Resolved::serial`]).
+fn next_serial() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Group the resolved steps (in plan order) by channel: channel order, plan order within a
