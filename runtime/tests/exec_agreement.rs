@@ -198,6 +198,23 @@ fn disagree(rt: &symsched_runtime::Runtime) {
         let (r, buf) = allreduce(&exec, pl, DType::F32, ReduceOp::Sum, 16, None);
         r.expect("an agreeing launch after disagreements");
         assert!(buf.chunks(4).all(|c| c == 3.0f32.to_le_bytes()), "sum");
+        // a launch that repeats the last agreed one exactly on rank 0 (its word and check take
+        // the common-case path) while rank 1 changes its count
+        for _ in 0..3 {
+            allreduce(&exec, pl, DType::F32, ReduceOp::Sum, 16, None)
+                .0
+                .expect("repeated agreeing launches");
+        }
+        let n = if me == 0 { 16 } else { 17 };
+        let (r, _) = allreduce(&exec, pl, DType::F32, ReduceOp::Sum, n, None);
+        expect_disagreement(
+            r,
+            &["rank 0: 16 elements f32 sum", "rank 1: 17 elements f32 sum"],
+            "a count changed on one rank after repeated launches",
+        );
+        let (r, buf) = allreduce(&exec, pl, DType::F32, ReduceOp::Sum, 16, None);
+        r.expect("an agreeing launch after it");
+        assert!(buf.chunks(4).all(|c| c == 3.0f32.to_le_bytes()), "sum");
     }
     world.barrier().unwrap();
 }

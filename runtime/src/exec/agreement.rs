@@ -374,6 +374,37 @@ impl AgreementArea {
         Ok(fabric.heap_ptr(rank, off, self.record_bytes)? as *mut u64)
     }
 
+    /// [`Self::publish`] of a valid launch with digests `d` in the common case, inline: the
+    /// record copy of this parity already holds the signature (only the sequence changes),
+    /// nothing is unread and somebody shares this rank's heaps. `None` (nothing done) in
+    /// every other case: then [`Self::publish`].
+    #[inline]
+    pub(crate) fn publish_repeated<F: Fabric>(
+        &mut self,
+        fabric: &F,
+        seq: u64,
+        d: Digests,
+        entered: bool,
+        speculate: bool,
+    ) -> Result<Option<Published>, ExecError> {
+        let parity = (seq % 2) as usize;
+        if self.unread || self.with_nobody() || self.written[parity] != Some(d.word) {
+            return Ok(None);
+        }
+        let published = Published {
+            seq,
+            word: d.word | (seq & 0xff),
+            core: d.core,
+            speculated: speculate,
+            alone: false,
+        };
+        // SAFETY: a checked record range in this rank's own segment, holding this signature's
+        // record from two launches ago.
+        unsafe { (self.own_records[parity] as *mut u64).write_volatile(seq) };
+        self.signal_peers(fabric, parity, published.signalled(entered))?;
+        Ok(Some(published))
+    }
+
     /// Publish this rank's part of launch number `seq` (1-based) of the plan: its record, then
     /// its word on every peer's slot. `mine` is this rank's signature, or the error its own
     /// arguments were refused with (published as an invalid record the peers quote). Never
@@ -384,43 +415,7 @@ impl AgreementArea {
     /// `speculate`: it will run its speculative prefix before its check ([`SPECULATED`]; only
     /// after [`Self::repeats_agreed`] said so for this signature).
     #[allow(clippy::too_many_arguments)] // the launch's number, signature and two flags
-    #[inline]
     pub(crate) fn publish<F: Fabric>(
-        &mut self,
-        fabric: &F,
-        plan: &Plan,
-        seq: u64,
-        mine: Result<(&Signature<'_>, Digests), &ExecError>,
-        entered: bool,
-        speculate: bool,
-    ) -> Result<Published, ExecError> {
-        // The common case, inline: a valid launch whose record this parity's copy already
-        // holds (only the sequence changes), with nothing unread and somebody to agree with.
-        if let Ok((_, d)) = mine {
-            let parity = (seq % 2) as usize;
-            if !self.unread && !self.with_nobody() && self.written[parity] == Some(d.word) {
-                let published = Published {
-                    seq,
-                    word: d.word | (seq & 0xff),
-                    core: d.core,
-                    speculated: speculate,
-                    alone: false,
-                };
-                // SAFETY: a checked record range in this rank's own segment, holding this
-                // signature's record from two launches ago.
-                unsafe { (self.own_records[parity] as *mut u64).write_volatile(seq) };
-                self.signal_peers(fabric, parity, published.signalled(entered))?;
-                return Ok(published);
-            }
-        }
-        self.publish_in_full(fabric, plan, seq, mine, entered, speculate)
-    }
-
-    /// [`Self::publish`] in every case: the first launch, a changed signature, a refusal, a
-    /// launch after a refusal.
-    #[allow(clippy::too_many_arguments)] // as `publish`
-    #[inline(never)]
-    fn publish_in_full<F: Fabric>(
         &mut self,
         fabric: &F,
         plan: &Plan,
@@ -498,49 +493,19 @@ impl AgreementArea {
         Ok(())
     }
 
-    /// Decide launch `mine.seq` with every rank of the group, after [`Self::publish`] of a
-    /// valid signature whose pattern ([`own_pattern_into`]) `bound` holds: `Ok` only when
-    /// every rank launched the same; a [`Disagreement`] (the same on every rank) otherwise.
-    /// Waits for every peer's word; reads the records only when a word differs (see the module
-    /// docs). Either way, `entries[q]` then tells what peer q's word implies about its entry
-    /// credits ([`PeerEntry`]; `Sent` for this rank and ranks it does not check), and
-    /// `speculated[q]` whether q ran its speculative prefix ([`SPECULATED`]).
-    ///
-    /// On success `bound[i]` is the group's binding of role i — its binding pattern word on the
-    /// ranks where it is not empty (a heap offset or [`STAGED`]; [`EMPTY`] if empty
-    /// everywhere), the same on every rank. The staging layout and the peer addresses follow it,
-    /// so a rank where the role is empty lays the area out alike and addresses its peers' copy
-    /// where they bound it. When this rank binds no role empty, that is its own pattern, which
-    /// `bound` keeps.
-    #[allow(clippy::too_many_arguments)] // the launch and its three per-peer outputs
-    #[inline]
-    pub(crate) fn check<F: Fabric>(
-        &mut self,
-        fabric: &F,
-        plan: &Plan,
-        mine: &Published,
-        bound: &mut Vec<u64>,
-        entries: &mut Vec<PeerEntry>,
-        speculated: &mut Vec<bool>,
-    ) -> Result<(), ExecError> {
-        if !mine.alone && self.agreed_already(fabric.size(), mine, entries, speculated) {
-            return Ok(());
-        }
-        self.check_in_full(fabric, plan, mine, bound, entries, speculated)
-    }
-
     /// The common case of [`Self::check`], inline: every peer's word of this launch is already
     /// in its slot and equals this rank's. Then `entries` and `speculated` are set from the
-    /// words and the launch is agreed; `false` (and nothing decided) otherwise.
+    /// words, as `check` sets them, and the launch is agreed; `false` (and nothing decided)
+    /// otherwise: then `check`.
     #[inline]
-    fn agreed_already(
+    pub(crate) fn agreed_already(
         &mut self,
         p: u32,
         mine: &Published,
         entries: &mut Vec<PeerEntry>,
         speculated: &mut Vec<bool>,
     ) -> bool {
-        if self.words.is_none() {
+        if mine.alone || self.words.is_none() {
             return false;
         }
         entries.clear();
@@ -562,11 +527,22 @@ impl AgreementArea {
         true
     }
 
-    /// [`Self::check`] in every case: waits for the words not here yet, and decides from the
-    /// records when some word differs.
-    #[allow(clippy::too_many_arguments)] // as `check`
-    #[inline(never)]
-    fn check_in_full<F: Fabric>(
+    /// Decide launch `mine.seq` with every rank of the group, after [`Self::publish`] of a
+    /// valid signature whose pattern ([`own_pattern_into`]) `bound` holds: `Ok` only when
+    /// every rank launched the same; a [`Disagreement`] (the same on every rank) otherwise.
+    /// Waits for every peer's word; reads the records only when a word differs (see the module
+    /// docs). Either way, `entries[q]` then tells what peer q's word implies about its entry
+    /// credits ([`PeerEntry`]; `Sent` for this rank and ranks it does not check), and
+    /// `speculated[q]` whether q ran its speculative prefix ([`SPECULATED`]).
+    ///
+    /// On success `bound[i]` is the group's binding of role i — its binding pattern word on the
+    /// ranks where it is not empty (a heap offset or [`STAGED`]; [`EMPTY`] if empty
+    /// everywhere), the same on every rank. The staging layout and the peer addresses follow it,
+    /// so a rank where the role is empty lays the area out alike and addresses its peers' copy
+    /// where they bound it. When this rank binds no role empty, that is its own pattern, which
+    /// `bound` keeps.
+    #[allow(clippy::too_many_arguments)] // the launch and its three per-peer outputs
+    pub(crate) fn check<F: Fabric>(
         &mut self,
         fabric: &F,
         plan: &Plan,

@@ -397,14 +397,23 @@ impl<F: Fabric> Executor<F> {
             && st.staging.twinned()
             && regs.agreement.repeats_agreed(digests);
         *committed = true;
-        let published = regs.agreement.publish(
+        let published = match regs.agreement.publish_repeated(
             &self.fabric,
-            &lp.plan,
             st.agree_seq,
-            Ok((&sig, digests)),
+            digests,
             entered,
             speculate,
-        )?;
+        )? {
+            Some(p) => p,
+            None => regs.agreement.publish(
+                &self.fabric,
+                &lp.plan,
+                st.agree_seq,
+                Ok((&sig, digests)),
+                entered,
+                speculate,
+            )?,
+        };
         self.undo_speculators(lp, signals, &regs.agreement.take_speculators())?;
         // 4. entry signals, when staged (after a flagged word, those it does not carry)
         let sent = if entered {
@@ -452,14 +461,23 @@ impl<F: Fabric> Executor<F> {
         };
         // 3d. the agreement: every peer's word before this rank's first step (after its
         // speculative prefix)
-        let verdict = regs.agreement.check(
-            &self.fabric,
-            &lp.plan,
+        let verdict = if regs.agreement.agreed_already(
+            self.fabric.size(),
             &published,
-            &mut st.bound,
             &mut st.entries,
             &mut st.speculated,
-        );
+        ) {
+            Ok(())
+        } else {
+            regs.agreement.check(
+                &self.fabric,
+                &lp.plan,
+                &published,
+                &mut st.bound,
+                &mut st.entries,
+                &mut st.speculated,
+            )
+        };
         if let Err(e) = verdict {
             if matches!(e, ExecError::Disagreement(_)) {
                 self.finish_refused(lp, signals, sent, &st.entries, &st.speculated)?;
