@@ -224,7 +224,7 @@ impl LastSignature {
     /// The signature digest and word digest of `s`, whose binding pattern words are `pattern`
     /// ([`own_pattern_into`]), from the cache when `s` repeats the last signature.
     #[inline]
-    fn digests(&mut self, s: &Signature<'_>, pattern: &[u64], roles: usize) -> (u64, u64) {
+    fn digests(&mut self, s: &Signature<'_>, pattern: &[u64]) -> (u64, u64) {
         let same = self.types == Some(s.types)
             && (!s.reduces || self.op == Some(s.op))
             && self.reduces == s.reduces
@@ -234,14 +234,14 @@ impl LastSignature {
             && same_words(&self.patterns, pattern);
         if !same {
             self.core = digest(s);
-            self.word = word_digest(self.core, s, roles);
+            self.word = word_digest(self.core, pattern);
             self.types = Some(s.types);
             self.op = Some(s.op);
             self.reduces = s.reduces;
             self.bindings = s.buffers.len();
             self.resolution = s.key.is_some().then_some(s.resolution);
             self.patterns.clear();
-            own_pattern(s, roles, &mut self.patterns);
+            self.patterns.extend_from_slice(pattern);
         }
         (self.core, self.word)
     }
@@ -254,16 +254,10 @@ fn same_words(a: &[u64], b: &[u64]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
-/// This rank's binding pattern word of every role.
-#[inline]
-fn own_pattern(s: &Signature<'_>, roles: usize, out: &mut Vec<u64>) {
-    out.extend((0..roles).map(|i| s.buffers.get(i).map_or(EMPTY, pattern_word)));
-}
-
 /// This rank's binding pattern word of every role, into `out` (cleared first).
 pub(crate) fn own_pattern_into(s: &Signature<'_>, roles: usize, out: &mut Vec<u64>) {
     out.clear();
-    own_pattern(s, roles, out);
+    out.extend((0..roles).map(|i| s.buffers.get(i).map_or(EMPTY, pattern_word)));
 }
 
 /// Whether this rank binds some role empty (its word then agrees with any binding of that
@@ -508,17 +502,11 @@ impl AgreementArea {
         if mine.alone || self.words.is_none() {
             return false;
         }
-        entries.clear();
-        entries.resize(p as usize, PeerEntry::Sent);
-        speculated.clear();
-        speculated.resize(p as usize, false);
+        reset_per_peer(p, entries, speculated);
         for &q in &self.peers {
             match self.peek(q, mine.seq) {
                 Some(w) if w & !FLAGS == mine.word => {
-                    if w & ENTERED != 0 {
-                        entries[q as usize] = PeerEntry::ByWord;
-                    }
-                    speculated[q as usize] = w & SPECULATED != 0;
+                    (entries[q as usize], speculated[q as usize]) = word_says(w);
                 }
                 _ => return false,
             }
@@ -553,10 +541,7 @@ impl AgreementArea {
     ) -> Result<(), ExecError> {
         let (p, seq) = (fabric.size(), mine.seq);
         let roles = self.roles();
-        entries.clear();
-        entries.resize(p as usize, PeerEntry::Sent);
-        speculated.clear();
-        speculated.resize(p as usize, false);
+        reset_per_peer(p, entries, speculated);
         if mine.alone {
             return Ok(());
         }
@@ -573,14 +558,11 @@ impl AgreementArea {
                 Some(w) => Some(w),
                 None => self.peer_word(fabric, plan, q, seq)?,
             };
-            let (word, entry) = match word {
-                Some(w) if w & DIGEST_MASK == INVALID_WORD => (w, PeerEntry::Refused),
-                Some(w) if w & ENTERED != 0 => (w, PeerEntry::ByWord),
-                Some(w) => (w, PeerEntry::Sent),
-                None => (!word_mine, PeerEntry::Refused),
+            let (word, (entry, spec)) = match word {
+                Some(w) => (w, word_says(w)),
+                None => (!word_mine, (PeerEntry::Refused, false)),
             };
-            entries[q as usize] = entry;
-            speculated[q as usize] = word & SPECULATED != 0 && entry != PeerEntry::Refused;
+            (entries[q as usize], speculated[q as usize]) = (entry, spec);
             ok &= word & !FLAGS == word_mine;
         }
         if ok {
@@ -666,8 +648,7 @@ impl AgreementArea {
         if self.with_nobody() {
             return Digests { core: 0, word: 0 };
         }
-        let roles = self.roles();
-        let (core, word) = self.last.digests(s, pattern, roles);
+        let (core, word) = self.last.digests(s, pattern);
         Digests { core, word }
     }
 
@@ -759,6 +740,29 @@ impl AgreementArea {
     }
 }
 
+/// `entries` and `speculated` sized for `p` ranks, every rank `Sent` and not speculating (what
+/// [`AgreementArea::check`] leaves for this rank and the ranks it does not check).
+#[inline]
+fn reset_per_peer(p: u32, entries: &mut Vec<PeerEntry>, speculated: &mut Vec<bool>) {
+    entries.clear();
+    entries.resize(p as usize, PeerEntry::Sent);
+    speculated.clear();
+    speculated.resize(p as usize, false);
+}
+
+/// What a peer's word of this launch says: its entry credits ([`PeerEntry`]) and whether it
+/// ran its speculative prefix (never for a refusal).
+#[inline]
+fn word_says(w: u64) -> (PeerEntry, bool) {
+    if w & DIGEST_MASK == INVALID_WORD {
+        (PeerEntry::Refused, false)
+    } else if w & ENTERED != 0 {
+        (PeerEntry::ByWord, w & SPECULATED != 0)
+    } else {
+        (PeerEntry::Sent, w & SPECULATED != 0)
+    }
+}
+
 /// Multiplier of the digest's rounds (2^64 / golden ratio, odd).
 const K: u64 = 0x9e37_79b9_7f4a_7c15;
 
@@ -841,11 +845,11 @@ fn sizes_digest(mut h: u64, sizes: &LaunchSizes) -> u64 {
 }
 
 /// The digest part of the signal word: the signature digest and the binding pattern word of
-/// every role, in the high 54 bits; never [`INVALID_WORD`].
-fn word_digest(core: u64, s: &Signature<'_>, roles: usize) -> u64 {
+/// every role (`pattern`, [`own_pattern_into`]), in the high 54 bits; never [`INVALID_WORD`].
+fn word_digest(core: u64, pattern: &[u64]) -> u64 {
     let mut h = round(K, core);
-    for i in 0..roles {
-        h = round(h, s.buffers.get(i).map_or(EMPTY, pattern_word));
+    for w in pattern {
+        h = round(h, *w);
     }
     match finish(h) & DIGEST_MASK {
         INVALID_WORD => INVALID_WORD - 0x400,
