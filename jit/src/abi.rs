@@ -8,8 +8,9 @@
 //!
 //! The runtime fills a [`KernelArgs`] per launch: its own context pointer (opaque to the kernel,
 //! handed back to every intrinsic), the [`Intrinsics`] table, the size variables in
-//! `plan.size_vars` order, the alltoallv count matrix (or null), the launch epoch and the
-//! streaming threshold. The runtime has copied staged inputs in before the call. The kernel
+//! `plan.size_vars` order, the alltoallv count matrix (or null), the launch epoch, the
+//! streaming threshold, the signal counters for a wait's first look, and the buffers' heap
+//! offsets and the ranks' heap mappings for the kernel's own addressing (each may be null). The runtime has copied staged inputs in before the call. The kernel
 //! computes every extent from those at entry, then — in the *launch* scope
 //! ([`crate::lower::KernelScope::Launch`]) — sends the plan's entry signals (entry credits),
 //! runs the rank's steps, scales `avg` outputs, calls [`Intrinsics::stage_out`] (the runtime
@@ -21,13 +22,13 @@
 //! runtime turns a status into the interpreter's `ExecError` ([`Status::decode`] names the
 //! cases).
 //!
-//! **Intrinsics** do what needs the runtime: symmetric addresses (bounds-checked, so the kernel
-//! never forms an address outside a binding), signals, waits (bounded, with dead-peer detection
+//! **Intrinsics** do what needs the runtime: symmetric addresses the kernel cannot form from a
+//! [`KernelArgs::offsets`] and [`KernelArgs::heaps`] (bounds-checked, so the kernel never forms an address outside a binding), signals, waits (bounded, with dead-peer detection
 //! and the interpreter's timeout message: the kernel passes the step id), matmul and host
 //! collectives; non-temporal copies and step trace events. An intrinsic that fails keeps its error in the runtime's context and returns
 //! non-zero (null for [`Intrinsics::region`]); the kernel then stops with [`STATUS_INTRINSIC`].
-//! Data itself is moved by the kernel, inline, through the addresses `region` returns (a
-//! peer's for puts and gets), so a put is ordinary stores into the peer's mapping, ordered
+//! Data itself is moved by the kernel, inline, through the addresses it formed from a view or
+//! `region` returned (a peer's for puts and gets), so a put is ordinary stores into the peer's mapping, ordered
 //! before the put's signal because `signal` is an opaque call that publishes with release
 //! semantics.
 //!
@@ -194,8 +195,42 @@ pub struct KernelArgs {
     pub signals: *const u64,
     /// Bytes between the counters of consecutive plan slots (when `signals` is not null).
     pub signal_stride: u64,
+    /// Per plan buffer: its symmetric byte offset in the heap this launch ([`NOT_ON_HEAP`]:
+    /// somewhere else, as a role used in place from private memory). With [`KernelArgs::heaps`]
+    /// the kernel forms a heap address itself; either null: every address through
+    /// [`Intrinsics::region`].
+    pub offsets: *const u64,
+    /// Per group rank: where its heap is mapped in this process ([`HeapView`]).
+    pub heaps: *const HeapView,
     /// Written by the kernel.
     pub status: KernelStatus,
+}
+
+/// [`KernelArgs::offsets`]: the buffer is not in the heap this launch.
+pub const NOT_ON_HEAP: u64 = u64::MAX;
+
+/// One entry of [`KernelArgs::heaps`]: a rank's heap as mapped in this process.
+///
+/// Byte `off` of a buffer at heap offset `o` ([`KernelArgs::offsets`]) is `base + o + off`
+/// when `base` is not null and `lo <= o` and `o + off + len <= hi` for the `len` bytes used;
+/// anything else (a buffer not on the heap, a heap not mapped here, a range outside) goes
+/// through [`Intrinsics::region`], which gives the address or the error. The runtime
+/// describes only what `region` would accept, so the two give the same address.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapView {
+    pub base: *mut u8,
+    pub lo: u64,
+    pub hi: u64,
+}
+
+impl HeapView {
+    /// Not mapped here: the kernel asks [`Intrinsics::region`].
+    pub const NONE: HeapView = HeapView {
+        base: std::ptr::null_mut(),
+        lo: 0,
+        hi: 0,
+    };
 }
 
 /// [`KernelArgs::nt_min_bytes`]: never stream.
@@ -206,7 +241,7 @@ pub type KernelFn = unsafe extern "C" fn(*mut KernelArgs) -> u32;
 
 /// Byte offsets the generated code reads (one place, derived from the Rust layout).
 pub(crate) mod offsets {
-    use super::{Intrinsics, KernelArgs, KernelStatus};
+    use super::{HeapView, Intrinsics, KernelArgs, KernelStatus};
     use std::mem::offset_of;
 
     pub const CTX: u64 = offset_of!(KernelArgs, ctx) as u64;
@@ -217,6 +252,12 @@ pub(crate) mod offsets {
     pub const NT_MIN_BYTES: u64 = offset_of!(KernelArgs, nt_min_bytes) as u64;
     pub const SIGNALS: u64 = offset_of!(KernelArgs, signals) as u64;
     pub const SIGNAL_STRIDE: u64 = offset_of!(KernelArgs, signal_stride) as u64;
+    pub const OFFSETS: u64 = offset_of!(KernelArgs, offsets) as u64;
+    pub const HEAPS: u64 = offset_of!(KernelArgs, heaps) as u64;
+    pub const HEAP_SIZE: u64 = size_of::<HeapView>() as u64;
+    pub const HEAP_BASE: u64 = offset_of!(HeapView, base) as u64;
+    pub const HEAP_LO: u64 = offset_of!(HeapView, lo) as u64;
+    pub const HEAP_HI: u64 = offset_of!(HeapView, hi) as u64;
     pub const STATUS_CODE: u64 =
         (offset_of!(KernelArgs, status) + offset_of!(KernelStatus, code)) as u64;
     pub const STATUS_STEP: u64 =
@@ -269,8 +310,19 @@ mod tests {
         assert_eq!(offsets::NT_MIN_BYTES, 40);
         assert_eq!(offsets::SIGNALS, 48);
         assert_eq!(offsets::SIGNAL_STRIDE, 56);
-        assert_eq!(offsets::STATUS_CODE, 64);
-        assert_eq!(offsets::STATUS_HAVE, 80);
+        assert_eq!(offsets::OFFSETS, 64);
+        assert_eq!(offsets::HEAPS, 72);
+        assert_eq!(offsets::STATUS_CODE, 80);
+        assert_eq!(offsets::STATUS_HAVE, 96);
+        assert_eq!(
+            (
+                offsets::HEAP_SIZE,
+                offsets::HEAP_BASE,
+                offsets::HEAP_LO,
+                offsets::HEAP_HI
+            ),
+            (24, 0, 8, 16)
+        );
         assert_eq!(offsets::STAGE_OUT, 40);
         assert_eq!(offsets::TRACE, 56);
     }

@@ -193,7 +193,7 @@ pub fn compile_object(
 
 /// Largest kernel body (IR instructions after early-cse and simplifycfg) optimised with the
 /// element loops rather than left `optnone` (see [`optimize`]).
-pub const SMALL_BODY: usize = 200;
+pub const SMALL_BODY: usize = 400;
 
 /// The kernel body is straight-line code run once per launch: extents, intrinsic calls and
 /// calls of the element loops. It gets only common-subexpression elimination and CFG clean-up
@@ -206,7 +206,16 @@ pub const SMALL_BODY: usize = 200;
 /// A body of at most [`SMALL_BODY`] instructions (after the clean-up) is optimised with the
 /// loops instead: optimising it costs little, and unoptimised it keeps every value on the
 /// stack, which at small message sizes is a visible part of a launch (`sendrecv_pair`'s
-/// sending rank: 78 instructions of body per launch, callgrind).
+/// sending rank: 78 instructions of body per launch, callgrind). The bound was 200 until the
+/// kernel formed heap addresses itself (~15 IR instructions per address): then the P = 2
+/// bodies of `allgather_one_shot`, `allgather_pull`, `reduce_scatter_pull` and `reduce_push`
+/// went `optnone` and took 300–600 more instructions per 8-byte launch than before
+/// (`scripts/launch_instructions.sh`). With 400, `symsched compile --emit llvm` at rank 1
+/// after the clean-up: at P = 2 every body of the standard library is at most 400 but those
+/// of the four matmul schedules and `reduce_scatter_push_k2` (418–493; the runtime's
+/// steps-scope kernels are a little smaller); at P = 8 only those of the pair moves,
+/// `reduce_push` and the hierarchical schedules are (53–235), the others having 575 and more,
+/// so the compile-time goals, measured at P = 8 and 64, optimise no more bodies than before.
 fn optimize<'ctx>(
     ctx: &'ctx Context,
     module: &inkwell::module::Module<'ctx>,

@@ -242,9 +242,13 @@ pub(crate) struct Cg<'ctx, 'p> {
     /// [`abi::KernelArgs::signals`] and [`abi::KernelArgs::signal_stride`].
     pub signals: PointerValue<'ctx>,
     pub signal_stride: IntValue<'ctx>,
+    /// [`abi::KernelArgs::offsets`] and [`abi::KernelArgs::heaps`].
+    pub offsets: PointerValue<'ctx>,
+    pub heaps: PointerValue<'ctx>,
     pub intr: Intrinsics<'ctx>,
     pending: std::cell::RefCell<Option<Pending<'ctx>>>,
-    /// Addresses the `region` intrinsic returned, by (rank, region, count).
+    /// Addresses formed from a view or returned by the `region` intrinsic, by (rank, region,
+    /// count).
     regions: std::cell::RefCell<
         std::collections::HashMap<
             (Rank, symsched_plan::Region, IntValue<'ctx>),
@@ -581,6 +585,10 @@ pub fn lower<'ctx>(
         "signal_stride",
     )?
     .into_int_value();
+    let heap_offsets =
+        Cg::field(&b, args, t.ptr.into(), &t, offsets::OFFSETS, "offsets")?.into_pointer_value();
+    let heaps =
+        Cg::field(&b, args, t.ptr.into(), &t, offsets::HEAPS, "heaps")?.into_pointer_value();
     let p = t.ptr;
     let (i32t, i64t) = (t.i32, t.i64);
     let void = ctx.void_type();
@@ -694,6 +702,8 @@ pub fn lower<'ctx>(
         nt_min_bytes,
         signals,
         signal_stride,
+        offsets: heap_offsets,
+        heaps,
         intr,
         pending: Default::default(),
         regions: Default::default(),

@@ -12,8 +12,10 @@ use symsched_plan::{Cmp, Op, Rank, Region, SignalMode, SignalUpdate, Step};
 type R<T> = Result<T, JitError>;
 
 impl<'ctx> Cg<'ctx, '_> {
-    /// The address of `n` elements of region `r` on `rank`, through the `region` intrinsic
-    /// (which bounds-checks them); leaves with [`abi::STATUS_INTRINSIC`] on null.
+    /// The address of `n` elements of region `r` on `rank`: formed in the kernel when the
+    /// buffer is on the heap and the range inside the rank's mapping, else through the
+    /// `region` intrinsic (which bounds-checks it); leaves with [`abi::STATUS_INTRINSIC`] on
+    /// null.
     pub fn region_ptr(
         &self,
         ext: &Extents<'ctx>,
@@ -41,18 +43,7 @@ impl<'ctx> Cg<'ctx, '_> {
         if rank != self.me() {
             name.push_str(&format!("@{rank}"));
         }
-        let p = self
-            .call(
-                self.intr.region,
-                &[
-                    self.i32c(rank).into(),
-                    self.i32c(r.buffer).into(),
-                    off.into(),
-                    len.into(),
-                ],
-                &name,
-            )?
-            .into_pointer_value();
+        let p = self.address(rank, r.buffer, off, len, &name)?;
         let null = self.b.build_is_null(p, "")?;
         // Checked with the step's other addresses, before any of them is used.
         self.defer_failure(
@@ -64,6 +55,108 @@ impl<'ctx> Cg<'ctx, '_> {
         )?;
         self.regions.borrow_mut().insert((rank, *r, n), p);
         Ok(p)
+    }
+
+    /// `len` bytes at byte `off` of `buffer` on `rank`: formed from the buffer's heap offset
+    /// and the rank's heap mapping ([`abi::HeapView`]) when both are given and the range is
+    /// inside, else what the `region` intrinsic returns (an address, or null with the runtime
+    /// holding the error). The intrinsic costs ~40 instructions per address at 8 B; the
+    /// check here a few loads and compares.
+    fn address(
+        &self,
+        rank: Rank,
+        buffer: u32,
+        off: IntValue<'ctx>,
+        len: IntValue<'ctx>,
+        name: &str,
+    ) -> R<PointerValue<'ctx>> {
+        let b = &self.b;
+        let (look, inside, ask, done) = (
+            self.block("heap"),
+            self.block("on_heap"),
+            self.block("ask"),
+            self.block("addressed"),
+        );
+        let given = b.build_and(
+            b.build_is_not_null(self.offsets, "")?,
+            b.build_is_not_null(self.heaps, "")?,
+            "",
+        )?;
+        b.build_conditional_branch(given, look, ask)?;
+        b.position_at_end(look);
+        let load = |table: PointerValue<'ctx>,
+                    at: u64,
+                    ty: inkwell::types::BasicTypeEnum<'ctx>,
+                    what: &str|
+         -> R<inkwell::values::BasicValueEnum<'ctx>> {
+            // SAFETY (of the generated code): non-null tables hold an entry per plan buffer
+            // and per group rank, and `buffer` and `rank` are the plan's.
+            let p = unsafe { b.build_in_bounds_gep(self.t.i8, table, &[self.i64c(at)], "")? };
+            Ok(b.build_load(ty, p, what)?)
+        };
+        let o = load(self.offsets, 8 * u64::from(buffer), self.t.i64.into(), "o")?.into_int_value();
+        let h = u64::from(rank) * abi::offsets::HEAP_SIZE;
+        let base = load(
+            self.heaps,
+            h + abi::offsets::HEAP_BASE,
+            self.t.ptr.into(),
+            "base",
+        )?
+        .into_pointer_value();
+        let lo = load(
+            self.heaps,
+            h + abi::offsets::HEAP_LO,
+            self.t.i64.into(),
+            "lo",
+        )?
+        .into_int_value();
+        let hi = load(
+            self.heaps,
+            h + abi::offsets::HEAP_HI,
+            self.t.i64.into(),
+            "hi",
+        )?
+        .into_int_value();
+        // lo <= o and o + off + len <= hi, without forming a sum that could wrap
+        // (`NOT_ON_HEAP` is above every `hi`).
+        let ule = |x, y| b.build_int_compare(IntPredicate::ULE, x, y, "");
+        let room = b.build_int_sub(hi, o, "")?;
+        let rest = b.build_int_sub(room, off, "")?;
+        let checks = [
+            b.build_is_not_null(base, "")?,
+            ule(lo, o)?,
+            ule(o, hi)?,
+            ule(off, room)?,
+            ule(len, rest)?,
+        ];
+        let mut fits = checks[0];
+        for c in &checks[1..] {
+            fits = b.build_and(fits, *c, "")?;
+        }
+        b.build_conditional_branch(fits, inside, ask)?;
+        b.position_at_end(inside);
+        let at = b.build_int_add(o, off, "")?;
+        // SAFETY (of the generated code): inside the rank's mapping (checked just above).
+        let formed = unsafe { b.build_gep(self.t.i8, base, &[at], "")? };
+        b.build_unconditional_branch(done)?;
+        b.position_at_end(ask);
+        let asked = self
+            .call(
+                self.intr.region,
+                &[
+                    self.i32c(rank).into(),
+                    self.i32c(buffer).into(),
+                    off.into(),
+                    len.into(),
+                ],
+                "",
+            )?
+            .into_pointer_value();
+        b.build_unconditional_branch(done)?;
+        b.position_at_end(done);
+        let p = b.build_phi(self.t.ptr, name)?;
+        p.add_incoming(&[(&formed, inside), (&asked, ask)]);
+        Ok(p.as_basic_value().into_pointer_value())
     }
 
     fn send(&self, u: &SignalUpdate, step: u32) -> R<()> {

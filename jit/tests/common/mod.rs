@@ -481,6 +481,11 @@ pub fn run_jit(
                                 world.signals[r as usize].as_ptr() as *const u64
                             },
                             signal_stride: std::mem::size_of::<AtomicU64>() as u64,
+                            // The buffers are not one heap per rank here: every address
+                            // through the `region` intrinsic (the runtime's tests run the
+                            // kernel's own heap addressing).
+                            offsets: std::ptr::null(),
+                            heaps: std::ptr::null(),
                             status: Default::default(),
                         };
                         // SAFETY: the harness implements the intrinsics over live buffers sized

@@ -73,7 +73,8 @@ pub(crate) struct Staging {
     area_off: Vec<u64>,
     /// Per buffer: bound to private memory that is used in place.
     in_place: Vec<bool>,
-    /// Per buffer: its symmetric offset this launch (heap binding or area slot).
+    /// Per buffer: its symmetric offset this launch (heap binding or area slot;
+    /// [`NOT_ON_HEAP`] for a role used in place).
     base: Vec<u64>,
     /// Per role: address and length of private memory used in place.
     private: Vec<Option<(usize, u64)>>,
@@ -185,6 +186,7 @@ impl Staging {
             self.base.push(match (buffers.get(i), group_heap(i)) {
                 (Some(Binding::Heap { offset, .. }), _) => *offset,
                 (_, Some(offset)) => offset,
+                _ if self.in_place[i] => NOT_ON_HEAP,
                 _ if b.role == BufferRole::Scratch => area + self.area_off[i] + second,
                 _ => area + self.area_off[i],
             });
@@ -258,6 +260,10 @@ impl Staging {
     }
 }
 
+/// [`LaunchMemory::heap_offsets`] of a buffer that is not in the heap this launch (above every
+/// heap offset, so a range check against a heap rejects it).
+pub const NOT_ON_HEAP: u64 = u64::MAX;
+
 /// The address map of one launch: where each resolved region is, on this rank or a peer.
 pub struct LaunchMemory<'a, F: Fabric> {
     fabric: &'a F,
@@ -274,15 +280,12 @@ impl<F: Fabric> LaunchMemory<'_, F> {
         self.me
     }
 
-    /// Symmetric byte offset of buffer `buf` this launch, when it lies in the heap (not a
-    /// role used in place from private memory): the offset [`LaunchMemory::ptr`] adds a
-    /// region's bytes to before asking the fabric.
+    /// Per buffer: its symmetric byte offset this launch, or [`NOT_ON_HEAP`] for a role used in
+    /// place from private memory. What [`LaunchMemory::ptr`] adds a region's bytes to before
+    /// asking the fabric.
     #[inline]
-    pub fn heap_offset(&self, buf: u32) -> Option<u64> {
-        match self.private.get(buf as usize) {
-            Some(Some(_)) => None,
-            _ => self.base.get(buf as usize).copied(),
-        }
+    pub fn heap_offsets(&self) -> &[u64] {
+        self.base
     }
 
     /// Address and element type of `n` elements of region `r` in `rank`'s memory,

@@ -14,8 +14,10 @@ use symsched_runtime::exec::{
     Binding, DType, ElemTypes, ExecError, Executor, Fabric, LaunchArgs, LocalWorld, ReduceOp,
 };
 
-/// Launches per case: the second runs with warm caches and epoch-relative signal targets.
-pub const LAUNCHES: u64 = 2;
+/// Launches per case: the second runs with warm caches and epoch-relative signal targets, the
+/// third with its heap bindings moved (a backend that keeps what it derived from the buffers'
+/// placement must see the move).
+pub const LAUNCHES: u64 = 3;
 /// Bound on every wait of a case.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -152,7 +154,7 @@ pub fn run(case: &Case, backend: BackendKind) -> Outputs {
     };
     let mut heap = 1 << 20;
     for r in 0..plan.group_size {
-        heap += lens(r).map_or(0, |l| l.iter().sum::<u64>()) * es * 2;
+        heap += lens(r).map_or(0, |l| l.iter().sum::<u64>()) * es * 3;
     }
     let world = LocalWorld::new(plan.group_size, heap)
         .expect("in-process world")
@@ -169,13 +171,16 @@ pub fn run(case: &Case, backend: BackendKind) -> Outputs {
                 *c = (*c).max(l);
             }
         }
-        let offs: Vec<u64> = cap
-            .iter()
-            .enumerate()
-            .map(|(i, c)| fab.scratch(&format!("eq/role{i}"), (c * es).max(1)))
-            .collect::<Result<_, _>>()?;
+        let place = |set: &str| -> Result<Vec<u64>, ExecError> {
+            cap.iter()
+                .enumerate()
+                .map(|(i, c)| fab.scratch(&format!("eq/{set}/role{i}"), (c * es).max(1)))
+                .collect()
+        };
+        let (first, moved) = (place("first")?, place("moved")?);
         let mut seen = Vec::new();
         for it in 0..LAUNCHES {
+            let offs = if it + 1 < LAUNCHES { &first } else { &moved };
             let mut host: Vec<Vec<u8>> = mine
                 .iter()
                 .enumerate()

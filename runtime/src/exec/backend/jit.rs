@@ -8,11 +8,13 @@
 //! The kernel computes its extents from the size arguments itself and fuses passes over the
 //! data where the dataflow allows (`jit/src/lower/fusion.rs`); everything that needs the
 //! runtime goes through the intrinsics below, which are implemented over the same [`Fabric`]
-//! calls the interpreter makes: bounds-checked addresses ([`LaunchMemory::ptr`], or for a heap
-//! buffer the same check against the rank's [`HeapSpan`], prepared once), signals and
-//! bounded waits ([`LaunchSignals`], so the deadline, dead-peer detection, abort check and the
-//! timeout message naming step, slot and signallers are the fabric's, as for the interpreter),
-//! the matmul engine, the host collective library, non-temporal copies and the step trace.
+//! calls the interpreter makes: bounds-checked addresses (the kernel forms a heap address
+//! itself from the launch's heap offsets, `LaunchMemory::heap_offsets`, and the ranks' heap
+//! mappings, [`abi::HeapView`], made once per resolution from the fabric's heap spans;
+//! anything else asks `LaunchMemory::ptr`, for the address or the interpreter's error),
+//! signals and bounded waits ([`LaunchSignals`], so the deadline, dead-peer detection, abort
+//! check and the timeout message naming step, slot and signallers are the fabric's, as for the
+//! interpreter), the matmul engine, the host collective library, non-temporal copies and the step trace.
 //!
 //! **Channels.** A rank whose steps run on several channels has one kernel per channel (each
 //! with only its channel's steps; `symsched_jit::kernel_channels`), run concurrently on the
@@ -36,11 +38,12 @@ use super::{channels, LaunchSignals, StepContext, Steps};
 use crate::exec::cancel::LaunchCancel;
 use crate::exec::dtype::{DType, ElemTypes};
 use crate::exec::error::ExecError;
-use crate::exec::fabric::{Fabric, HeapSpan, WaitContext};
+use crate::exec::fabric::{Fabric, WaitContext};
 use crate::exec::hostcoll::HostCollRequest;
 use crate::exec::matmul;
 use crate::exec::reduce::ReduceOp;
 use crate::exec::resolved::{ChannelSteps, RReg};
+use crate::exec::staging::NOT_ON_HEAP;
 use crate::exec::stream_copy;
 use crate::exec::trace;
 use std::collections::HashMap;
@@ -49,7 +52,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use symsched_jit::abi::{self, Intrinsics, KernelArgs, Status};
+use symsched_jit::abi::{self, HeapView, Intrinsics, KernelArgs, Status};
 use symsched_jit::cache::{Kernel, KernelCache, Source};
 use symsched_jit::compile::CompileOptions;
 use symsched_jit::lower::fusion::FusionOptions;
@@ -137,12 +140,13 @@ struct Prepared {
     nt_min_bytes: u64,
     signals: *const u64,
     signal_stride: u64,
-    /// Per plan buffer: log2 of its element size under the launch types.
-    shifts: Vec<u32>,
-    /// Per group rank: where its heap is mapped (`None`: every address through
-    /// [`Fabric::heap_ptr`]).
-    heaps: Vec<Option<HeapSpan>>,
+    /// [`KernelArgs::heaps`]: per group rank, where its heap is mapped ([`HeapView::NONE`]:
+    /// every address of it through [`Fabric::heap_ptr`]).
+    heaps: Vec<HeapView>,
 }
+
+// The kernel compares the staging's offsets against the heaps with the ABI's marker.
+const _: () = assert!(NOT_ON_HEAP == abi::NOT_ON_HEAP);
 
 // SAFETY: the pointers are into the resolution's key (owned by the same plan state, behind the
 // same lock, and compared before every use), and into the fabric's counters and heap mappings,
@@ -199,14 +203,16 @@ impl Prepared {
             },
             signals,
             signal_stride: stride as u64,
-            // Element sizes are powers of two: a shift, not a division, per region.
-            shifts: plan
-                .buffers
-                .iter()
-                .map(|b| ctx.types.of(b.elem).size().trailing_zeros())
-                .collect(),
             heaps: (0..ctx.fabric.size())
-                .map(|r| ctx.fabric.heap_span(r))
+                .map(|r| {
+                    ctx.fabric
+                        .heap_span(r)
+                        .map_or(HeapView::NONE, |h| HeapView {
+                            base: h.base,
+                            lo: h.lo,
+                            hi: h.hi,
+                        })
+                })
                 .collect(),
         }
     }
@@ -371,8 +377,6 @@ impl JitState {
 /// What every intrinsic of one kernel call gets (through the ABI's opaque context pointer).
 struct CallCtx<'c, 'a, F: Fabric> {
     ctx: &'c StepContext<'a, F>,
-    shifts: &'c [u32],
-    heaps: &'c [Option<HeapSpan>],
     step_at: &'c HashMap<u32, usize>,
     mm: &'c mut Vec<f64>,
     /// The launch's cancel word and this kernel's channel, for a multi-channel rank (`None`:
@@ -427,6 +431,10 @@ unsafe fn call<'x, F: Fabric>(c: *mut c_void) -> &'x mut CallCtx<'x, 'x, F> {
     unsafe { &mut *(c as *mut CallCtx<'x, 'x, F>) }
 }
 
+/// An address the kernel could not form itself (a role used in place from private memory, a
+/// peer on another node, a range outside: the interpreter's error), through
+/// [`LaunchMemory::ptr`](crate::exec::staging::LaunchMemory::ptr).
+#[cold]
 unsafe extern "C" fn region<F: Fabric>(
     c: *mut c_void,
     rank: u32,
@@ -436,32 +444,6 @@ unsafe extern "C" fn region<F: Fabric>(
 ) -> *mut u8 {
     // SAFETY: the kernel's context (see `call`).
     let c = unsafe { call::<F>(c) };
-    // A heap buffer on a rank whose heap this process maps, in range: arithmetic on the
-    // prepared span. Anything else asks the launch's memory, for its address or its error.
-    if let (Some(&shift), Some(Some(span)), Some(base)) = (
-        c.shifts.get(buf as usize),
-        c.heaps.get(rank as usize),
-        c.ctx.memory.heap_offset(buf),
-    ) {
-        let at = base.checked_add((off >> shift) << shift);
-        if let Some(p) = at.and_then(|at| span.ptr(at, (len >> shift) << shift)) {
-            return p;
-        }
-    }
-    region_checked(c, rank, buf, off, len)
-}
-
-/// [`region`] through [`LaunchMemory::ptr`](crate::exec::staging::LaunchMemory::ptr): private
-/// bindings, fabrics without a heap span, and every range that fails.
-#[cold]
-#[inline(never)]
-fn region_checked<F: Fabric>(
-    c: &mut CallCtx<'_, '_, F>,
-    rank: u32,
-    buf: u32,
-    off: u64,
-    len: u64,
-) -> *mut u8 {
     let plan = c.ctx.plan;
     let Some(b) = plan.buffers.get(buf as usize) else {
         c.fail(ExecError::Runtime(format!(
@@ -851,8 +833,6 @@ impl<F: Fabric> KernelCall<'_, '_, F> {
         let (ctx, p) = (self.ctx, self.prepared);
         let mut call = CallCtx {
             ctx,
-            shifts: &p.shifts,
-            heaps: &p.heaps,
             step_at: self.step_at,
             mm,
             cancel,
@@ -868,12 +848,15 @@ impl<F: Fabric> KernelCall<'_, '_, F> {
             nt_min_bytes: p.nt_min_bytes,
             signals: p.signals,
             signal_stride: p.signal_stride,
+            offsets: ctx.memory.heap_offsets().as_ptr(),
+            heaps: p.heaps.as_ptr(),
             status: Default::default(),
         };
         // SAFETY: the table's functions honour the ABI for this call: `call` outlives it and
         // the intrinsics reach it only through `args.ctx`; `sizes` holds one value per size
         // variable, `counts` is P × P values when the plan takes counts (the executor checked
-        // the matrix when it resolved the steps) or null; `signals` and the heap spans are the
+        // the matrix when it resolved the steps) or null; `offsets` holds one entry per plan
+        // buffer (the launch's staging); `signals` and `heaps` (one entry per group rank) are the
         // fabric's for this generation and slot block (`Prepared::fits`).
         let status = unsafe { kernel.launch(&mut args) };
         if status.code == abi::STATUS_OK {
