@@ -103,20 +103,13 @@ impl<'ctx> Cg<'ctx, '_> {
             "base",
         )?
         .into_pointer_value();
-        let lo = load(
-            self.heaps,
-            h + abi::offsets::HEAP_LO,
-            self.t.i64.into(),
-            "lo",
-        )?
-        .into_int_value();
-        let hi = load(
-            self.heaps,
-            h + abi::offsets::HEAP_HI,
-            self.t.i64.into(),
-            "hi",
-        )?
-        .into_int_value();
+        let bound = |at: u64, what: &str| -> R<IntValue<'ctx>> {
+            Ok(load(self.heaps, h + at, self.t.i64.into(), what)?.into_int_value())
+        };
+        let (lo, hi) = (
+            bound(abi::offsets::HEAP_LO, "lo")?,
+            bound(abi::offsets::HEAP_HI, "hi")?,
+        );
         // lo <= o and o + off + len <= hi, without forming a sum that could wrap
         // (`NOT_ON_HEAP` is above every `hi`).
         let ule = |x, y| b.build_int_compare(IntPredicate::ULE, x, y, "");
