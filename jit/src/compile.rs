@@ -15,10 +15,12 @@ use crate::lower::{self, F16Lowering, KernelSpec, LowerOptions};
 use crate::JitError;
 use inkwell::context::Context;
 use inkwell::llvm_sys;
+use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{
     CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
 };
+use inkwell::values::FunctionValue;
 use inkwell::OptimizationLevel;
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr, CString};
@@ -167,16 +169,11 @@ pub fn compile_object(
     init()?;
     let t0 = Instant::now();
     let ctx = Context::create();
-    let module = lower::lower(&ctx, spec, &lower_options(opts, target))?;
-    let entry = module
-        .get_function(&spec.name())
-        .ok_or_else(|| JitError::llvm("the kernel function is missing"))?;
-    entry.as_global_value().set_name(symbol);
     let tm = target.machine(opts.opt)?;
-    module.set_triple(&tm.get_triple());
-    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let (module, entry) = lower_for(&ctx, spec, &lower_options(opts, target), &tm)?;
+    entry.as_global_value().set_name(symbol);
     let t1 = Instant::now();
-    optimize(&ctx, &module, entry, &tm, opts.opt)?;
+    optimize(&module, &tm, opts.opt)?;
     let t2 = Instant::now();
     let buf = tm
         .write_to_memory_buffer(&module, FileType::Object)
@@ -191,10 +188,13 @@ pub fn compile_object(
     })
 }
 
-/// Largest kernel body (IR instructions after early-cse and simplifycfg) optimised with the
-/// element loops rather than left `optnone` (see [`optimize`]).
-pub const SMALL_BODY: usize = 400;
+/// Largest kernel body (IR instructions after early-cse and simplifycfg, with every address
+/// through `region`) optimised with the element loops rather than left `optnone` (see
+/// [`lower_for`]).
+pub const SMALL_BODY: usize = 200;
 
+/// `spec` lowered for `tm` and cleaned up, its body marked `optnone` when large.
+///
 /// The kernel body is straight-line code run once per launch: extents, intrinsic calls and
 /// calls of the element loops. It gets only common-subexpression elimination and CFG clean-up
 /// and is then marked `optnone` (so the code generator's fast path handles it); the element
@@ -203,40 +203,39 @@ pub const SMALL_BODY: usize = 400;
 /// this 2-core machine): P = 64 took 405 ms with the whole module at O3, 121 ms this way
 /// (212 ms with instcombine on the body as well); P = 8: 44 ms against 19 ms.
 ///
-/// A body of at most [`SMALL_BODY`] instructions (after the clean-up) is optimised with the
-/// loops instead: optimising it costs little, and unoptimised it keeps every value on the
-/// stack, which at small message sizes is a visible part of a launch (`sendrecv_pair`'s
-/// sending rank: 78 instructions of body per launch, callgrind). The bound was 200 until the
-/// kernel formed heap addresses itself (~15 IR instructions per address): then the P = 2
-/// bodies of `allgather_one_shot`, `allgather_pull`, `reduce_scatter_pull` and `reduce_push`
-/// went `optnone` and took 300–600 more instructions per 8-byte launch than before
-/// (`scripts/launch_instructions.sh`). With 400, `symsched compile --emit llvm` at rank 1
-/// after the clean-up: at P = 2 every body of the standard library is at most 400 but those
-/// of the four matmul schedules and `reduce_scatter_push_k2` (418–493; the runtime's
-/// steps-scope kernels are a little smaller); at P = 8 only those of the pair moves,
-/// `reduce_push` and the hierarchical schedules are (53–235), the others having 575 and more,
-/// so the compile-time goals, measured at P = 8 and 64, optimise no more bodies than before.
-fn optimize<'ctx>(
+/// A body of at most [`SMALL_BODY`] instructions is optimised with the loops instead:
+/// optimising it costs little, and unoptimised it keeps every value on the stack, which at
+/// small message sizes is a visible part of a launch (`sendrecv_pair`'s sending rank: 78
+/// instructions of body per launch, callgrind). Only such a body forms heap addresses itself
+/// ([`LowerOptions::heap_addresses`]; it is lowered a second time for that): unoptimised, the
+/// check costs about what the `region` call does, and its ~15 IR instructions per address
+/// made large kernels slower to compile (the P = 8 wire two-shot 43 → 55 ms CPU, the P = 64
+/// schedules 1.4–1.8×, `cargo bench -p symsched-jit --bench compile`). The size is taken
+/// without the checks, so the same bodies are optimised as before them. A bound of 400 would
+/// optimise more P = 2 bodies, but also P = 8 `allgather_push` (10 → 50 ms CPU to compile,
+/// at the goal's limit).
+fn lower_for<'ctx>(
     ctx: &'ctx Context,
-    module: &inkwell::module::Module<'ctx>,
-    entry: inkwell::values::FunctionValue<'ctx>,
+    spec: &KernelSpec<'_>,
+    lower: &LowerOptions,
     tm: &TargetMachine,
-    opt: OptLevel,
-) -> Result<(), JitError> {
+) -> Result<(Module<'ctx>, FunctionValue<'ctx>), JitError> {
     use inkwell::attributes::{Attribute, AttributeLoc};
-    module
-        .run_passes(
-            "function(early-cse,simplifycfg)",
-            tm,
-            PassBuilderOptions::create(),
-        )
-        .map_err(JitError::llvm)?;
+    let calls = LowerOptions {
+        heap_addresses: false,
+        ..*lower
+    };
+    let (module, entry) = cleaned_up(ctx, spec, &calls, tm)?;
     let body: usize = entry
         .get_basic_blocks()
         .iter()
         .map(|b| b.get_instructions().count())
         .sum();
-    if body > SMALL_BODY {
+    if body <= SMALL_BODY {
+        if lower.heap_addresses {
+            return cleaned_up(ctx, spec, lower, tm);
+        }
+    } else {
         for a in ["optnone", "noinline"] {
             entry.add_attribute(
                 AttributeLoc::Function,
@@ -244,6 +243,34 @@ fn optimize<'ctx>(
             );
         }
     }
+    Ok((module, entry))
+}
+
+/// `spec` lowered with `lower` for `tm`, after early-cse and simplifycfg.
+fn cleaned_up<'ctx>(
+    ctx: &'ctx Context,
+    spec: &KernelSpec<'_>,
+    lower: &LowerOptions,
+    tm: &TargetMachine,
+) -> Result<(Module<'ctx>, FunctionValue<'ctx>), JitError> {
+    let module = lower::lower(ctx, spec, lower)?;
+    let entry = module
+        .get_function(&spec.name())
+        .ok_or_else(|| JitError::llvm("the kernel function is missing"))?;
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    module
+        .run_passes(
+            "function(early-cse,simplifycfg)",
+            tm,
+            PassBuilderOptions::create(),
+        )
+        .map_err(JitError::llvm)?;
+    Ok((module, entry))
+}
+
+/// The rest of the pipeline after [`lower_for`].
+fn optimize(module: &Module<'_>, tm: &TargetMachine, opt: OptLevel) -> Result<(), JitError> {
     // The loop vectoriser does the work; straight-line SLP vectorisation finds nothing left
     // in the loops and costs ~7 % of the pipeline.
     let po = PassBuilderOptions::create();
@@ -262,14 +289,9 @@ pub fn optimized_ir(
 ) -> Result<String, JitError> {
     init()?;
     let ctx = Context::create();
-    let module = lower::lower(&ctx, spec, &lower_options(opts, target))?;
-    let entry = module
-        .get_function(&spec.name())
-        .ok_or_else(|| JitError::llvm("the kernel function is missing"))?;
     let tm = target.machine(opts.opt)?;
-    module.set_triple(&tm.get_triple());
-    module.set_data_layout(&tm.get_target_data().get_data_layout());
-    optimize(&ctx, &module, entry, &tm, opts.opt)?;
+    let (module, _) = lower_for(&ctx, spec, &lower_options(opts, target), &tm)?;
+    optimize(&module, &tm, opts.opt)?;
     Ok(module.print_to_string().to_string())
 }
 

@@ -125,6 +125,11 @@ pub struct LowerOptions {
     pub scope: KernelScope,
     /// Call the `trace` intrinsic after every action (for the step trace).
     pub trace: bool,
+    /// Form heap addresses in the kernel from [`abi::KernelArgs::offsets`] and
+    /// [`abi::KernelArgs::heaps`] when the launch passes them (else every address through the
+    /// `region` intrinsic). The compiler turns it off for bodies it leaves unoptimised
+    /// ([`crate::compile::SMALL_BODY`]).
+    pub heap_addresses: bool,
     #[doc(hidden)]
     pub fault: Option<Fault>,
 }
@@ -136,6 +141,7 @@ impl Default for LowerOptions {
             f16: F16Lowering::Native,
             scope: KernelScope::Launch,
             trace: false,
+            heap_addresses: true,
             fault: None,
         }
     }

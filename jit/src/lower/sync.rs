@@ -70,6 +70,23 @@ impl<'ctx> Cg<'ctx, '_> {
         len: IntValue<'ctx>,
         name: &str,
     ) -> R<PointerValue<'ctx>> {
+        let ask_region = |name: &str| -> R<PointerValue<'ctx>> {
+            Ok(self
+                .call(
+                    self.intr.region,
+                    &[
+                        self.i32c(rank).into(),
+                        self.i32c(buffer).into(),
+                        off.into(),
+                        len.into(),
+                    ],
+                    name,
+                )?
+                .into_pointer_value())
+        };
+        if !self.opts.heap_addresses {
+            return ask_region(name);
+        }
         let b = &self.b;
         let (look, inside, ask, done) = (
             self.block("heap"),
@@ -133,18 +150,7 @@ impl<'ctx> Cg<'ctx, '_> {
         let formed = unsafe { b.build_gep(self.t.i8, base, &[at], "")? };
         b.build_unconditional_branch(done)?;
         b.position_at_end(ask);
-        let asked = self
-            .call(
-                self.intr.region,
-                &[
-                    self.i32c(rank).into(),
-                    self.i32c(buffer).into(),
-                    off.into(),
-                    len.into(),
-                ],
-                "",
-            )?
-            .into_pointer_value();
+        let asked = ask_region("")?;
         b.build_unconditional_branch(done)?;
         b.position_at_end(done);
         let p = b.build_phi(self.t.ptr, name)?;
