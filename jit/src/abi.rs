@@ -231,6 +231,20 @@ impl HeapView {
         lo: 0,
         hi: 0,
     };
+
+    /// The address of `len` bytes at byte `off` of a buffer at heap offset `o`, when inside
+    /// this mapping: the rule a kernel applies in its own code, for a runtime that applies it
+    /// for kernels that call [`Intrinsics::region`] for every address.
+    #[inline]
+    pub fn address(&self, o: u64, off: u64, len: u64) -> Option<*mut u8> {
+        let fits = !self.base.is_null()
+            && self.lo <= o
+            && o <= self.hi
+            && off <= self.hi - o
+            && len <= self.hi - o - off;
+        // In bounds of the mapping the runtime described (checked just above).
+        fits.then(|| self.base.wrapping_add((o + off) as usize))
+    }
 }
 
 /// [`KernelArgs::nt_min_bytes`]: never stream.

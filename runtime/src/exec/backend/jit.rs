@@ -377,6 +377,8 @@ impl JitState {
 /// What every intrinsic of one kernel call gets (through the ABI's opaque context pointer).
 struct CallCtx<'c, 'a, F: Fabric> {
     ctx: &'c StepContext<'a, F>,
+    /// [`Prepared::heaps`], for [`region`].
+    heaps: &'c [HeapView],
     step_at: &'c HashMap<u32, usize>,
     mm: &'c mut Vec<f64>,
     /// The launch's cancel word and this kernel's channel, for a multi-channel rank (`None`:
@@ -431,10 +433,11 @@ unsafe fn call<'x, F: Fabric>(c: *mut c_void) -> &'x mut CallCtx<'x, 'x, F> {
     unsafe { &mut *(c as *mut CallCtx<'x, 'x, F>) }
 }
 
-/// An address the kernel could not form itself (a role used in place from private memory, a
-/// peer on another node, a range outside: the interpreter's error), through
+/// An address the kernel did not form itself: a heap range by the kernel's own rule
+/// ([`HeapView::address`]) for a body lowered without it (too large to be optimised), else
+/// (a role used in place from private memory, a peer on another node, a range outside: the
+/// interpreter's address or error) through
 /// [`LaunchMemory::ptr`](crate::exec::staging::LaunchMemory::ptr).
-#[cold]
 unsafe extern "C" fn region<F: Fabric>(
     c: *mut c_void,
     rank: u32,
@@ -444,6 +447,27 @@ unsafe extern "C" fn region<F: Fabric>(
 ) -> *mut u8 {
     // SAFETY: the kernel's context (see `call`).
     let c = unsafe { call::<F>(c) };
+    if let (Some(&o), Some(h)) = (
+        c.ctx.memory.heap_offsets().get(buf as usize),
+        c.heaps.get(rank as usize),
+    ) {
+        if let Some(p) = h.address(o, off, len) {
+            return p;
+        }
+    }
+    region_checked(c, rank, buf, off, len)
+}
+
+/// [`region`] through [`LaunchMemory::ptr`](crate::exec::staging::LaunchMemory::ptr).
+#[cold]
+#[inline(never)]
+fn region_checked<F: Fabric>(
+    c: &mut CallCtx<'_, '_, F>,
+    rank: u32,
+    buf: u32,
+    off: u64,
+    len: u64,
+) -> *mut u8 {
     let plan = c.ctx.plan;
     let Some(b) = plan.buffers.get(buf as usize) else {
         c.fail(ExecError::Runtime(format!(
@@ -833,6 +857,7 @@ impl<F: Fabric> KernelCall<'_, '_, F> {
         let (ctx, p) = (self.ctx, self.prepared);
         let mut call = CallCtx {
             ctx,
+            heaps: &p.heaps,
             step_at: self.step_at,
             mm,
             cancel,
