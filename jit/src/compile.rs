@@ -210,7 +210,7 @@ pub const SMALL_BODY: usize = 200;
 /// ([`LowerOptions::heap_addresses`]; it is lowered a second time for that): unoptimised, the
 /// check costs about what the `region` call does, and its ~15 IR instructions per address
 /// made large kernels slower to compile (the P = 8 wire two-shot 43 → 55 ms CPU, the P = 64
-/// schedules 1.4–1.8×, `cargo bench -p symsched-jit --bench compile`). The size is taken
+/// schedules 1.3–1.8×, `cargo bench -p symsched-jit --bench compile`). The size is taken
 /// without the checks, so the same bodies are optimised as before them. A bound of 400 would
 /// optimise more P = 2 bodies, but also P = 8 `allgather_push` (10 → 50 ms CPU to compile,
 /// at the goal's limit).
