@@ -14,7 +14,8 @@
 //! anything else asks `LaunchMemory::ptr`, for the address or the interpreter's error),
 //! signals and bounded waits ([`LaunchSignals`], so the deadline, dead-peer detection, abort
 //! check and the timeout message naming step, slot and signallers are the fabric's, as for the
-//! interpreter), the matmul engine, the host collective library, non-temporal copies and the step trace.
+//! interpreter), the matmul engine, the host collective library, non-temporal copies and the
+//! step trace.
 //!
 //! **Channels.** A rank whose steps run on several channels has one kernel per channel (each
 //! with only its channel's steps; `symsched_jit::kernel_channels`), run concurrently on the
