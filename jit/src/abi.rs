@@ -340,4 +340,33 @@ mod tests {
         assert_eq!(offsets::STAGE_OUT, 40);
         assert_eq!(offsets::TRACE, 56);
     }
+
+    #[test]
+    fn heap_view_addresses_exactly_its_bounds_and_never_wraps() {
+        let mut heap = [0u8; 64];
+        let base = heap.as_mut_ptr();
+        let v = HeapView {
+            base,
+            lo: 16,
+            hi: 48,
+        };
+        let at = |o: u64, off: u64, len: u64| v.address(o, off, len).map(|p| p as usize);
+        let b = base as usize;
+        // Inside, up to the last byte of the view.
+        assert_eq!(at(16, 0, 32), Some(b + 16));
+        assert_eq!(at(20, 4, 24), Some(b + 24));
+        assert_eq!(at(48, 0, 0), Some(b + 48));
+        // One byte past either bound.
+        assert_eq!(at(15, 0, 1), None);
+        assert_eq!(at(16, 0, 33), None);
+        assert_eq!(at(20, 4, 25), None);
+        assert_eq!(at(49, 0, 0), None);
+        // Sums that would wrap to a small number.
+        assert_eq!(at(NOT_ON_HEAP, 0, 0), None);
+        assert_eq!(at(16, u64::MAX, 2), None);
+        assert_eq!(at(16, 1, u64::MAX), None);
+        assert_eq!(at(16, u64::MAX - 15, 32), None);
+        // Not mapped here.
+        assert_eq!(HeapView::NONE.address(0, 0, 0), None);
+    }
 }

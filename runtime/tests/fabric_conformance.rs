@@ -11,6 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
+use symsched_jit::abi::HeapView;
 use symsched_plan::{Cmp, SignalMode};
 use symsched_runtime::exec::{
     ExecError, Fabric, GroupFabric, LocalFabric, LocalWorld, WaitContext,
@@ -113,23 +114,29 @@ fn contract<F: Fabric>(f: &F, m: &Meeting) {
     assert!(b >= a + 256 || b + 64 <= a, "scratch a={a} b={b} overlap");
     assert!(all_equal(&m.share(me, a)) && all_equal(&m.share(me, b)));
     f.heap_ptr(me, a, 256).expect("scratch is addressable");
-    // A heap span, where a fabric gives one (both do here; a compiled kernel's `region` is
-    // arithmetic on it), gives `heap_ptr`'s address inside and nothing where `heap_ptr` fails.
+    // A heap span, where a fabric gives one (both do here), as a compiled kernel gets it (the
+    // ABI's `HeapView`, whose rule the kernel applies in its own code): `heap_ptr`'s address
+    // inside, and nothing where `heap_ptr` fails.
     assert!(f.heap_span(P).is_none());
     for q in 0..P {
         let span = f.heap_span(q).expect("every rank's heap is mapped here");
+        let view = HeapView::from(span);
+        let at = |o: u64, len: u64| view.address(o, 0, len);
+        assert_eq!(at(a, 256), Some(f.heap_ptr(q, a, 256).expect("range")));
+        // A buffer at `a`, 16 bytes into it: the kernel's form of the same address.
         assert_eq!(
-            span.ptr(a, 256),
-            Some(f.heap_ptr(q, a, 256).expect("range"))
+            view.address(a, 16, 240),
+            Some(f.heap_ptr(q, a + 16, 240).expect("inner range"))
         );
         assert_eq!(
-            span.ptr(span.hi, 0),
+            at(span.hi, 0),
             Some(f.heap_ptr(q, span.hi, 0).expect("end"))
         );
-        assert!(span.ptr(span.hi, 1).is_none() && f.heap_ptr(q, span.hi, 1).is_err());
-        assert!(span.ptr(u64::MAX, 2).is_none());
+        assert!(at(span.hi, 1).is_none() && f.heap_ptr(q, span.hi, 1).is_err());
+        assert!(view.address(span.hi - 8, 8, 1).is_none());
+        assert!(at(u64::MAX, 2).is_none());
         if span.lo > 0 {
-            assert!(span.ptr(span.lo - 1, 1).is_none() && f.heap_ptr(q, span.lo - 1, 1).is_err());
+            assert!(at(span.lo - 1, 1).is_none() && f.heap_ptr(q, span.lo - 1, 1).is_err());
         }
     }
 

@@ -80,6 +80,8 @@ struct RankCtx<'a> {
     /// `copy_nt` calls and `trace` calls (step, flags) of this launch.
     nt_calls: u32,
     traced: Vec<(u32, u32)>,
+    /// `region` calls of this launch.
+    region_calls: u32,
     /// Sleep before the first wait (to make a dropped wait observable).
     delay_first_wait: Option<Duration>,
     wait_timeout: Duration,
@@ -92,6 +94,7 @@ unsafe fn ctx<'a>(p: *mut c_void) -> &'a mut RankCtx<'a> {
 unsafe extern "C" fn region(c: *mut c_void, rank: u32, buf: u32, off: u64, len: u64) -> *mut u8 {
     let c = unsafe { ctx(c) };
     c.stepped = true;
+    c.region_calls += 1;
     let Some(&(base, blen)) = c
         .world
         .bases
@@ -310,6 +313,8 @@ pub struct Observed {
     pub rank: u32,
     pub nt_calls: u32,
     pub traced: Vec<(u32, u32)>,
+    /// Addresses the kernel asked `region` for (with a [`HeapLayout`], what its views left out).
+    pub region_calls: u32,
 }
 
 /// A failed launch: the decoded status and the intrinsic's message.
@@ -348,6 +353,39 @@ pub struct Harness {
     pub call_every_wait: bool,
     /// Where to record each rank's [`Observed`] per launch.
     pub observe: Option<std::sync::Arc<Mutex<Vec<Observed>>>>,
+    /// Lay every rank's buffers out as one heap and pass the kernel its offsets and views
+    /// (default: null tables, so every address goes through `region`).
+    pub heap: Option<HeapLayout>,
+}
+
+/// Each rank's buffers in one allocation, every buffer at the same offset on every rank (a
+/// symmetric heap), described to the kernel by [`KernelArgs::offsets`] and
+/// [`KernelArgs::heaps`] as the runtime does: the kernel then forms addresses itself and calls
+/// `region` only for what the tables leave out, which the fields below choose.
+#[derive(Default, Clone)]
+pub struct HeapLayout {
+    /// Buffers given as [`abi::NOT_ON_HEAP`] (a role used in place from private memory).
+    pub off_heap: Vec<u32>,
+    /// Ranks whose view is [`abi::HeapView::NONE`] (a heap not mapped in this process).
+    pub unmapped: Vec<u32>,
+    /// Every view's `lo`: offsets below it are outside (default 0, the heap's start).
+    pub lo: u64,
+    /// Bytes taken off every view's `hi` (default 0: `hi` is the end of the last buffer).
+    pub short_by: u64,
+}
+
+/// Alignment of every buffer in a [`HeapLayout`] (whole cache lines, as the runtime's heap).
+const HEAP_ALIGN: usize = 64;
+
+/// One rank's heap of a [`HeapLayout`] run: 8-byte aligned storage for the buffers.
+struct RankHeap {
+    words: Vec<u64>,
+}
+
+impl RankHeap {
+    fn base(&mut self) -> *mut u8 {
+        self.words.as_mut_ptr() as *mut u8
+    }
 }
 
 /// Compile every rank's kernel and run `launches` launches (epochs 0..) on threads over `mem`.
@@ -386,15 +424,86 @@ pub fn run_jit(
         .counts
         .as_ref()
         .map(|m| m.iter().flatten().copied().collect());
-    let bases: Vec<Vec<(usize, usize)>> = mem
-        .bufs
-        .iter_mut()
-        .map(|r| {
-            r.iter_mut()
-                .map(|b| (b.as_mut_ptr() as usize, b.len()))
-                .collect()
-        })
-        .collect();
+    // With a heap layout: every buffer at the same offset on every rank, room for its largest
+    // extent over the ranks.
+    let layout: Option<(Vec<u64>, usize)> = h.heap.as_ref().map(|_| {
+        // `end`: the last buffer's last byte, so a view's `hi` can be exactly the heap's end.
+        let (mut at, mut end) = (0usize, 0usize);
+        let offsets = (0..l.plan.buffers.len())
+            .map(|b| {
+                let o = at;
+                let len = mem.bufs.iter().map(|r| r[b].len()).max().unwrap_or(0);
+                end = o + len;
+                at = end.next_multiple_of(HEAP_ALIGN);
+                o as u64
+            })
+            .collect();
+        (offsets, end)
+    });
+    let mut heaps: Vec<RankHeap> = match &layout {
+        Some((_, total)) => (0..p)
+            .map(|_| RankHeap {
+                words: vec![0u64; total.div_ceil(8).max(1)],
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let heap_bases: Vec<usize> = heaps.iter_mut().map(|h| h.base() as usize).collect();
+    let bases: Vec<Vec<(usize, usize)>> = match &layout {
+        Some((offsets, _)) => mem
+            .bufs
+            .iter()
+            .zip(&heap_bases)
+            .map(|(r, &base)| {
+                r.iter()
+                    .zip(offsets)
+                    .map(|(b, o)| (base + *o as usize, b.len()))
+                    .collect()
+            })
+            .collect(),
+        None => mem
+            .bufs
+            .iter_mut()
+            .map(|r| {
+                r.iter_mut()
+                    .map(|b| (b.as_mut_ptr() as usize, b.len()))
+                    .collect()
+            })
+            .collect(),
+    };
+    // The kernel's tables: the offsets (`NOT_ON_HEAP` for the buffers left off) and a view per
+    // rank.
+    let tables: Option<(Vec<u64>, Vec<abi::HeapView>)> =
+        h.heap
+            .as_ref()
+            .zip(layout.as_ref())
+            .map(|(hl, (offsets, total))| {
+                let offsets = offsets
+                    .iter()
+                    .enumerate()
+                    .map(|(b, o)| {
+                        if hl.off_heap.contains(&(b as u32)) {
+                            abi::NOT_ON_HEAP
+                        } else {
+                            *o
+                        }
+                    })
+                    .collect();
+                let views = (0..p)
+                    .map(|r| {
+                        if hl.unmapped.contains(&r) {
+                            abi::HeapView::NONE
+                        } else {
+                            abi::HeapView {
+                                base: heap_bases[r as usize] as *mut u8,
+                                lo: hl.lo,
+                                hi: (*total as u64).saturating_sub(hl.short_by),
+                            }
+                        }
+                    })
+                    .collect();
+                (offsets, views)
+            });
     let world = World {
         plan: l.plan,
         types: l.types,
@@ -405,7 +514,20 @@ pub fn run_jit(
         host_cv: Condvar::new(),
     };
     let mut failures = Vec::new();
+    // The tables' addresses, shared by the rank threads (read only; `tables` outlives them).
+    let table_addrs: (usize, usize) = tables
+        .as_ref()
+        .map_or((0, 0), |t| (t.0.as_ptr() as usize, t.1.as_ptr() as usize));
     for epoch in epochs {
+        if layout.is_some() {
+            for (r, bufs) in mem.bufs.iter().enumerate() {
+                for (b, data) in bufs.iter().enumerate() {
+                    let (at, len) = world.bases[r][b];
+                    // SAFETY: the buffer's place in rank r's heap, `len` bytes, no thread running.
+                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at as *mut u8, len) };
+                }
+            }
+        }
         // What the late ranks' callers write just before they enter.
         let images: Vec<Option<Vec<Vec<u8>>>> = (0..p as usize)
             .map(|r| {
@@ -457,6 +579,7 @@ pub fn run_jit(
                             exit_sent: Vec::new(),
                             nt_calls: 0,
                             traced: Vec::new(),
+                            region_calls: 0,
                             delay_first_wait: delay,
                             wait_timeout: h.wait_timeout.unwrap_or(WAIT_TIMEOUT),
                         };
@@ -481,11 +604,10 @@ pub fn run_jit(
                                 world.signals[r as usize].as_ptr() as *const u64
                             },
                             signal_stride: std::mem::size_of::<AtomicU64>() as u64,
-                            // The buffers are not one heap per rank here: every address
-                            // through the `region` intrinsic (the runtime's tests run the
-                            // kernel's own heap addressing).
-                            offsets: std::ptr::null(),
-                            heaps: std::ptr::null(),
+                            // Without a heap layout the buffers are not one heap per rank:
+                            // every address through the `region` intrinsic.
+                            offsets: table_addrs.0 as *const u64,
+                            heaps: table_addrs.1 as *const abi::HeapView,
                             status: Default::default(),
                         };
                         // SAFETY: the harness implements the intrinsics over live buffers sized
@@ -505,6 +627,7 @@ pub fn run_jit(
                                 rank: r,
                                 nt_calls: rc.nt_calls,
                                 traced: rc.traced.clone(),
+                                region_calls: rc.region_calls,
                             });
                         }
                         if steps_only {
@@ -550,6 +673,17 @@ pub fn run_jit(
                 .map(|h| h.join().expect("rank thread"))
                 .collect()
         });
+        if layout.is_some() {
+            for (r, bufs) in mem.bufs.iter_mut().enumerate() {
+                for (b, data) in bufs.iter_mut().enumerate() {
+                    let (at, len) = world.bases[r][b];
+                    // SAFETY: as above; every rank thread has ended.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(at as *const u8, data.as_mut_ptr(), len)
+                    };
+                }
+            }
+        }
         failures.extend(results.into_iter().flatten());
         if !failures.is_empty() {
             return Err(failures);

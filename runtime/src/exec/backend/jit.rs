@@ -39,7 +39,7 @@ use super::{channels, LaunchSignals, StepContext, Steps};
 use crate::exec::cancel::LaunchCancel;
 use crate::exec::dtype::{DType, ElemTypes};
 use crate::exec::error::ExecError;
-use crate::exec::fabric::{Fabric, WaitContext};
+use crate::exec::fabric::{Fabric, HeapSpan, WaitContext};
 use crate::exec::hostcoll::HostCollRequest;
 use crate::exec::matmul;
 use crate::exec::reduce::ReduceOp;
@@ -146,6 +146,18 @@ struct Prepared {
     heaps: Vec<HeapView>,
 }
 
+/// A fabric's heap span as the kernel ABI describes a heap: the same mapping and bounds, so
+/// [`HeapView::address`] accepts what [`Fabric::heap_ptr`] does (`tests/fabric_conformance.rs`).
+impl From<HeapSpan> for HeapView {
+    fn from(h: HeapSpan) -> HeapView {
+        HeapView {
+            base: h.base,
+            lo: h.lo,
+            hi: h.hi,
+        }
+    }
+}
+
 // The kernel compares the staging's offsets against the heaps with the ABI's marker.
 const _: () = assert!(NOT_ON_HEAP == abi::NOT_ON_HEAP);
 
@@ -208,11 +220,7 @@ impl Prepared {
                 .map(|r| {
                     ctx.fabric
                         .heap_span(r)
-                        .map_or(HeapView::NONE, |h| HeapView {
-                            base: h.base,
-                            lo: h.lo,
-                            hi: h.hi,
-                        })
+                        .map_or(HeapView::NONE, HeapView::from)
                 })
                 .collect(),
         }

@@ -38,26 +38,14 @@ pub struct WaitContext<'a> {
 
 /// Where a peer's heap segment lies in this process ([`Fabric::heap_span`]): [`Fabric::heap_ptr`]
 /// of `len` bytes at `offset` is `base + offset` whenever `lo <= offset` and
-/// `offset + len <= hi`, and fails outside.
+/// `offset + len <= hi`, and fails outside. The JIT hands it to its kernels as the ABI's
+/// `HeapView`, whose `address` is the one statement of that rule (the fabrics' conformance
+/// test checks it against `heap_ptr`).
 #[derive(Debug, Clone, Copy)]
 pub struct HeapSpan {
     pub base: *mut u8,
     pub lo: u64,
     pub hi: u64,
-}
-
-impl HeapSpan {
-    /// `heap_ptr(offset, len)` when the range is inside, else `None` (the caller then asks
-    /// [`Fabric::heap_ptr`], for its error).
-    #[inline]
-    pub fn ptr(&self, offset: u64, len: u64) -> Option<*mut u8> {
-        let end = offset.checked_add(len)?;
-        if offset < self.lo || end > self.hi {
-            return None;
-        }
-        // In bounds of the mapping the fabric described (the contract of `heap_span`).
-        Some(self.base.wrapping_add(offset as usize))
-    }
 }
 
 /// A rank's view of its group: symmetric memory, signal slots, waits.
