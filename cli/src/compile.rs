@@ -163,6 +163,7 @@ fn emit_llvm(
                 plan,
                 rank,
                 channel,
+                first_step: 0,
                 types,
                 op,
             };

@@ -17,6 +17,7 @@ fn memory_then_disk_then_recompiled_when_damaged() {
         plan: &p,
         rank: 1,
         channel: 0,
+        first_step: 0,
         types: types(DType::Bf16, None),
         op: ReduceOp::Max,
     };
@@ -63,6 +64,7 @@ fn keys_tell_signatures_apart() {
         plan: &p2,
         rank: 0,
         channel: 0,
+        first_step: 0,
         types: types(DType::F32, None),
         op: ReduceOp::Sum,
     };
@@ -94,6 +96,7 @@ fn keys_tell_the_channels_of_a_rank_apart() {
         plan: &p,
         rank: 1,
         channel: 0,
+        first_step: 0,
         types: types(DType::F32, None),
         op: ReduceOp::Sum,
     };

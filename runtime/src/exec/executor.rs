@@ -45,7 +45,7 @@
 //! resolved steps for a repeated matrix.
 
 use super::agreement::{binds_empty, own_pattern_into, PeerEntry, Signature};
-use super::backend::{self, Backend, Chosen, ChosenState, LaunchSignals, StepContext, Steps};
+use super::backend::{Backend, Chosen, ChosenState, LaunchSignals, StepContext, Steps};
 use super::binding::{self, Binding};
 use super::dtype::{DType, ElemTypes};
 use super::eager::{AlltoallvOutcome, EagerChannel};
@@ -342,18 +342,7 @@ impl<F: Fabric> Executor<F> {
             let eligible = !binds_empty(&sig, lp.roles());
             // A launch that may speculate stages in before publishing too: its word then
             // tells whether it does ("Speculative scratch puts" in `super::loaded`).
-            let early = eligible
-                && (carry
-                    || (lp.spec_prefix > 0
-                        && speculation_fits(lp, res)
-                        && backend::runs_on_interpreter(
-                            &lp.plan,
-                            res,
-                            types,
-                            op,
-                            &self.opts,
-                            &mut st.backend,
-                        )));
+            let early = eligible && (carry || (lp.spec_prefix > 0 && speculation_fits(lp, res)));
             let staged = early
                 && st.staging.stage_in(
                     &self.fabric,

@@ -52,8 +52,9 @@
 //! that repeats the last launch every rank agreed on, with none refused since
 //! (`AgreementArea::repeats_agreed`), runs its *speculative prefix* before its check: its first
 //! steps when they are only exit-credit waits (skipped), puts into a peer's scratch and `add`
-//! signals on slots it alone updates there, waited for with `>=` or `>` ([`speculative_prefix`]), on the interpreter, one
-//! channel, untraced. (A shared slot would let its signal of the next launch complete a count
+//! signals on slots it alone updates there, waited for with `>=` or `>` ([`speculative_prefix`]), one
+//! channel, untraced. The interpreter runs the prefix for either backend; on the JIT the
+//! launch's kernel then starts after it (`KernelSpec::first_step`), a kernel of its own. (A shared slot would let its signal of the next launch complete a count
 //! that a peer still in this launch waits for, before a slower rank's data has landed.) The waits may
 //! be skipped because the put of launch `e` lands in the copy the peer last read in `e − 2`,
 //! and this rank's check of the peer's word of `e − 1` — published after the peer finished
@@ -488,6 +489,7 @@ mod tests {
     //! agreed launches leaves. A credit counted twice (or lost) in a refusal shows here even
     //! where the agreement's own waits keep the data right.
 
+    use crate::config::{BackendKind, ExecOptions};
     use crate::exec::{
         Binding, DType, ElemTypes, ExecError, Executor, Fabric, LaunchArgs, LocalWorld, ReduceOp,
         WaitContext,
@@ -495,6 +497,20 @@ mod tests {
     use std::sync::Barrier;
     use std::time::Duration;
     use symsched_plan::{Cmp, LaunchSizes};
+
+    /// Both backends: the interpreter runs a speculative prefix for either, and the JIT's
+    /// kernel then starts after it.
+    const BACKENDS: [BackendKind; 2] = [BackendKind::Interp, BackendKind::Jit];
+
+    fn executor<F: Fabric>(fabric: F, backend: BackendKind) -> Executor<F> {
+        Executor::with_options(
+            fabric,
+            ExecOptions {
+                backend,
+                ..ExecOptions::default()
+            },
+        )
+    }
 
     const P: u32 = 3;
     const N: u64 = 64;
@@ -510,7 +526,13 @@ mod tests {
 
     /// Every plan slot's value on every rank after `script`, and the launches in which some
     /// rank speculated.
-    fn counters(p: u32, name: &str, staged: bool, script: &[Launch]) -> (Vec<Vec<u64>>, u64) {
+    fn counters(
+        p: u32,
+        name: &str,
+        staged: bool,
+        script: &[Launch],
+        backend: BackendKind,
+    ) -> (Vec<Vec<u64>>, u64) {
         let params = (name == "broadcast_push")
             .then(|| ("root".to_string(), 1i64))
             .into_iter()
@@ -526,7 +548,7 @@ mod tests {
                 .map(|r| {
                     let (group, plan, done) = (group.clone(), &plan, &done);
                     s.spawn(move || {
-                        let ex = Executor::new(group.fabric(r).expect("fabric"));
+                        let ex = executor(group.fabric(r).expect("fabric"), backend);
                         let lp = ex.load(plan).expect("loads");
                         let mut sizes = LaunchSizes::default();
                         sizes.vars.insert("n".into(), N);
@@ -629,30 +651,38 @@ mod tests {
             Agreed,
             Agreed,
         ];
-        for name in [
-            "broadcast_push",
-            "allgather_push",
-            "alltoall_push",
-            "allreduce_one_shot",
-        ] {
-            for staged in [false, true] {
-                let (got, _) = counters(P, name, staged, &script);
-                let (want, _) = counters(P, name, staged, &[Agreed; 11]);
-                assert_eq!(got, want, "{name} staged={staged}: counters after refusals");
+        for backend in BACKENDS {
+            for name in [
+                "broadcast_push",
+                "allgather_push",
+                "alltoall_push",
+                "allreduce_one_shot",
+            ] {
+                for staged in [false, true] {
+                    let (got, _) = counters(P, name, staged, &script, backend);
+                    let (want, _) = counters(P, name, staged, &[Agreed; 11], backend);
+                    assert_eq!(
+                        got, want,
+                        "{name} staged={staged} {backend:?}: counters after refusals"
+                    );
+                }
             }
-        }
-        // At 2 ranks `allreduce_one_shot`'s scratch puts run ahead of the check in repeated
-        // launches, the refused ones included: the accounting covers them.
-        let script2 = script.map(|l| if l == RefusedBy(2) { RefusedBy(1) } else { l });
-        for staged in [false, true] {
-            let name = "allreduce_one_shot";
-            let (got, spec) = counters(2, name, staged, &script2);
-            let (want, _) = counters(2, name, staged, &[Agreed; 11]);
-            assert_eq!(
-                got, want,
-                "{name} P=2 staged={staged}: counters after refusals"
-            );
-            assert!(spec > 0, "{name} P=2 staged={staged}: no launch speculated");
+            // At 2 ranks `allreduce_one_shot`'s scratch puts run ahead of the check in
+            // repeated launches, the refused ones included: the accounting covers them.
+            let script2 = script.map(|l| if l == RefusedBy(2) { RefusedBy(1) } else { l });
+            for staged in [false, true] {
+                let name = "allreduce_one_shot";
+                let (got, spec) = counters(2, name, staged, &script2, backend);
+                let (want, _) = counters(2, name, staged, &[Agreed; 11], backend);
+                assert_eq!(
+                    got, want,
+                    "{name} P=2 staged={staged} {backend:?}: counters after refusals"
+                );
+                assert!(
+                    spec > 0,
+                    "{name} P=2 staged={staged} {backend:?}: no launch speculated"
+                );
+            }
         }
     }
 
@@ -664,22 +694,24 @@ mod tests {
         // At 2 ranks every `arrived` slot has one signaller and the prefix runs ahead; at 3 and 4
         // the slot is shared, so a peer's signal of the next launch must not run ahead (it could
         // complete a count that still misses a slower peer's data).
-        for ranks in [2, 3, 4] {
-            let spec = keep_every_result(ranks, 3000);
-            if ranks == 2 {
-                assert!(spec > 3000, "few launches speculated: {spec}");
-            } else {
-                assert_eq!(
-                    spec, 0,
-                    "{ranks} ranks: speculated with a shared signal slot"
-                );
+        for backend in BACKENDS {
+            for ranks in [2, 3, 4] {
+                let spec = keep_every_result(ranks, 3000, backend);
+                if ranks == 2 {
+                    assert!(spec > 3000, "{backend:?}: few launches speculated: {spec}");
+                } else {
+                    assert_eq!(
+                        spec, 0,
+                        "{ranks} ranks {backend:?}: speculated with a shared signal slot"
+                    );
+                }
             }
         }
     }
 
     /// Launches `launches` allreduces on `ranks` threads, checks every element of every result,
     /// and returns how many rank-launches speculated.
-    fn keep_every_result(ranks: u32, launches: u64) -> u64 {
+    fn keep_every_result(ranks: u32, launches: u64, backend: BackendKind) -> u64 {
         const LEN: usize = 16;
         let plan = crate::exec::test_plans::standard_with(
             "allreduce_one_shot",
@@ -695,7 +727,7 @@ mod tests {
                 .map(|r| {
                     let (group, plan) = (group.clone(), &plan);
                     s.spawn(move || {
-                        let ex = Executor::new(group.fabric(r).expect("fabric"));
+                        let ex = executor(group.fabric(r).expect("fabric"), backend);
                         let lp = ex.load(plan).expect("loads");
                         let mut sizes = LaunchSizes::default();
                         sizes.vars.insert("n".into(), LEN as u64);
