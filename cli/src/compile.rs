@@ -163,7 +163,6 @@ fn emit_llvm(
                 plan,
                 rank,
                 channel,
-                first_step: 0,
                 types,
                 op,
             };

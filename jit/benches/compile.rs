@@ -71,7 +71,6 @@ fn spec(plan: &Plan, wire: Option<DType>) -> KernelSpec<'_> {
         plan,
         rank: 1,
         channel: 0,
-        first_step: 0,
         types: ElemTypes::new(DType::F32, wire).expect("types"),
         op: ReduceOp::Sum,
     }

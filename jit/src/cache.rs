@@ -113,9 +113,6 @@ impl KernelCache {
         if spec.multi_channel() {
             part(&format!("channel {}", spec.channel));
         }
-        if spec.first_step > 0 {
-            part(&format!("first step {}", spec.first_step));
-        }
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 

@@ -25,17 +25,6 @@ pub enum JitError {
          signals around the channels)"
     )]
     Channels { rank: u32, channels: u32 },
-    /// A kernel that starts after the first steps runs in the steps scope (the runtime ran
-    /// those steps after its entry signals), and starts at a step of the rank's list.
-    #[error(
-        "rank {rank} has {steps} step(s); a kernel cannot start at step {first} (a kernel that \
-         starts after the first step runs in the steps scope, within the rank's list)"
-    )]
-    FirstStep {
-        rank: u32,
-        first: usize,
-        steps: usize,
-    },
     #[error("rank {rank} has {channels} channel(s); there is no channel {channel}")]
     Channel {
         rank: u32,

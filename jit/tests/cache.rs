@@ -17,7 +17,6 @@ fn memory_then_disk_then_recompiled_when_damaged() {
         plan: &p,
         rank: 1,
         channel: 0,
-        first_step: 0,
         types: types(DType::Bf16, None),
         op: ReduceOp::Max,
     };
@@ -64,7 +63,6 @@ fn keys_tell_signatures_apart() {
         plan: &p2,
         rank: 0,
         channel: 0,
-        first_step: 0,
         types: types(DType::F32, None),
         op: ReduceOp::Sum,
     };
@@ -96,7 +94,6 @@ fn keys_tell_the_channels_of_a_rank_apart() {
         plan: &p,
         rank: 1,
         channel: 0,
-        first_step: 0,
         types: types(DType::F32, None),
         op: ReduceOp::Sum,
     };

@@ -291,7 +291,6 @@ fn a_multi_channel_rank_lowers_per_channel_in_the_steps_scope_only() {
         plan: &p,
         rank: 0,
         channel: 0,
-        first_step: 0,
         types: types(DType::F32, None),
         op: ReduceOp::Sum,
     };
@@ -343,63 +342,4 @@ fn a_multi_channel_rank_lowers_per_channel_in_the_steps_scope_only() {
     assert!(symsched_jit::emit_llvm(&spec, &symsched_jit::LowerOptions::default()).is_ok());
     assert!(!spec.name().contains(".c0"));
     assert_eq!(symsched_jit::kernel_channels(&one, 0), vec![0]);
-}
-
-/// A kernel that goes on after a speculative prefix the runtime ran (`first_step`): only the
-/// later steps, under its own name and cache key; the steps scope only, within the rank's list.
-#[test]
-fn a_kernel_after_a_prefix_runs_only_the_later_steps() {
-    let p = std_plan("allreduce_one_shot", 2);
-    let len = p.ranks[0].steps.len();
-    let spec = symsched_jit::KernelSpec {
-        plan: &p,
-        rank: 0,
-        channel: 0,
-        first_step: 0,
-        types: types(DType::F32, None),
-        op: ReduceOp::Sum,
-    };
-    let steps = symsched_jit::LowerOptions {
-        scope: symsched_jit::KernelScope::Steps,
-        ..symsched_jit::LowerOptions::default()
-    };
-    let calls = |ir: &str, what: &str| ir.matches(&format!("call i32 %{what}(")).count();
-    let whole = symsched_jit::emit_llvm(&spec, &steps).expect("the whole rank lowers");
-    assert!(calls(&whole, "signal") > 0 && calls(&whole, "wait") > 0, "{whole}");
-    // Every step left to the runtime: the kernel moves and signals nothing.
-    let none = symsched_jit::KernelSpec {
-        first_step: len,
-        ..spec
-    };
-    let ir = symsched_jit::emit_llvm(&none, &steps).expect("an empty rest lowers");
-    assert_eq!((calls(&ir, "signal"), calls(&ir, "wait")), (0, 0), "{ir}");
-    assert!(none.name().ends_with(&format!(".from{len}")), "{}", none.name());
-    // Fewer steps, fewer signal and wait calls, never more.
-    let mut last = (calls(&whole, "signal"), calls(&whole, "wait"));
-    for first in 1..len {
-        let s = symsched_jit::KernelSpec {
-            first_step: first,
-            ..spec
-        };
-        let ir = symsched_jit::emit_llvm(&s, &steps).expect("a rest lowers");
-        let now = (calls(&ir, "signal"), calls(&ir, "wait"));
-        assert!(now.0 <= last.0 && now.1 <= last.1, "step {first}: {now:?} after {last:?}");
-        last = now;
-    }
-    let c = cache();
-    assert_ne!(c.key(&spec), c.key(&none), "a rest kernel has its own cache key");
-    for (bad, opts) in [
-        (len + 1, steps.clone()),
-        (1, symsched_jit::LowerOptions::default()),
-    ] {
-        let s = symsched_jit::KernelSpec {
-            first_step: bad,
-            ..spec
-        };
-        let e = symsched_jit::emit_llvm(&s, &opts).expect_err("refused");
-        assert!(
-            matches!(e, symsched_jit::JitError::FirstStep { rank: 0, first, steps } if first == bad && steps == len),
-            "{e}"
-        );
-    }
 }

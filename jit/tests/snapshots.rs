@@ -38,7 +38,6 @@ fn llvm_ir_of_the_standard_library() {
                     plan,
                     rank,
                     channel: 0,
-                    first_step: 0,
                     types: ElemTypes::new(DType::F32, None).unwrap(),
                     op: ReduceOp::Sum,
                 };
@@ -64,7 +63,6 @@ fn llvm_ir_of_the_standard_library() {
                         plan,
                         rank,
                         channel,
-                        first_step: 0,
                         types,
                         op: ReduceOp::Sum,
                     };

@@ -453,7 +453,6 @@ fn all(c: &mut Criterion) {
                 plan: pl,
                 rank: 1,
                 channel: 0,
-                first_step: 0,
                 types: symsched_jit::ElemTypes::new(symsched_jit::DType::F32, None).unwrap(),
                 op: symsched_jit::ReduceOp::Sum,
             };

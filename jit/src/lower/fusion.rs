@@ -109,29 +109,16 @@ fn independent(a: &[(usize, Access)], b: &[(usize, Access)]) -> bool {
 }
 
 /// The actions of `channel` of rank `me` (of the whole rank when it has one channel): only
-/// that channel's steps from step `first` on, in plan order. Nothing is fused or moved across
-/// channels: the other channels run concurrently, ordered against this one only by signals and
-/// waits. The steps before `first` ran before the kernel (the runtime's speculative prefix).
-pub(crate) fn schedule(
-    plan: &Plan,
-    me: Rank,
-    channel: u32,
-    first: usize,
-    opts: FusionOptions,
-) -> Vec<Action> {
+/// that channel's steps, in plan order. Nothing is fused or moved across channels: the other
+/// channels run concurrently, ordered against this one only by signals and waits.
+pub(crate) fn schedule(plan: &Plan, me: Rank, channel: u32, opts: FusionOptions) -> Vec<Action> {
     let steps = &plan.ranks[me as usize].steps;
     let mut actions = Vec::new();
     // A hoisted wait moves to the start of its own channel only: the runtime sends the entry
     // signals before any channel starts, so it is satisfiable there as in a one-channel rank.
     let hoisted: Vec<bool> = steps
         .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            i >= first
-                && s.channel == channel
-                && opts.hoist_waits
-                && satisfied_at_entry(plan, me, s)
-        })
+        .map(|s| s.channel == channel && opts.hoist_waits && satisfied_at_entry(plan, me, s))
         .collect();
     for (i, h) in hoisted.iter().enumerate() {
         if *h {
@@ -141,7 +128,7 @@ pub(crate) fn schedule(
     let private = private_scratch(plan);
     let mut segment: Vec<usize> = Vec::new();
     for (i, step) in steps.iter().enumerate() {
-        if i < first || hoisted[i] || step.channel != channel {
+        if hoisted[i] || step.channel != channel {
             continue;
         }
         if is_elementwise(&step.op) {
@@ -363,7 +350,7 @@ mod tests {
     fn credit_waits_move_to_entry_and_one_source_feeds_every_peer() {
         // allgather_push rank 1: copy in[0] -> out[1], then a credit wait before each put.
         let p = plan("allgather_push", 4);
-        let a = schedule(&p, 1, 0, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         assert_eq!(a[..3], [Action::Wait(1), Action::Wait(3), Action::Wait(5)]);
         // They are entry credits (the puts write the peers' `out`): `>= epoch + 1`, satisfied
         // by each peer's entry signal, not by earlier launches alone.
@@ -380,7 +367,6 @@ mod tests {
         let a = schedule(
             &p,
             1,
-            0,
             0,
             FusionOptions {
                 fuse: true,
@@ -402,7 +388,7 @@ mod tests {
             prog.entry_signals.clear();
         }
         assert!(!satisfied_at_entry(&p, 1, &p.ranks[1].steps[1]));
-        let a = schedule(&p, 1, 0, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         assert!(!matches!(a[0], Action::Wait(_)));
     }
 
@@ -411,7 +397,7 @@ mod tests {
         // allreduce_two_shot_pull rank 1: gets into land[2], land[3], land[0]; x[1] = reduce;
         // puts x[1] to every peer. One pass; the landing slots are never stored.
         let p = plan("allreduce_two_shot_pull", 4);
-        let a = schedule(&p, 1, 0, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         let pass = pass_with(&a, 10);
         assert_eq!(pass.steps, vec![7, 8, 9, 10, 11, 12, 13]);
         assert!(!pass.guarded && !pass.may_alias);
@@ -427,7 +413,7 @@ mod tests {
     fn wire_reduce_casts_pushes_and_decodes_in_one_guarded_pass() {
         // allreduce_two_shot_wire rank 1: 8 reduce, 9 cast, 10-12 puts of the cast, 13 decode.
         let p = plan("allreduce_two_shot_wire", 4);
-        let a = schedule(&p, 1, 0, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         let pass = pass_with(&a, 8);
         assert_eq!(pass.steps, vec![8, 9, 10, 11, 12, 13]);
         // x[1] is split n over 4 chunks, gath[1] holds ceil(n/4): equal only when n allows.
@@ -441,17 +427,16 @@ mod tests {
     #[test]
     fn ring_reduce_takes_its_push_and_distinct_sources_stay_apart() {
         let p = plan("allreduce_ring", 4);
-        let a = schedule(&p, 1, 0, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         assert_eq!(pass_with(&a, 1).steps, vec![1, 3]);
         let p = plan("alltoall_push", 4);
-        let a = schedule(&p, 1, 0, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default());
         assert_eq!(passes(&a), vec![vec![0], vec![2], vec![4], vec![6]]);
         // Fusion off: every step alone.
         let p = plan("allreduce_two_shot_pull", 4);
         let a = schedule(
             &p,
             1,
-            0,
             0,
             FusionOptions {
                 fuse: false,
@@ -474,7 +459,7 @@ mod tests {
         ] {
             let p = plan(name, 4);
             for r in 0..4 {
-                let a = schedule(&p, r, 0, 0, FusionOptions::default());
+                let a = schedule(&p, r, 0, FusionOptions::default());
                 let steps = &p.ranks[r as usize].steps;
                 let mut done: Vec<usize> = Vec::new();
                 let mut signalled = 0;

@@ -48,11 +48,6 @@ pub struct KernelSpec<'p> {
     /// 0 for a rank with one channel (the kernel runs all its steps); for a rank with several,
     /// one kernel per channel, each with only that channel's steps ([`kernel_channels`]).
     pub channel: u32,
-    /// Index in the rank's step list of the first step the kernel runs: 0 for every step;
-    /// `n` for a kernel that goes on after the runtime ran the first `n` itself (a launch's
-    /// speculative prefix of puts and signals, run before the launch agreement's check).
-    /// Steps scope only ([`JitError::FirstStep`]).
-    pub first_step: usize,
     pub types: ElemTypes,
     pub op: ReduceOp,
 }
@@ -67,9 +62,6 @@ impl KernelSpec<'_> {
         );
         if self.multi_channel() {
             name.push_str(&format!(".c{}", self.channel));
-        }
-        if self.first_step > 0 {
-            name.push_str(&format!(".from{}", self.first_step));
         }
         name
     }
@@ -287,14 +279,12 @@ impl<'ctx, 'p> Cg<'ctx, 'p> {
         self.spec.rank
     }
 
-    /// Whether step `i` of the rank's list is one this kernel runs (its channel's, from its
-    /// first step on).
+    /// Whether step `i` of the rank's list is one this kernel runs (its channel's).
     pub fn runs(&self, i: usize) -> bool {
-        i >= self.spec.first_step
-            && self.plan().ranks[self.me() as usize]
-                .steps
-                .get(i)
-                .is_some_and(|s| s.channel == self.spec.channel)
+        self.plan().ranks[self.me() as usize]
+            .steps
+            .get(i)
+            .is_some_and(|s| s.channel == self.spec.channel)
     }
 
     pub fn numeric(&self) -> numeric::Numeric<'_, 'ctx> {
@@ -520,16 +510,6 @@ pub fn lower<'ctx>(
             channels,
         });
     }
-    // The steps before the first one ran in the runtime, between its entry signals and this
-    // kernel: a launch-scope kernel would send the entry signals after them.
-    let steps = plan.ranks[spec.rank as usize].steps.len();
-    if spec.first_step > 0 && (spec.first_step > steps || opts.scope == KernelScope::Launch) {
-        return Err(JitError::FirstStep {
-            rank: spec.rank,
-            first: spec.first_step,
-            steps,
-        });
-    }
     for b in &plan.buffers {
         if let symsched_plan::Extent::Split { total: e }
         | symsched_plan::Extent::Uniform { chunk: e }
@@ -743,7 +723,7 @@ pub fn lower<'ctx>(
     if launch {
         sync::enter(&cg)?;
     }
-    let actions = fusion::schedule(plan, spec.rank, spec.channel, spec.first_step, opts.fusion);
+    let actions = fusion::schedule(plan, spec.rank, spec.channel, opts.fusion);
     let mut host_ordinal = 0u32;
     let steps = &plan.ranks[spec.rank as usize].steps;
     for action in &actions {

@@ -404,7 +404,6 @@ pub fn run_jit(
                 plan: l.plan,
                 rank: r,
                 channel: 0,
-                first_step: 0,
                 types: l.types,
                 op: l.op,
             };

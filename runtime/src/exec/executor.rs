@@ -45,7 +45,7 @@
 //! resolved steps for a repeated matrix.
 
 use super::agreement::{binds_empty, own_pattern_into, PeerEntry, Signature};
-use super::backend::{Backend, Chosen, ChosenState, LaunchSignals, StepContext, Steps};
+use super::backend::{self, Backend, Chosen, ChosenState, LaunchSignals, StepContext, Steps};
 use super::binding::{self, Binding};
 use super::dtype::{DType, ElemTypes};
 use super::eager::{AlltoallvOutcome, EagerChannel};
@@ -342,7 +342,23 @@ impl<F: Fabric> Executor<F> {
             let eligible = !binds_empty(&sig, lp.roles());
             // A launch that may speculate stages in before publishing too: its word then
             // tells whether it does ("Speculative scratch puts" in `super::loaded`).
-            let early = eligible && (carry || (lp.spec_prefix > 0 && speculation_fits(lp, res)));
+            // On the JIT only a rank whose prefix is its whole step list speculates (it then
+            // runs on the interpreter alone, and its data leaves before the peer's word
+            // arrives): a prefix followed by a kernel makes two backend calls, ~300-400
+            // instructions more per launch, and measured no faster (docs/llvm.md, stop 36).
+            let early = eligible
+                && (carry
+                    || (lp.spec_prefix > 0
+                        && speculation_fits(lp, res)
+                        && (lp.spec_prefix >= res.steps.len()
+                            || backend::runs_on_interpreter(
+                                &lp.plan,
+                                res,
+                                types,
+                                op,
+                                &self.opts,
+                                &mut st.backend,
+                            ))));
             let staged = early
                 && st.staging.stage_in(
                     &self.fabric,

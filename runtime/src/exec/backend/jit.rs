@@ -99,9 +99,6 @@ struct Signature {
     fuse: bool,
     trace: bool,
     fault: Option<Fault>,
-    /// The kernel starts at this step of the rank's list: 0, or the length of the speculative
-    /// prefix the interpreter ran before the launch's check (`Steps::From`).
-    first_step: usize,
 }
 
 /// What the JIT keeps per loaded plan.
@@ -350,7 +347,6 @@ impl JitState {
                 plan,
                 rank,
                 channel,
-                first_step: sig.first_step,
                 types,
                 op: sig.op,
             };
@@ -764,18 +760,17 @@ impl super::Backend for Jit {
         if ctx.resolved.steps.is_empty() {
             return Ok(());
         }
-        // After a speculative prefix (which `Chosen` runs on the interpreter: puts and signals,
-        // nothing to compile) a kernel that starts after it.
-        let first_step = match ctx.part {
-            Steps::All => 0,
-            Steps::From(n) => n,
-            Steps::Prefix(_) => {
-                return Err(ExecError::Runtime(
-                    "jit: a speculative prefix runs on the interpreter".into(),
-                ))
-            }
-        };
-        launch(ctx, state, first_step)
+        match ctx.part {
+            Steps::All => launch(ctx, state),
+            // On the JIT a rank speculates only when its prefix (run by the interpreter, see
+            // `Chosen`) is its whole list: nothing is left for a kernel.
+            Steps::From(n) if n >= ctx.resolved.steps.len() => Ok(()),
+            _ => Err(ExecError::Runtime(
+                "jit: a kernel runs a launch's steps whole (after a speculative prefix only \
+                 when the prefix was the whole list)"
+                    .into(),
+            )),
+        }
     }
 }
 
@@ -783,11 +778,7 @@ impl super::Backend for Jit {
 /// one-channel rank; for a multi-channel rank each channel's kernel on the shared runner
 /// ([`channels::run`], as the interpreter), each with its own call context.
 #[inline(never)]
-fn launch<F: Fabric>(
-    ctx: &StepContext<'_, F>,
-    state: &mut JitState,
-    first_step: usize,
-) -> Result<(), ExecError> {
+fn launch<F: Fabric>(ctx: &StepContext<'_, F>, state: &mut JitState) -> Result<(), ExecError> {
     let plan = ctx.plan;
     let sig = Signature {
         types: ctx.types,
@@ -795,7 +786,6 @@ fn launch<F: Fabric>(
         fuse: ctx.opts.fuse,
         trace: ctx.trace.is_some(),
         fault: current_fault(),
-        first_step,
     };
     let at = state.kernel(plan, ctx.fabric.rank(), sig, &ctx.opts.jit_cache_dir)?;
     let generation = ctx.fabric.generation();

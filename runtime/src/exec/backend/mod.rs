@@ -256,6 +256,19 @@ fn choose(
     (kind, jit)
 }
 
+/// Whether [`Chosen`] runs a launch of `plan`, resolved as `res`, on the interpreter (as its
+/// `run` decides, so a launch may ask before it runs anything).
+pub(crate) fn runs_on_interpreter(
+    plan: &Plan,
+    res: &Resolved,
+    types: ElemTypes,
+    op: ReduceOp,
+    opts: &ExecOptions,
+    state: &mut ChosenState,
+) -> bool {
+    !choose(plan, res, types, op, opts, state).1
+}
+
 impl Backend for Chosen {
     type PlanState = ChosenState;
 
@@ -267,7 +280,8 @@ impl Backend for Chosen {
     ) -> Result<(), ExecError> {
         let (kind, jit) = choose(ctx.plan, ctx.resolved, ctx.types, ctx.op, ctx.opts, state);
         // A speculative prefix is a few puts and signals before the launch's check: the
-        // interpreter runs it for either backend, and the JIT's kernel starts after it.
+        // interpreter runs it for either backend (on the JIT only a prefix that is the rank's
+        // whole list is speculated, so no kernel follows it).
         if !jit || matches!(ctx.part, Steps::Prefix(_)) {
             return interp::Interpreter.run(ctx, &mut state.interp);
         }
