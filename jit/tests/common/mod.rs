@@ -377,14 +377,20 @@ pub struct HeapLayout {
 /// Alignment of every buffer in a [`HeapLayout`] (whole cache lines, as the runtime's heap).
 const HEAP_ALIGN: usize = 64;
 
-/// One rank's heap of a [`HeapLayout`] run: 8-byte aligned storage for the buffers.
-struct RankHeap {
-    words: Vec<u64>,
-}
-
-impl RankHeap {
-    fn base(&mut self) -> *mut u8 {
-        self.words.as_mut_ptr() as *mut u8
+/// Copies every buffer of `mem` to its place in `bases` (`into` the heaps) or back.
+fn copy_heaps(mem: &mut Memory, bases: &[Vec<(usize, usize)>], into: bool) {
+    for (r, bufs) in mem.bufs.iter_mut().enumerate() {
+        for (b, data) in bufs.iter_mut().enumerate() {
+            let (at, len) = bases[r][b];
+            // SAFETY: the buffer's place in rank r's heap, `len` bytes; no rank thread runs.
+            unsafe {
+                if into {
+                    std::ptr::copy_nonoverlapping(data.as_ptr(), at as *mut u8, len)
+                } else {
+                    std::ptr::copy_nonoverlapping(at as *const u8, data.as_mut_ptr(), len)
+                }
+            };
+        }
     }
 }
 
@@ -440,15 +446,14 @@ pub fn run_jit(
             .collect();
         (offsets, end)
     });
-    let mut heaps: Vec<RankHeap> = match &layout {
+    // 8-byte aligned storage per rank.
+    let mut heaps: Vec<Vec<u64>> = match &layout {
         Some((_, total)) => (0..p)
-            .map(|_| RankHeap {
-                words: vec![0u64; total.div_ceil(8).max(1)],
-            })
+            .map(|_| vec![0u64; total.div_ceil(8).max(1)])
             .collect(),
         None => Vec::new(),
     };
-    let heap_bases: Vec<usize> = heaps.iter_mut().map(|h| h.base() as usize).collect();
+    let heap_bases: Vec<usize> = heaps.iter_mut().map(|h| h.as_mut_ptr() as usize).collect();
     let bases: Vec<Vec<(usize, usize)>> = match &layout {
         Some((offsets, _)) => mem
             .bufs
@@ -520,13 +525,7 @@ pub fn run_jit(
         .map_or((0, 0), |t| (t.0.as_ptr() as usize, t.1.as_ptr() as usize));
     for epoch in epochs {
         if layout.is_some() {
-            for (r, bufs) in mem.bufs.iter().enumerate() {
-                for (b, data) in bufs.iter().enumerate() {
-                    let (at, len) = world.bases[r][b];
-                    // SAFETY: the buffer's place in rank r's heap, `len` bytes, no thread running.
-                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at as *mut u8, len) };
-                }
-            }
+            copy_heaps(mem, &world.bases, true);
         }
         // What the late ranks' callers write just before they enter.
         let images: Vec<Option<Vec<Vec<u8>>>> = (0..p as usize)
@@ -674,15 +673,7 @@ pub fn run_jit(
                 .collect()
         });
         if layout.is_some() {
-            for (r, bufs) in mem.bufs.iter_mut().enumerate() {
-                for (b, data) in bufs.iter_mut().enumerate() {
-                    let (at, len) = world.bases[r][b];
-                    // SAFETY: as above; every rank thread has ended.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(at as *const u8, data.as_mut_ptr(), len)
-                    };
-                }
-            }
+            copy_heaps(mem, &world.bases, false);
         }
         failures.extend(results.into_iter().flatten());
         if !failures.is_empty() {

@@ -509,23 +509,25 @@ impl<F: Fabric> Executor<F> {
             self.send_entry_signals(lp, signals, true)?;
         }
         let memory = st.staging.memory(&self.fabric, &lp.plan, types);
-        // 5. run the steps (those after the speculative prefix); 6. finish
-        let part = if first > 0 {
-            Steps::From(first)
-        } else {
-            Steps::All
-        };
-        self.run_steps(
-            lp,
-            res,
-            sizes,
-            &memory,
-            signals,
-            types,
-            op,
-            &mut st.backend,
-            part,
-        )?;
+        // 5. run the steps (those after the speculative prefix, if it left any); 6. finish
+        if first == 0 || first < res.steps.len() {
+            let part = if first > 0 {
+                Steps::From(first)
+            } else {
+                Steps::All
+            };
+            self.run_steps(
+                lp,
+                res,
+                sizes,
+                &memory,
+                signals,
+                types,
+                op,
+                &mut st.backend,
+                part,
+            )?;
+        }
         finish_avg(lp, res, &memory, types, op)?;
         // 7. stage out; 8. exit signals
         st.staging.stage_out(&self.fabric, &lp.plan, buffers)?;

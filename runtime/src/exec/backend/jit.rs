@@ -760,17 +760,14 @@ impl super::Backend for Jit {
         if ctx.resolved.steps.is_empty() {
             return Ok(());
         }
-        match ctx.part {
-            Steps::All => launch(ctx, state),
+        if ctx.part != Steps::All {
             // On the JIT a rank speculates only when its prefix (run by the interpreter, see
-            // `Chosen`) is its whole list: nothing is left for a kernel.
-            Steps::From(n) if n >= ctx.resolved.steps.len() => Ok(()),
-            _ => Err(ExecError::Runtime(
-                "jit: a kernel runs a launch's steps whole (after a speculative prefix only \
-                 when the prefix was the whole list)"
-                    .into(),
-            )),
+            // `Chosen`) is its whole list, and the executor runs no empty rest.
+            return Err(ExecError::Runtime(
+                "jit: a kernel runs a launch's steps whole".into(),
+            ));
         }
+        launch(ctx, state)
     }
 }
 
