@@ -1,6 +1,7 @@
-//! The comparison catches broken lowerings: a dropped wait and a reversed fold each make the
-//! kernels differ from the reference, while the correct lowering under the same conditions
-//! matches it. And the reference itself computes the collectives.
+//! The comparison catches broken lowerings: a dropped wait, a reversed fold and a step sunk
+//! past the signal that frees its source each make the kernels differ from the reference,
+//! while the correct lowering under the same conditions matches it. And the reference itself
+//! computes the collectives.
 
 mod common;
 
@@ -124,6 +125,38 @@ fn a_reversed_fold_is_caught() {
 
 /// The reference simulator against the collective's definition: allreduce of integer-valued
 /// f32 (exact in any order) is the sum over ranks; allgather concatenates.
+#[test]
+fn a_step_sunk_past_the_signal_that_frees_its_source_is_caught() {
+    // sink_trap at P = 2: each rank copies its slot `a` into `keep`, signals the peer, which
+    // then overwrites `a`; `keep` is read after the waits. Sunk to its reader (the fault
+    // leaves out the check that no peer touches its places), the copy reads the peer's data:
+    // every rank ends with twice the peer's values, whatever the timing.
+    let mut lib = symsched_compiler::library::Library::new();
+    lib.add_source("sink_trap.sched", include_str!("schedules/sink_trap.sched"))
+        .expect("parses");
+    let p = symsched_compiler::pipeline::compile(
+        &lib,
+        "sink_trap",
+        2,
+        &Default::default(),
+        &Default::default(),
+    )
+    .unwrap_or_else(|d| panic!("{d:?}"))
+    .plan;
+    let sizes = sizes_for(&p, 1000, 0);
+    let l = Launch {
+        plan: &p,
+        types: types(DType::F32, None),
+        op: ReduceOp::Sum,
+        sizes: &sizes,
+    };
+    let good = harness(None);
+    compare(&cache(&good), &good, &l, 2, 11).expect("the correct lowering matches");
+    let bad = harness(Some(Fault::SinkShared));
+    let err = compare(&cache(&bad), &bad, &l, 2, 11).expect_err("a wrong sink must be caught");
+    assert!(err.contains("rank"), "{err}");
+}
+
 #[test]
 fn the_reference_computes_the_collectives() {
     use common::reference::{simulate, Memory};

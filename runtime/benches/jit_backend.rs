@@ -368,14 +368,23 @@ fn bench_launch(
     g.finish();
 }
 
-/// `SYMSCHED_BENCH_PROFILE=<schedule>/<bytes>/<interp|jit>/<launches>`: only that case, as a
-/// fixed number of launches after the warm-up and no statistics, for a profiler
-/// (`valgrind --tool=callgrind`, `perf record`); prints µs per launch.
+/// `SYMSCHED_BENCH_PROFILE=<schedule>/<bytes>/<interp|jit>/<launches>[/<wire dtype>]`: only that
+/// case, as a fixed number of launches after the warm-up and no statistics, for a profiler
+/// (`valgrind --tool=callgrind`, `perf record`); prints µs per launch. f32 data, summed; the
+/// wire dtype (e.g. `bf16`, for the wire schedules) defaults to the data's.
 fn profile(spec: &str) {
     let parts: Vec<&str> = spec.split('/').collect();
-    let [name, bytes, backend, iters] = parts[..] else {
-        panic!("SYMSCHED_BENCH_PROFILE: <schedule>/<bytes>/<interp|jit>/<launches>, not {spec}");
+    let (name, bytes, backend, iters, wire) = match parts[..] {
+        [name, bytes, backend, iters] => (name, bytes, backend, iters, None),
+        [name, bytes, backend, iters, wire] => (name, bytes, backend, iters, Some(wire)),
+        _ => panic!(
+            "SYMSCHED_BENCH_PROFILE: <schedule>/<bytes>/<interp|jit>/<launches>[/<wire>], not {spec}"
+        ),
     };
+    let wire = wire.map(|w| {
+        w.parse::<DType>()
+            .unwrap_or_else(|e| panic!("SYMSCHED_BENCH_PROFILE: wire {w}: {e}"))
+    });
     let backend = match backend {
         "interp" => BackendKind::Interp,
         "jit" => BackendKind::Jit,
@@ -388,12 +397,9 @@ fn profile(spec: &str) {
         plan(name, 2)
     }
     .unwrap_or_else(|| panic!("no schedule {name}"));
-    let ranks = Ranks::start(
-        &pl,
-        ElemTypes::new(DType::F32, None).unwrap(),
-        bytes,
-        backend,
-    );
+    let types = ElemTypes::new(DType::F32, wire)
+        .unwrap_or_else(|e| panic!("SYMSCHED_BENCH_PROFILE: wire {wire:?}: {e}"));
+    let ranks = Ranks::start(&pl, types, bytes, backend);
     let t = ranks.run(iters);
     ranks.stop();
     println!(

@@ -4,9 +4,7 @@
 //! into `plan/` as one shared definition; when it lands this module keeps only what is specific
 //! to the back end (length keys).
 
-use symsched_plan::{
-    BufferRole, CountsMatrix, Extent, Op, Plan, Rank, Region, SignalMode, SizeExpr, Step,
-};
+use symsched_plan::{CountsMatrix, Extent, Op, Plan, Rank, Region, SignalMode, SizeExpr, Step};
 
 /// One access of a step: a region on a rank, read or written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -175,17 +173,6 @@ pub(crate) fn len_key(plan: &Plan, rank: Rank, r: &Region) -> LenKey {
             count: r.count,
         },
     }
-}
-
-/// Scratch that only its own rank ever touches: a write to it matters only to later steps of
-/// that rank.
-pub(crate) fn private_scratch(plan: &Plan) -> Vec<bool> {
-    let remote = plan.remote_buffers();
-    plan.buffers
-        .iter()
-        .zip(remote)
-        .map(|(b, r)| b.role == BufferRole::Scratch && !r)
-        .collect()
 }
 
 /// A wait that is satisfied without anything this rank does in the current launch: `>=`

@@ -27,17 +27,29 @@
 //! **Signals** of fused puts go out after the pass; each one waits for every step before it in
 //! program order (which may sit in a later pass), so nothing a peer may rely on is missing.
 //!
-//! **Dead writes.** A write to scratch that no rank accesses remotely and that no later step of
-//! this rank touches is never read: the fused loop keeps its value in a register for the steps
-//! in the pass and does not store it (a pulled chunk folded straight into its reduce).
+//! **Private steps sink to their reader.** A copy, cast or reduce whose places no other rank
+//! and no other channel of this rank ever touches (the owner's own wire slot, cast from its
+//! own chunk) matters only to later steps of this channel. When the first such step that
+//! touches what it writes reads exactly that place, and only waits, signals and steps
+//! independent of it lie in between, it runs right before that reader instead: across the
+//! wait, into the reader's pass. Nothing a peer sees changes (no peer touches those places, so
+//! no signal or wait orders anything against them); on the host, where a rank's steps run one
+//! after another anyway, the step costs no overlap, and its reader reads the value from a
+//! register instead of memory (the wire all-reduce's own chunk: cast, then folded after the
+//! wait).
+//!
+//! **Dead writes.** A write to scratch that no other rank accesses at that place and that no
+//! later step of this rank touches is never read: the fused loop keeps its value in a register
+//! for the steps in the pass and does not store it (a pulled chunk folded straight into its
+//! reduce, a sunk cast of the rank's own chunk).
 
 use super::dataflow::{
-    accesses, data_region, is_elementwise, len_key, private_scratch, satisfied_at_entry, Access,
-    LenKey,
+    accesses, data_region, is_elementwise, len_key, satisfied_at_entry, Access, LenKey,
 };
-use symsched_plan::{Op, Plan, Rank};
+use super::Fault;
+use symsched_plan::{BufferRole, Op, Plan, Rank};
 
-/// Switches of the analysis (both on by default; off to compare, and for tests).
+/// Switches of the analysis (all on by default; off to compare, and for tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FusionOptions {
     /// Form multi-step passes.
@@ -45,6 +57,9 @@ pub struct FusionOptions {
     /// Move waits that earlier launches and the peers' entry signals satisfy to the kernel
     /// entry.
     pub hoist_waits: bool,
+    /// Run a step on private places right before the step that reads its result, across waits
+    /// and signals (only when `fuse` is on: it exists to join that reader's pass).
+    pub sink_private: bool,
 }
 
 impl Default for FusionOptions {
@@ -52,8 +67,108 @@ impl Default for FusionOptions {
         FusionOptions {
             fuse: true,
             hoist_waits: true,
+            sink_private: true,
         }
     }
+}
+
+/// Which places of rank `me`'s memory only `me`'s steps of one channel touch.
+struct Privacy {
+    me: Rank,
+    /// Every access another rank's step makes to `me`'s memory (puts into it, gets from it).
+    foreign: Vec<Access>,
+    scratch: Vec<bool>,
+}
+
+impl Privacy {
+    fn of(plan: &Plan, me: Rank) -> Privacy {
+        let foreign = plan
+            .ranks
+            .iter()
+            .filter(|prog| prog.rank != me)
+            .flat_map(|prog| prog.steps.iter().flat_map(|s| accesses(&s.op, prog.rank)))
+            .filter(|a| a.rank == me)
+            .collect();
+        Privacy {
+            me,
+            foreign,
+            scratch: plan
+                .buffers
+                .iter()
+                .map(|b| b.role == BufferRole::Scratch)
+                .collect(),
+        }
+    }
+
+    /// No other rank touches this memory.
+    fn unshared(&self, a: &Access) -> bool {
+        a.rank == self.me && !self.foreign.iter().any(|f| f.overlaps(a))
+    }
+
+    /// Scratch of this rank that no other rank touches: what is written there matters only to
+    /// this rank's later steps.
+    fn private_scratch(&self, a: &Access) -> bool {
+        self.unshared(a) && self.scratch.get(a.region.buffer as usize) == Some(&true)
+    }
+}
+
+/// Per step of `channel`, the index of the step it runs right before: itself, or for a step
+/// on private places the first later step that reads its result (see the module text). The
+/// execution order is the steps sorted by (target, index). `shared_too` is
+/// [`Fault::SinkShared`].
+fn sink_targets(
+    plan: &Plan,
+    me: Rank,
+    channel: u32,
+    hoisted: &[bool],
+    privacy: &Privacy,
+    shared_too: bool,
+) -> Vec<usize> {
+    let steps = &plan.ranks[me as usize].steps;
+    let mut at: Vec<usize> = (0..steps.len()).collect();
+    let ours = |i: usize| steps[i].channel == channel && !hoisted[i];
+    for s in (0..steps.len()).rev() {
+        if !ours(s)
+            || !matches!(
+                steps[s].op,
+                Op::Copy { .. } | Op::Cast { .. } | Op::Reduce { .. }
+            )
+        {
+            continue;
+        }
+        let acc = accesses(&steps[s].op, me);
+        let other_channels = steps
+            .iter()
+            .filter(|o| o.channel != channel)
+            .flat_map(|o| accesses(&o.op, me))
+            .any(|b| acc.iter().any(|a| a.overlaps(&b)));
+        if other_channels || !(shared_too || acc.iter().all(|a| privacy.unshared(a))) {
+            continue;
+        }
+        let mut crossed = false;
+        for t in s + 1..steps.len() {
+            if !ours(t) {
+                continue;
+            }
+            let op = &steps[t].op;
+            let later = accesses(op, me);
+            let reads_result = is_elementwise(op)
+                && later
+                    .iter()
+                    .any(|b| !b.write && acc.iter().any(|a| a.write && a.same_place(b)));
+            if reads_result {
+                if crossed && at[t] == t {
+                    at[s] = t;
+                }
+                break;
+            }
+            if later.iter().any(|b| acc.iter().any(|a| a.conflicts(b))) {
+                break;
+            }
+            crossed |= !is_elementwise(op);
+        }
+    }
+    at
 }
 
 /// What the kernel does, in order. Indices are positions in the rank's step list.
@@ -111,7 +226,13 @@ fn independent(a: &[(usize, Access)], b: &[(usize, Access)]) -> bool {
 /// The actions of `channel` of rank `me` (of the whole rank when it has one channel): only
 /// that channel's steps, in plan order. Nothing is fused or moved across channels: the other
 /// channels run concurrently, ordered against this one only by signals and waits.
-pub(crate) fn schedule(plan: &Plan, me: Rank, channel: u32, opts: FusionOptions) -> Vec<Action> {
+pub(crate) fn schedule(
+    plan: &Plan,
+    me: Rank,
+    channel: u32,
+    opts: FusionOptions,
+    fault: Option<Fault>,
+) -> Vec<Action> {
     let steps = &plan.ranks[me as usize].steps;
     let mut actions = Vec::new();
     // A hoisted wait moves to the start of its own channel only: the runtime sends the entry
@@ -125,9 +246,16 @@ pub(crate) fn schedule(plan: &Plan, me: Rank, channel: u32, opts: FusionOptions)
             actions.push(Action::Wait(i));
         }
     }
-    let private = private_scratch(plan);
+    let privacy = Privacy::of(plan, me);
+    let mut order: Vec<usize> = (0..steps.len()).collect();
+    if opts.fuse && opts.sink_private {
+        let shared_too = fault == Some(Fault::SinkShared);
+        let at = sink_targets(plan, me, channel, &hoisted, &privacy, shared_too);
+        order.sort_by_key(|&i| (at[i], i));
+    }
     let mut segment: Vec<usize> = Vec::new();
-    for (i, step) in steps.iter().enumerate() {
+    for i in order {
+        let step = &steps[i];
         if hoisted[i] || step.channel != channel {
             continue;
         }
@@ -135,7 +263,7 @@ pub(crate) fn schedule(plan: &Plan, me: Rank, channel: u32, opts: FusionOptions)
             segment.push(i);
             continue;
         }
-        flush(plan, me, opts, &private, &mut segment, &mut actions);
+        flush(plan, me, opts, &privacy, &mut segment, &mut actions);
         actions.push(match &step.op {
             Op::Wait { .. } => Action::Wait(i),
             Op::Signal { .. } => Action::Signal(i),
@@ -144,7 +272,7 @@ pub(crate) fn schedule(plan: &Plan, me: Rank, channel: u32, opts: FusionOptions)
             _ => unreachable!("element-wise steps are collected above"),
         });
     }
-    flush(plan, me, opts, &private, &mut segment, &mut actions);
+    flush(plan, me, opts, &privacy, &mut segment, &mut actions);
     actions
 }
 
@@ -152,7 +280,7 @@ fn flush(
     plan: &Plan,
     me: Rank,
     opts: FusionOptions,
-    private: &[bool],
+    privacy: &Privacy,
     segment: &mut Vec<usize>,
     actions: &mut Vec<Action>,
 ) {
@@ -214,7 +342,7 @@ fn flush(
     for (pi, mut p) in passes.into_iter().enumerate() {
         p.steps.sort_unstable();
         let first = p.steps[0];
-        let dead = dead_writes(plan, me, private, &p, first);
+        let dead = dead_writes(plan, me, privacy, &p, first);
         let may_alias = p.steps.iter().any(|&s| {
             let a = accesses(&steps[s].op, me);
             a.iter().enumerate().any(|(i, x)| {
@@ -284,16 +412,23 @@ fn try_merge(
     true
 }
 
-/// Places the pass writes that nothing reads later: private scratch on this rank that no step
-/// outside the pass touches after the pass's first step (steps before it run before the pass).
-/// A step of another channel of the rank counts wherever it sits in the list: it may run at
-/// any time relative to this pass (a self-signal may order it after).
-fn dead_writes(plan: &Plan, me: Rank, private: &[bool], p: &Building, first: usize) -> Vec<Access> {
+/// Places the pass writes that nothing reads later: scratch on this rank that no other rank
+/// touches there and no step outside the pass touches after the pass's first step (steps
+/// before it run before the pass; a step sunk into the pass moved past only steps independent
+/// of it). A step of another channel of the rank counts wherever it sits in the list: it may
+/// run at any time relative to this pass (a self-signal may order it after).
+fn dead_writes(
+    plan: &Plan,
+    me: Rank,
+    privacy: &Privacy,
+    p: &Building,
+    first: usize,
+) -> Vec<Access> {
     let steps = &plan.ranks[me as usize].steps;
     let channel = steps[first].channel;
     let mut dead: Vec<Access> = Vec::new();
     for (_, w) in p.acc.iter().filter(|(_, a)| a.write) {
-        if w.rank != me || !private[w.region.buffer as usize] || dead.contains(w) {
+        if !privacy.private_scratch(w) || dead.contains(w) {
             continue;
         }
         let touched_later = steps.iter().enumerate().any(|(i, st)| {
@@ -350,7 +485,7 @@ mod tests {
     fn credit_waits_move_to_entry_and_one_source_feeds_every_peer() {
         // allgather_push rank 1: copy in[0] -> out[1], then a credit wait before each put.
         let p = plan("allgather_push", 4);
-        let a = schedule(&p, 1, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default(), None);
         assert_eq!(a[..3], [Action::Wait(1), Action::Wait(3), Action::Wait(5)]);
         // They are entry credits (the puts write the peers' `out`): `>= epoch + 1`, satisfied
         // by each peer's entry signal, not by earlier launches alone.
@@ -369,9 +504,10 @@ mod tests {
             1,
             0,
             FusionOptions {
-                fuse: true,
                 hoist_waits: false,
+                ..FusionOptions::default()
             },
+            None,
         );
         assert_eq!(passes(&a), vec![vec![0], vec![2], vec![4], vec![6]]);
     }
@@ -388,7 +524,7 @@ mod tests {
             prog.entry_signals.clear();
         }
         assert!(!satisfied_at_entry(&p, 1, &p.ranks[1].steps[1]));
-        let a = schedule(&p, 1, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default(), None);
         assert!(!matches!(a[0], Action::Wait(_)));
     }
 
@@ -397,7 +533,7 @@ mod tests {
         // allreduce_two_shot_pull rank 1: gets into land[2], land[3], land[0]; x[1] = reduce;
         // puts x[1] to every peer. One pass; the landing slots are never stored.
         let p = plan("allreduce_two_shot_pull", 4);
-        let a = schedule(&p, 1, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default(), None);
         let pass = pass_with(&a, 10);
         assert_eq!(pass.steps, vec![7, 8, 9, 10, 11, 12, 13]);
         assert!(!pass.guarded && !pass.may_alias);
@@ -411,26 +547,125 @@ mod tests {
 
     #[test]
     fn wire_reduce_casts_pushes_and_decodes_in_one_guarded_pass() {
-        // allreduce_two_shot_wire rank 1: 8 reduce, 9 cast, 10-12 puts of the cast, 13 decode.
+        // allreduce_two_shot_wire rank 1: 6 cast of its own chunk into land[1], 7 wait, 8 reduce,
+        // 9 cast, 10-12 puts of the cast, 13 decode.
         let p = plan("allreduce_two_shot_wire", 4);
-        let a = schedule(&p, 1, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default(), None);
         let pass = pass_with(&a, 8);
-        assert_eq!(pass.steps, vec![8, 9, 10, 11, 12, 13]);
+        // The cast of 6 touches only x[1] and land[1] of rank 1, which no peer touches: it
+        // sinks past the wait into its reader's pass.
+        assert_eq!(pass.steps, vec![6, 8, 9, 10, 11, 12, 13]);
+        let wait = a.iter().position(|x| *x == Action::Wait(7)).unwrap();
+        let at = a
+            .iter()
+            .position(|x| matches!(x, Action::Pass(q) if q.steps.contains(&8)));
+        assert!(at > Some(wait));
         // x[1] is split n over 4 chunks, gath[1] holds ceil(n/4): equal only when n allows.
         assert!(pass.guarded);
-        // gath is put into remotely: stored.
-        assert!(pass.dead.is_empty());
+        // land[1] and gath[1] of rank 1: the peers put into their own slots (land[p], and
+        // gath[1] in *their* memory), so rank 1's are read only inside this pass: not stored.
+        let id = |n: &str| p.buffers.iter().position(|b| b.name == n).unwrap() as u32;
+        let mut dead: Vec<(u32, u32)> = pass
+            .dead
+            .iter()
+            .map(|d| (d.region.buffer, d.region.first))
+            .collect();
+        dead.sort_unstable();
+        let mut want = vec![(id("land"), 1), (id("gath"), 1)];
+        want.sort_unstable();
+        assert_eq!(dead, want);
+        assert!(pass.dead.iter().all(|d| d.rank == 1));
         // The decodes after the wait touch different chunks: one pass each.
         assert_eq!(pass_with(&a, 15).steps, vec![15]);
+        // Without sinking the cast runs before the wait, alone, and its slot is stored.
+        let a = schedule(
+            &p,
+            1,
+            0,
+            FusionOptions {
+                sink_private: false,
+                ..FusionOptions::default()
+            },
+            None,
+        );
+        assert_eq!(pass_with(&a, 6).steps, vec![6]);
+        assert!(pass_with(&a, 6).dead.is_empty());
+        assert_eq!(pass_with(&a, 8).steps, vec![8, 9, 10, 11, 12, 13]);
+    }
+
+    #[test]
+    fn a_step_on_a_place_a_peer_overwrites_later_does_not_sink() {
+        // sink_trap rank 0: 1 `keep[0] = copy(a[0])`, 5 `signal go` (the peer may now
+        // overwrite `a`), 6 and 9 waits, 10 `x[0] = reduce(keep[0], a[0])`, its reader.
+        let mut lib = symsched_compiler::library::Library::new();
+        lib.add_source(
+            "sink_trap.sched",
+            include_str!("../../tests/schedules/sink_trap.sched"),
+        )
+        .expect("parses");
+        let p = compile(
+            &lib,
+            "sink_trap",
+            2,
+            &Default::default(),
+            &CompileOptions::default(),
+        )
+        .unwrap_or_else(|d| panic!("{d:?}"))
+        .plan;
+        let steps = &p.ranks[0].steps;
+        assert!(matches!(steps[1].op, Op::Copy { .. }));
+        assert!(matches!(steps[5].op, Op::Signal { .. }));
+        assert!(matches!(steps[10].op, Op::Reduce { .. }));
+        let at = |a: &[Action], step: usize| {
+            a.iter()
+                .position(|x| matches!(x, Action::Pass(q) if q.steps.contains(&step)))
+                .unwrap()
+        };
+        let signal = |a: &[Action]| a.iter().position(|x| *x == Action::Signal(5)).unwrap();
+        let a = schedule(&p, 0, 0, FusionOptions::default(), None);
+        assert!(at(&a, 1) < signal(&a));
+        // Without the privacy check the copy would join its reader, after the signal.
+        let a = schedule(&p, 0, 0, FusionOptions::default(), Some(Fault::SinkShared));
+        assert!(at(&a, 1) > signal(&a));
+        assert_eq!(at(&a, 1), at(&a, 10));
+    }
+
+    #[test]
+    fn steps_on_places_a_peer_touches_stay_before_the_wait() {
+        // Every step before a wait in these writes or
+        // reads a place some peer touches, or nothing after the wait reads what it wrote, so
+        // nothing moves: the order of the non-hoisted actions is the plan's.
+        for name in [
+            "allreduce_two_shot",
+            "allreduce_ring",
+            "allgather_push",
+            "alltoall_push",
+        ] {
+            let p = plan(name, 4);
+            for r in 0..4 {
+                let a = schedule(&p, r, 0, FusionOptions::default(), None);
+                let b = schedule(
+                    &p,
+                    r,
+                    0,
+                    FusionOptions {
+                        sink_private: false,
+                        ..FusionOptions::default()
+                    },
+                    None,
+                );
+                assert_eq!(passes(&a), passes(&b), "{name} rank {r}");
+            }
+        }
     }
 
     #[test]
     fn ring_reduce_takes_its_push_and_distinct_sources_stay_apart() {
         let p = plan("allreduce_ring", 4);
-        let a = schedule(&p, 1, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default(), None);
         assert_eq!(pass_with(&a, 1).steps, vec![1, 3]);
         let p = plan("alltoall_push", 4);
-        let a = schedule(&p, 1, 0, FusionOptions::default());
+        let a = schedule(&p, 1, 0, FusionOptions::default(), None);
         assert_eq!(passes(&a), vec![vec![0], vec![2], vec![4], vec![6]]);
         // Fusion off: every step alone.
         let p = plan("allreduce_two_shot_pull", 4);
@@ -440,8 +675,9 @@ mod tests {
             0,
             FusionOptions {
                 fuse: false,
-                hoist_waits: true,
+                ..FusionOptions::default()
             },
+            None,
         );
         assert!(passes(&a).iter().all(|s| s.len() == 1));
     }
@@ -459,7 +695,7 @@ mod tests {
         ] {
             let p = plan(name, 4);
             for r in 0..4 {
-                let a = schedule(&p, r, 0, FusionOptions::default());
+                let a = schedule(&p, r, 0, FusionOptions::default(), None);
                 let steps = &p.ranks[r as usize].steps;
                 let mut done: Vec<usize> = Vec::new();
                 let mut signalled = 0;

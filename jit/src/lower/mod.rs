@@ -102,6 +102,9 @@ pub enum Fault {
     ReverseFold,
     /// Copy one element less in every block of a blocked copy-out (`elements.rs`).
     ShortCopyOut,
+    /// Sink steps into their reader's pass even when a peer touches their places (`fusion.rs`
+    /// without its privacy check).
+    SinkShared,
 }
 
 /// How much of a launch the kernel does.
@@ -723,7 +726,7 @@ pub fn lower<'ctx>(
     if launch {
         sync::enter(&cg)?;
     }
-    let actions = fusion::schedule(plan, spec.rank, spec.channel, opts.fusion);
+    let actions = fusion::schedule(plan, spec.rank, spec.channel, opts.fusion, opts.fault);
     let mut host_ordinal = 0u32;
     let steps = &plan.ranks[spec.rank as usize].steps;
     for action in &actions {
