@@ -11,7 +11,7 @@ use symsched_jit::cache::KernelCache;
 use symsched_jit::compile::CompileOptions;
 use symsched_jit::lower::Fault;
 use symsched_jit::{DType, LowerOptions, ReduceOp};
-use symsched_plan::Op;
+use symsched_plan::{LaunchSizes, Op, Plan};
 
 fn harness(fault: Option<Fault>) -> Harness {
     Harness {
@@ -23,6 +23,16 @@ fn harness(fault: Option<Fault>) -> Harness {
             ..Default::default()
         },
         ..Default::default()
+    }
+}
+
+/// A launch of `p` over f32 data, summed.
+fn f32_sum<'a>(p: &'a Plan, sizes: &'a LaunchSizes) -> Launch<'a> {
+    Launch {
+        plan: p,
+        types: types(DType::F32, None),
+        op: ReduceOp::Sum,
+        sizes,
     }
 }
 
@@ -44,12 +54,7 @@ fn a_dropped_wait_is_caught() {
         .expect("rank 0 waits for the puts")
         .id;
     let sizes = sizes_for(&p, 1000, 0);
-    let l = Launch {
-        plan: &p,
-        types: types(DType::F32, None),
-        op: ReduceOp::Sum,
-        sizes: &sizes,
-    };
+    let l = f32_sum(&p, &sizes);
     let late: Vec<(u32, Duration)> = (1..4).map(|r| (r, Duration::from_millis(200))).collect();
     let mut good = harness(None);
     good.delay_first_wait = late.clone();
@@ -79,12 +84,7 @@ fn a_late_entrant_keeps_what_peers_push_and_a_dropped_entry_credit_is_caught() {
             .expect("an entry credit before the put")
             .id;
         let sizes = sizes_for(&p, 1000, 0);
-        let l = Launch {
-            plan: &p,
-            types: types(DType::F32, None),
-            op: ReduceOp::Sum,
-            sizes: &sizes,
-        };
+        let l = f32_sum(&p, &sizes);
         let late = vec![(2, Duration::from_millis(150))];
         let mut good = harness(None);
         good.late_entry = late.clone();
@@ -109,12 +109,7 @@ fn a_reversed_fold_is_caught() {
     ] {
         let p = plan(name, 4);
         let sizes = sizes_for(&p, 1000, 0);
-        let l = Launch {
-            plan: &p,
-            types: types(DType::F32, None),
-            op: ReduceOp::Sum,
-            sizes: &sizes,
-        };
+        let l = f32_sum(&p, &sizes);
         let good = harness(None);
         compare(&cache(&good), &good, &l, 1, 3).expect("the correct lowering matches");
         let bad = harness(Some(Fault::ReverseFold));
@@ -123,8 +118,6 @@ fn a_reversed_fold_is_caught() {
     }
 }
 
-/// The reference simulator against the collective's definition: allreduce of integer-valued
-/// f32 (exact in any order) is the sum over ranks; allgather concatenates.
 #[test]
 fn a_step_sunk_past_the_signal_that_frees_its_source_is_caught() {
     // sink_trap at P = 2: each rank copies its slot `a` into `keep`, signals the peer, which
@@ -144,12 +137,7 @@ fn a_step_sunk_past_the_signal_that_frees_its_source_is_caught() {
     .unwrap_or_else(|d| panic!("{d:?}"))
     .plan;
     let sizes = sizes_for(&p, 1000, 0);
-    let l = Launch {
-        plan: &p,
-        types: types(DType::F32, None),
-        op: ReduceOp::Sum,
-        sizes: &sizes,
-    };
+    let l = f32_sum(&p, &sizes);
     let good = harness(None);
     compare(&cache(&good), &good, &l, 2, 11).expect("the correct lowering matches");
     let bad = harness(Some(Fault::SinkShared));
@@ -157,6 +145,8 @@ fn a_step_sunk_past_the_signal_that_frees_its_source_is_caught() {
     assert!(err.contains("rank"), "{err}");
 }
 
+/// The reference simulator against the collective's definition: allreduce of integer-valued
+/// f32 (exact in any order) is the sum over ranks; allgather concatenates.
 #[test]
 fn the_reference_computes_the_collectives() {
     use common::reference::{simulate, Memory};
