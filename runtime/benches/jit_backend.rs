@@ -2,7 +2,8 @@
 //! load average printed at the end (issue 12's performance goals):
 //!
 //! - `compile`: thread CPU time to compile one kernel (lower, optimise, generate code, no
-//!   cache) per (plan, rank) at P = 8 and P = 64 (goals ≤ 50 ms and ≤ 500 ms, release);
+//!   cache) per (plan, rank) at P = 8 and P = 64 (goals ≤ 50 ms and ≤ 500 ms, release), f32
+//!   data (f32 on the wire for the wire two-shot, the slowest to compile);
 //! - `launch/<schedule>/<bytes>/<backend>`: every standard schedule at 2 ranks (threads of this
 //!   process over the in-process fabric, role buffers in the heap), f32 sum, the message sizes
 //!   of [`SIZES`] (goal: JIT ÷ interpreter ≤ 1.0); the schedules without a reduce step are the
@@ -442,6 +443,7 @@ fn all(c: &mut Criterion) {
     for p in [8u32, 64] {
         for name in [
             "allreduce_two_shot",
+            "allreduce_two_shot_wire",
             "allreduce_ring",
             "allgather_push",
             "alltoall_push",
