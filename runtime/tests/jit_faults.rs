@@ -76,7 +76,20 @@ fn broken_lowerings_are_caught_and_the_correct_one_is_not() {
     let err = compare(&blocked).expect_err("a short copy-out must be caught");
     assert!(err.contains("interp vs jit"), "{err}");
 
+    // The wire two-shot's owner never stores its reduced chunk in its own `gath` slot (a dead
+    // write; f32 on the wire here): the chunk is staged on the stack a block at a time and
+    // copied out from there, with the same fault.
+    let wire = instance("allreduce_two_shot_wire", 2).expect("P = 2 instance");
+    let staged = Case {
+        plan: &wire,
+        count: 5000,
+        ..fold.clone()
+    };
+    let err = compare(&staged).expect_err("a short staged copy-out must be caught");
+    assert!(err.contains("interp vs jit"), "{err}");
+
     set_test_fault(None);
     compare(&fold).expect("the correct lowering equals the interpreter again");
     compare(&blocked).expect("the correct lowering equals the interpreter again");
+    compare(&staged).expect("the correct lowering equals the interpreter again");
 }
