@@ -75,18 +75,23 @@ impl Default for FusionOptions {
 /// Which places of rank `me`'s memory only `me`'s steps of one channel touch.
 struct Privacy {
     me: Rank,
-    /// Every access another rank's step makes to `me`'s memory (puts into it, gets from it).
+    /// Every access to `me`'s memory by another rank's step (puts into it, gets from it) or by
+    /// a step of another channel of `me`.
     foreign: Vec<Access>,
     scratch: Vec<bool>,
 }
 
 impl Privacy {
-    fn of(plan: &Plan, me: Rank) -> Privacy {
+    fn of(plan: &Plan, me: Rank, channel: u32) -> Privacy {
         let foreign = plan
             .ranks
             .iter()
-            .filter(|prog| prog.rank != me)
-            .flat_map(|prog| prog.steps.iter().flat_map(|s| accesses(&s.op, prog.rank)))
+            .flat_map(|prog| {
+                prog.steps
+                    .iter()
+                    .filter(move |s| prog.rank != me || s.channel != channel)
+                    .flat_map(|s| accesses(&s.op, prog.rank))
+            })
             .filter(|a| a.rank == me)
             .collect();
         Privacy {
@@ -100,13 +105,13 @@ impl Privacy {
         }
     }
 
-    /// No other rank touches this memory.
+    /// No other rank and no other channel touches this memory.
     fn unshared(&self, a: &Access) -> bool {
         a.rank == self.me && !self.foreign.iter().any(|f| f.overlaps(a))
     }
 
-    /// Scratch of this rank that no other rank touches: what is written there matters only to
-    /// this rank's later steps.
+    /// Scratch of this rank that no other rank or channel touches: what is written there
+    /// matters only to this channel's later steps.
     fn private_scratch(&self, a: &Access) -> bool {
         self.unshared(a) && self.scratch.get(a.region.buffer as usize) == Some(&true)
     }
@@ -137,12 +142,7 @@ fn sink_targets(
             continue;
         }
         let acc = accesses(&steps[s].op, me);
-        let other_channels = steps
-            .iter()
-            .filter(|o| o.channel != channel)
-            .flat_map(|o| accesses(&o.op, me))
-            .any(|b| acc.iter().any(|a| a.overlaps(&b)));
-        if other_channels || !(shared_too || acc.iter().all(|a| privacy.unshared(a))) {
+        if !(shared_too || acc.iter().all(|a| privacy.unshared(a))) {
             continue;
         }
         let mut crossed = false;
@@ -246,7 +246,7 @@ pub(crate) fn schedule(
             actions.push(Action::Wait(i));
         }
     }
-    let privacy = Privacy::of(plan, me);
+    let privacy = Privacy::of(plan, me, channel);
     let mut order: Vec<usize> = (0..steps.len()).collect();
     if opts.fuse && opts.sink_private {
         let shared_too = fault == Some(Fault::SinkShared);
@@ -413,10 +413,10 @@ fn try_merge(
 }
 
 /// Places the pass writes that nothing reads later: scratch on this rank that no other rank
-/// touches there and no step outside the pass touches after the pass's first step (steps
+/// and no other channel touches there (a step of another channel may run at any time relative
+/// to this pass), and that no step outside the pass touches after the pass's first step (steps
 /// before it run before the pass; a step sunk into the pass moved past only steps independent
-/// of it). A step of another channel of the rank counts wherever it sits in the list: it may
-/// run at any time relative to this pass (a self-signal may order it after).
+/// of it).
 fn dead_writes(
     plan: &Plan,
     me: Rank,
@@ -425,16 +425,13 @@ fn dead_writes(
     first: usize,
 ) -> Vec<Access> {
     let steps = &plan.ranks[me as usize].steps;
-    let channel = steps[first].channel;
     let mut dead: Vec<Access> = Vec::new();
     for (_, w) in p.acc.iter().filter(|(_, a)| a.write) {
         if !privacy.private_scratch(w) || dead.contains(w) {
             continue;
         }
         let touched_later = steps.iter().enumerate().any(|(i, st)| {
-            (i > first || st.channel != channel)
-                && !p.steps.contains(&i)
-                && accesses(&st.op, me).iter().any(|a| a.overlaps(w))
+            i > first && !p.steps.contains(&i) && accesses(&st.op, me).iter().any(|a| a.overlaps(w))
         });
         if !touched_later {
             dead.push(*w);

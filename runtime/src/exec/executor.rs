@@ -443,22 +443,14 @@ impl<F: Fabric> Executor<F> {
         } else {
             EntrySent::None
         };
+        let run_steps = |memory: &LaunchMemory<'_, F>, backend: &mut ChosenState, part| {
+            self.run_steps(lp, res, sizes, memory, signals, types, op, backend, part)
+        };
         // 4b. the speculative prefix: puts into the peers' scratch copy of this launch's
         // parity, and their signals, before the check
         let first = if published.speculated() {
             let memory = st.staging.memory(&self.fabric, &lp.plan, types);
-            let part = Steps::Prefix(lp.spec_prefix);
-            self.run_steps(
-                lp,
-                res,
-                sizes,
-                &memory,
-                signals,
-                types,
-                op,
-                &mut st.backend,
-                part,
-            )?;
+            run_steps(&memory, &mut st.backend, Steps::Prefix(lp.spec_prefix))?;
             st.speculations += 1;
             lp.spec_prefix
         } else {
@@ -510,23 +502,13 @@ impl<F: Fabric> Executor<F> {
         }
         let memory = st.staging.memory(&self.fabric, &lp.plan, types);
         // 5. run the steps (those after the speculative prefix, if it left any); 6. finish
-        if first == 0 || first < res.steps.len() {
-            let part = if first > 0 {
-                Steps::From(first)
-            } else {
-                Steps::All
-            };
-            self.run_steps(
-                lp,
-                res,
-                sizes,
-                &memory,
-                signals,
-                types,
-                op,
-                &mut st.backend,
-                part,
-            )?;
+        let rest = match first {
+            0 => Some(Steps::All),
+            f if f < res.steps.len() => Some(Steps::From(f)),
+            _ => None,
+        };
+        if let Some(part) = rest {
+            run_steps(&memory, &mut st.backend, part)?;
         }
         finish_avg(lp, res, &memory, types, op)?;
         // 7. stage out; 8. exit signals
