@@ -44,7 +44,7 @@
 //! matrix for a launch only when a chunk is too large to go eagerly. A counts plan keeps its
 //! resolved steps for a repeated matrix.
 
-use super::agreement::{binds_empty, own_pattern_into, PeerEntry, Signature};
+use super::agreement::{own_pattern_into, PeerEntry, Signature};
 use super::backend::{self, Backend, Chosen, ChosenState, LaunchSignals, StepContext, Steps};
 use super::binding::{self, Binding};
 use super::dtype::{DType, ElemTypes};
@@ -338,8 +338,11 @@ impl<F: Fabric> Executor<F> {
         let carry = !lp.entry_implied.is_empty();
         let prepared = local.and_then(|res| {
             let sig = signature(lp, res, types, op, sizes, buffers);
-            own_pattern_into(&sig, lp.roles(), &mut st.bound);
-            let eligible = !binds_empty(&sig, lp.roles());
+            let eligible = !own_pattern_into(&sig, lp.roles(), &mut st.bound);
+            // Digested here, while the signature is at hand: the staging below takes the
+            // bindings, and building it again cost ~25 instructions a launch (it is built again
+            // only to write a record, off the common path).
+            let digests = regs.agreement.digests(&sig, &st.bound);
             // A launch that may speculate stages in before publishing too: its word then
             // tells whether it does ("Speculative scratch puts" in `super::loaded`).
             // On the JIT only a rank whose prefix is its whole step list speculates (it then
@@ -371,10 +374,10 @@ impl<F: Fabric> Executor<F> {
                     false,
                     st.epoch,
                 )?;
-            Ok((res, eligible && !early, staged))
+            Ok((res, eligible && !early, staged, digests))
         });
         // 3c. publish this rank's word (a local refusal too, so every peer refuses alike)
-        let (res, stage_after_publish, staged) = match prepared {
+        let (res, stage_after_publish, staged, digests) = match prepared {
             Ok(v) => v,
             Err(e) => {
                 regs.agreement.publish(
@@ -393,8 +396,6 @@ impl<F: Fabric> Executor<F> {
                 return Err(e);
             }
         };
-        let sig = signature(lp, res, types, op, sizes, buffers);
-        let digests = regs.agreement.digests(&sig, &st.bound);
         let entered = staged && carry;
         let speculate = staged
             && !carry
@@ -414,7 +415,7 @@ impl<F: Fabric> Executor<F> {
                 &self.fabric,
                 &lp.plan,
                 st.agree_seq,
-                Ok((&sig, digests)),
+                Ok((&signature(lp, res, types, op, sizes, buffers), digests)),
                 entered,
                 speculate,
             )?,
@@ -510,10 +511,16 @@ impl<F: Fabric> Executor<F> {
         if let Some(part) = rest {
             run_steps(&memory, &mut st.backend, part)?;
         }
-        finish_avg(lp, res, &memory, types, op)?;
+        // The test inline, the work out of line: a call that returns at once was ~20
+        // instructions a launch.
+        if op == ReduceOp::Avg && lp.plan.collective.reduces() {
+            finish_avg(lp, res, &memory, types)?;
+        }
         // 7. stage out; 8. exit signals
-        st.staging.stage_out(&self.fabric, &lp.plan, buffers)?;
-        self.send_exit_signals(lp, signals)?;
+        st.staging.stage_out(&self.fabric, buffers)?;
+        if !lp.exit_sent.is_empty() {
+            self.send_exit_signals(lp, signals)?;
+        }
         st.epoch += 1;
         Ok(())
     }
@@ -754,20 +761,16 @@ fn speculation_fits(lp: &LoadedPlan, res: &Resolved) -> bool {
             .all(|(i, &p)| p as usize == i)
 }
 
-/// Phase 6: `avg` = sum, then one division by P over every written role (bit-identical
-/// everywhere).
-#[inline]
+/// Phase 6 of an `avg` launch of a reducing plan: `avg` = sum, then one division by P over
+/// every written role (bit-identical everywhere).
+#[inline(never)]
 fn finish_avg<F: Fabric>(
     lp: &LoadedPlan,
     res: &Resolved,
     memory: &LaunchMemory<'_, F>,
     types: ElemTypes,
-    op: ReduceOp,
 ) -> Result<(), ExecError> {
     let plan = &lp.plan;
-    if op != ReduceOp::Avg || !plan.collective.reduces() {
-        return Ok(());
-    }
     let me = memory.rank();
     for (i, b) in plan.buffers[..lp.roles()].iter().enumerate() {
         if matches!(b.role, BufferRole::Output | BufferRole::InOut) && res.my_len[i] > 0 {

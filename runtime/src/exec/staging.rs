@@ -73,14 +73,83 @@ pub(crate) struct Staging {
     area_off: Vec<u64>,
     /// Per buffer: bound to private memory that is used in place.
     in_place: Vec<bool>,
-    /// Per buffer: its symmetric offset this launch (heap binding or area slot;
-    /// [`NOT_ON_HEAP`] for a role used in place).
-    base: Vec<u64>,
+    /// Per launch parity, per buffer: its symmetric offset (heap binding or area slot;
+    /// [`NOT_ON_HEAP`] for a role used in place). The two differ only in the scratch buffers
+    /// of a twinned layout.
+    base: [Vec<u64>; 2],
+    /// This launch's parity in `base` (0 unless the layout is twinned).
+    parity: usize,
     /// Per role: address and length of private memory used in place.
     private: Vec<Option<(usize, u64)>>,
+    /// The roles used in place from private memory; the roles copied in before the steps and
+    /// out after them (from the layout: a launch on symmetric memory copies nothing and looks
+    /// at no binding).
+    direct: Vec<usize>,
+    copy_in: Vec<usize>,
+    copy_out: Vec<usize>,
     /// This launch's layout keeps scratch twice ([`TWIN_MAX`]); the same on every rank, since
     /// the layout is.
     twinned: bool,
+    /// What the layout above was computed from, when it is complete: a launch with the same
+    /// inputs (a repeated launch) keeps it and only copies.
+    laid_out: Option<LayoutInputs>,
+}
+
+/// The inputs of a layout besides the plan: the resolution (its serial fixes every buffer's
+/// extent), the dtypes, the group's binding of each role and where this rank's bindings are.
+/// Laying the area out again per launch was ~150 instructions of a launch's ~1 700 at 8 B
+/// (callgrind, `scripts/launch_instructions.sh`), comparing these a few dozen.
+#[derive(Debug)]
+struct LayoutInputs {
+    resolution: u64,
+    types: ElemTypes,
+    bound: Vec<u64>,
+    /// Per binding: its heap offset, or a marker for private memory ([`binding_word`]).
+    bindings: Vec<u64>,
+}
+
+impl LayoutInputs {
+    fn of(res: &Resolved, types: ElemTypes, bound: &[u64], buffers: &[Binding<'_>]) -> Self {
+        LayoutInputs {
+            resolution: res.serial,
+            types,
+            bound: bound.to_vec(),
+            bindings: buffers.iter().map(binding_word).collect(),
+        }
+    }
+
+    /// Whether a launch with these inputs has this layout. Element loops rather than slice
+    /// compares: a `memcmp` call costs more than the few words compared.
+    #[inline]
+    fn fit(
+        &self,
+        res: &Resolved,
+        types: ElemTypes,
+        bound: &[u64],
+        buffers: &[Binding<'_>],
+    ) -> bool {
+        self.resolution == res.serial
+            && self.types == types
+            && self.bound.len() == bound.len()
+            && self.bound.iter().zip(bound).all(|(a, b)| a == b)
+            && self.bindings.len() == buffers.len()
+            && self
+                .bindings
+                .iter()
+                .zip(buffers)
+                .all(|(w, b)| *w == binding_word(b))
+    }
+}
+
+/// A binding's heap offset, or [`NOT_ON_HEAP`] for writable private memory and the word
+/// below it for read-only private memory (no heap offset comes near either).
+#[inline]
+fn binding_word(b: &Binding<'_>) -> u64 {
+    match b {
+        Binding::Heap { offset, .. } => *offset,
+        Binding::Host(_) => NOT_ON_HEAP,
+        Binding::HostRead(_) => NOT_ON_HEAP - 1,
+    }
 }
 
 impl Staging {
@@ -91,9 +160,14 @@ impl Staging {
             area: None,
             area_off: Vec::new(),
             in_place: Vec::new(),
-            base: Vec::new(),
+            base: [Vec::new(), Vec::new()],
+            parity: 0,
             private: Vec::new(),
+            direct: Vec::new(),
+            copy_in: Vec::new(),
+            copy_out: Vec::new(),
             twinned: false,
+            laid_out: None,
         }
     }
 
@@ -131,6 +205,62 @@ impl Staging {
         may_grow: bool,
         epoch: u64,
     ) -> Result<bool, ExecError> {
+        let known = self
+            .laid_out
+            .as_ref()
+            .is_some_and(|l| l.fit(res, types, bound, buffers));
+        if !known {
+            self.laid_out = None;
+            if !self.lay_out(fabric, plan, access, res, types, bound, buffers, may_grow)? {
+                return Ok(false);
+            }
+            self.laid_out = Some(LayoutInputs::of(res, types, bound, buffers));
+        }
+        self.parity = usize::from(self.twinned && epoch % 2 == 1);
+        // Addresses of the roles used in place from private memory, with their byte lengths;
+        // the plan only reads `HostRead` memory (checked above).
+        for &i in &self.direct {
+            self.private[i] = match &mut buffers[i] {
+                Binding::Host(s) => Some((s.as_mut_ptr() as usize, s.len() as u64)),
+                Binding::HostRead(s) => Some((s.as_ptr() as usize, s.len() as u64)),
+                Binding::Heap { .. } => None,
+            };
+        }
+        let me = fabric.rank();
+        let base = &self.base[self.parity];
+        for &i in &self.copy_in {
+            let src: &[u8] = match &buffers[i] {
+                Binding::Host(s) => s,
+                Binding::HostRead(s) => s,
+                Binding::Heap { .. } => continue,
+            };
+            if src.is_empty() {
+                continue;
+            }
+            let dst = fabric.heap_ptr(me, base[i], src.len() as u64)?;
+            // SAFETY: `dst` is a checked heap range of src.len() bytes, disjoint from `src`.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        }
+        Ok(true)
+    }
+
+    /// The layout part of [`Self::stage_in`]: which roles are used in place, each buffer's slot
+    /// in the area (grown if needed and `may_grow`; `false` when it would have to grow and may
+    /// not), and each buffer's offset for both launch parities. Out of line: a repeated launch
+    /// keeps its layout.
+    #[allow(clippy::too_many_arguments)] // the layout's inputs
+    #[inline(never)]
+    fn lay_out<F: Fabric>(
+        &mut self,
+        fabric: &F,
+        plan: &Plan,
+        access: &RoleAccess,
+        res: &Resolved,
+        types: ElemTypes,
+        bound: &[u64],
+        buffers: &[Binding<'_>],
+        may_grow: bool,
+    ) -> Result<bool, ExecError> {
         // The group's heap offset of a role symmetric on the ranks where it is not empty.
         let group_heap = |i: usize| {
             bound
@@ -147,6 +277,26 @@ impl Staging {
             (0..plan.buffers.len())
                 .map(|i| !heap_bound(i) && i < access.roles && !access.remote[i]),
         );
+        self.direct.clear();
+        self.copy_in.clear();
+        self.copy_out.clear();
+        self.private.clear();
+        for (i, b) in buffers.iter().enumerate() {
+            self.private.push(None);
+            let role = plan.buffers[i].role;
+            match b {
+                _ if self.in_place[i] => self.direct.push(i),
+                Binding::Heap { .. } => {}
+                _ => {
+                    if role != BufferRole::Output {
+                        self.copy_in.push(i);
+                    }
+                    if role != BufferRole::Input && matches!(b, Binding::Host(_)) {
+                        self.copy_out.push(i);
+                    }
+                }
+            }
+        }
         // Staged roles and scratch buffers, each sized for the largest rank; heap-bound and
         // in-place roles need no slot.
         self.area_off.clear();
@@ -156,11 +306,9 @@ impl Staging {
             if heap_bound(i) || self.in_place[i] {
                 continue;
             }
-            let bytes = res.max_len[i]
+            need = res.max_len[i]
                 .checked_mul(types.of(b.elem).size() as u64)
-                .ok_or(PlanError::SizeOverflow)?;
-            need = need
-                .checked_add(bytes.next_multiple_of(AREA_ALIGN))
+                .and_then(|bytes| need.checked_add(bytes.next_multiple_of(AREA_ALIGN)))
                 .ok_or(PlanError::SizeOverflow)?;
         }
         let twinned = access.scratch && need <= TWIN_MAX;
@@ -180,41 +328,18 @@ impl Staging {
             }
         };
         self.twinned = twinned;
-        let second = if twinned && epoch % 2 == 1 { copy } else { 0 };
-        self.base.clear();
-        for (i, b) in plan.buffers.iter().enumerate() {
-            self.base.push(match (buffers.get(i), group_heap(i)) {
-                (Some(Binding::Heap { offset, .. }), _) => *offset,
-                (_, Some(offset)) => offset,
-                _ if self.in_place[i] => NOT_ON_HEAP,
-                _ if b.role == BufferRole::Scratch => area + self.area_off[i] + second,
-                _ => area + self.area_off[i],
-            });
-        }
-        // Addresses of the roles used in place from private memory, with their byte lengths;
-        // the plan only reads `HostRead` memory (checked above).
-        self.private.clear();
-        for (i, bnd) in buffers.iter_mut().enumerate() {
-            let direct = self.in_place[i];
-            self.private.push(match bnd {
-                Binding::Host(s) if direct => Some((s.as_mut_ptr() as usize, s.len() as u64)),
-                Binding::HostRead(s) if direct => Some((s.as_ptr() as usize, s.len() as u64)),
-                _ => None,
-            });
-        }
-        let me = fabric.rank();
-        for (i, bnd) in buffers.iter().enumerate() {
-            let src: &[u8] = match bnd {
-                Binding::Host(s) => s,
-                Binding::HostRead(s) => s,
-                Binding::Heap { .. } => continue,
-            };
-            if plan.buffers[i].role == BufferRole::Output || src.is_empty() || self.in_place[i] {
-                continue;
+        for (parity, base) in self.base.iter_mut().enumerate() {
+            let second = if twinned && parity == 1 { copy } else { 0 };
+            base.clear();
+            for (i, b) in plan.buffers.iter().enumerate() {
+                base.push(match (buffers.get(i), group_heap(i)) {
+                    (Some(Binding::Heap { offset, .. }), _) => *offset,
+                    (_, Some(offset)) => offset,
+                    _ if self.in_place[i] => NOT_ON_HEAP,
+                    _ if b.role == BufferRole::Scratch => area + self.area_off[i] + second,
+                    _ => area + self.area_off[i],
+                });
             }
-            let dst = fabric.heap_ptr(me, self.base[i], src.len() as u64)?;
-            // SAFETY: `dst` is a checked heap range of src.len() bytes, disjoint from `src`.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
         }
         Ok(true)
     }
@@ -232,7 +357,7 @@ impl Staging {
             plan,
             types,
             me: fabric.rank(),
-            base: &self.base,
+            base: &self.base[self.parity],
             private: &self.private,
         }
     }
@@ -242,16 +367,15 @@ impl Staging {
     pub(crate) fn stage_out<F: Fabric>(
         &self,
         fabric: &F,
-        plan: &Plan,
         buffers: &mut [Binding<'_>],
     ) -> Result<(), ExecError> {
         let me = fabric.rank();
-        for (i, bnd) in buffers.iter_mut().enumerate() {
-            if let Binding::Host(dst) = bnd {
-                if plan.buffers[i].role == BufferRole::Input || dst.is_empty() || self.in_place[i] {
+        for &i in &self.copy_out {
+            if let Some(Binding::Host(dst)) = buffers.get_mut(i) {
+                if dst.is_empty() {
                     continue;
                 }
-                let src = fabric.heap_ptr(me, self.base[i], dst.len() as u64)?;
+                let src = fabric.heap_ptr(me, self.base[self.parity][i], dst.len() as u64)?;
                 // SAFETY: checked heap range, disjoint from the private slice.
                 unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
             }
