@@ -332,6 +332,12 @@ impl LoadedPlan {
         self.lock_state().speculations
     }
 
+    /// How many times this rank laid its staging area out: a launch that repeats the one before
+    /// (resolution, dtypes, bindings) keeps its layout.
+    pub fn layouts(&self) -> u64 {
+        self.lock_state().staging.layouts()
+    }
+
     /// Number of role buffers a launch binds.
     #[inline]
     pub(crate) fn roles(&self) -> usize {
@@ -727,6 +733,145 @@ mod tests {
 
     /// Launches `launches` allreduces on `ranks` threads, checks every element of every result,
     /// and returns how many rank-launches speculated.
+    /// A launch keeps the staging layout of the one before only when it repeats it: a change
+    /// of binding (symmetric ↔ private, another heap offset), of size or of dtype lays the area
+    /// out again, and every result stays right across the changes (a stale layout would address
+    /// the peers' copies where they are no longer).
+    #[test]
+    fn the_staging_layout_is_kept_only_for_a_repeated_launch() {
+        #[derive(Clone, Copy)]
+        enum Bind {
+            HeapA,
+            HeapB,
+            Private,
+        }
+        // (binding, n, f64?, layouts so far): each change alters one input of the layout (a
+        // change of binding alters both this rank's binding and the group's).
+        let script: [(Bind, u64, bool, u64); 10] = [
+            (Bind::HeapA, 16, false, 1),
+            (Bind::HeapA, 16, false, 1),
+            (Bind::Private, 16, false, 2),
+            (Bind::Private, 16, false, 2),
+            (Bind::Private, 8, false, 3),
+            (Bind::Private, 8, true, 4),
+            (Bind::Private, 8, true, 4),
+            (Bind::HeapA, 8, true, 5),
+            (Bind::HeapB, 8, true, 6),
+            (Bind::HeapA, 16, false, 7),
+        ];
+        const RANKS: u32 = 2;
+        for backend in BACKENDS {
+            let plan = crate::exec::test_plans::standard_with(
+                "allreduce_one_shot",
+                RANKS,
+                &Default::default(),
+            );
+            let world = LocalWorld::new(RANKS, 8 << 20)
+                .expect("world")
+                .with_timeout(Duration::from_secs(30));
+            let group = world.world_group().expect("group");
+            std::thread::scope(|s| {
+                for r in 0..RANKS {
+                    let (group, plan) = (group.clone(), &plan);
+                    s.spawn(move || {
+                        let ex = executor(group.fabric(r).expect("fabric"), backend);
+                        let lp = ex.load(plan).expect("loads");
+                        let heap = [
+                            ex.fabric().scratch("t/a", 16 * 8).expect("a"),
+                            ex.fabric().scratch("t/b", 16 * 8).expect("b"),
+                        ];
+                        let mut private = [0u8; 16 * 8];
+                        for (k, &(bind, n, wide, layouts)) in script.iter().enumerate() {
+                            let dtype = if wide { DType::F64 } else { DType::F32 };
+                            let size = dtype.size() as u64;
+                            let value = |q: u32, i: u64| (k as u64 * 10 + q as u64 + i) as f64;
+                            let mut data: Vec<u8> = (0..n)
+                                .flat_map(|i| match wide {
+                                    true => value(r, i).to_le_bytes().to_vec(),
+                                    false => (value(r, i) as f32).to_le_bytes().to_vec(),
+                                })
+                                .collect();
+                            let at = match bind {
+                                Bind::HeapA => Some(heap[0]),
+                                Bind::HeapB => Some(heap[1]),
+                                Bind::Private => None,
+                            };
+                            let mut b = match at {
+                                Some(offset) => {
+                                    let p = ex.fabric().heap_ptr(r, offset, n * size).expect("x");
+                                    // SAFETY: this rank's own heap range of n * size bytes,
+                                    // not in a launch now.
+                                    unsafe {
+                                        std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len())
+                                    };
+                                    [Binding::Heap {
+                                        offset,
+                                        bytes: n * size,
+                                    }]
+                                }
+                                None => {
+                                    private[..data.len()].copy_from_slice(&data);
+                                    [Binding::Host(&mut private[..data.len()])]
+                                }
+                            };
+                            let mut sizes = LaunchSizes::default();
+                            sizes.vars.insert("n".into(), n);
+                            ex.launch(
+                                &lp,
+                                LaunchArgs {
+                                    types: ElemTypes::new(dtype, None).expect("dtype"),
+                                    op: ReduceOp::Sum,
+                                    sizes: &sizes,
+                                    buffers: &mut b,
+                                },
+                            )
+                            .unwrap_or_else(|e| panic!("{backend:?} rank {r} launch {k}: {e}"));
+                            match at {
+                                Some(offset) => {
+                                    let p = ex.fabric().heap_ptr(r, offset, n * size).expect("x");
+                                    // SAFETY: as above, after the launch.
+                                    unsafe {
+                                        std::ptr::copy_nonoverlapping(
+                                            p,
+                                            data.as_mut_ptr(),
+                                            data.len(),
+                                        )
+                                    };
+                                }
+                                None => {
+                                    let len = data.len();
+                                    data.copy_from_slice(&private[..len]);
+                                }
+                            }
+                            for i in 0..n {
+                                let at = (i * size) as usize..((i + 1) * size) as usize;
+                                let got = match wide {
+                                    true => {
+                                        f64::from_le_bytes(data[at].try_into().expect("8 bytes"))
+                                    }
+                                    false => {
+                                        f32::from_le_bytes(data[at].try_into().expect("4 bytes"))
+                                            as f64
+                                    }
+                                };
+                                let want: f64 = (0..RANKS).map(|q| value(q, i)).sum();
+                                assert_eq!(
+                                    got, want,
+                                    "{backend:?} rank {r} launch {k} element {i}"
+                                );
+                            }
+                            assert_eq!(
+                                lp.layouts(),
+                                layouts,
+                                "{backend:?} rank {r} launch {k}: layouts"
+                            );
+                        }
+                    });
+                }
+            });
+        }
+    }
+
     fn keep_every_result(ranks: u32, launches: u64, backend: BackendKind) -> u64 {
         const LEN: usize = 16;
         let plan = crate::exec::test_plans::standard_with(

@@ -93,6 +93,8 @@ pub(crate) struct Staging {
     /// What the layout above was computed from, when it is complete: a launch with the same
     /// inputs (a repeated launch) keeps it and only copies.
     laid_out: Option<LayoutInputs>,
+    /// Layouts computed so far (the tests see a repeated launch keep its layout).
+    layouts: u64,
 }
 
 /// The inputs of a layout besides the plan: the resolution (its serial fixes every buffer's
@@ -168,7 +170,14 @@ impl Staging {
             copy_out: Vec::new(),
             twinned: false,
             laid_out: None,
+            layouts: 0,
         }
+    }
+
+    /// How many times [`Staging::stage_in`] laid the area out (not counting launches that kept
+    /// the layout of the one before).
+    pub(crate) fn layouts(&self) -> u64 {
+        self.layouts
     }
 
     /// Whether the last [`Staging::stage_in`] laid scratch out twice, by launch parity.
@@ -215,6 +224,7 @@ impl Staging {
                 return Ok(false);
             }
             self.laid_out = Some(LayoutInputs::of(res, types, bound, buffers));
+            self.layouts += 1;
         }
         self.parity = usize::from(self.twinned && epoch % 2 == 1);
         // Addresses of the roles used in place from private memory, with their byte lengths;
