@@ -186,7 +186,8 @@ impl Staging {
         self.twinned
     }
 
-    /// Lay the area out for this launch, grow the area if needed and `may_grow`, and copy the
+    /// Lay the area out for this launch (or keep the last layout when this launch has the same
+    /// resolution, dtypes and bindings), grow the area if needed and `may_grow`, and copy the
     /// staged inputs in; the bindings were checked before ([`binding::check`]). The layout
     /// follows the group's binding of each role (`bound`, pattern words), not this rank's
     /// alone: a role empty here but symmetric on the other ranks takes no slot here either and
