@@ -506,12 +506,8 @@ impl AgreementArea {
         if mine.alone || self.words.is_none() {
             return false;
         }
-        // Every peer's entry is written below; the others (this rank, members that do not
-        // share its heaps) keep what the last reset left, since only peers' entries are ever
-        // written. Resetting anyway cost two `memset` calls a launch (~30 instructions).
-        if entries.len() != p as usize || speculated.len() != p as usize {
-            reset_per_peer(p, entries, speculated);
-        }
+        // Every peer's entry is written below.
+        size_per_peer(p, entries, speculated);
         for &q in &self.peers {
             match self.peek(q, mine.seq) {
                 Some(w) if w & !FLAGS == mine.word => {
@@ -550,11 +546,8 @@ impl AgreementArea {
     ) -> Result<(), ExecError> {
         let (p, seq) = (fabric.size(), mine.seq);
         let roles = self.roles();
-        // As in `agreed_already`: the loop below writes every peer's entry, and nothing writes
-        // the others.
-        if entries.len() != p as usize || speculated.len() != p as usize {
-            reset_per_peer(p, entries, speculated);
-        }
+        // The loop below writes every peer's entry.
+        size_per_peer(p, entries, speculated);
         if mine.alone {
             return Ok(());
         }
@@ -753,10 +746,16 @@ impl AgreementArea {
     }
 }
 
-/// `entries` and `speculated` sized for `p` ranks, every rank `Sent` and not speculating (what
-/// [`AgreementArea::check`] leaves for this rank and the ranks it does not check).
+/// `entries` and `speculated` sized for `p` ranks, every rank `Sent` and not speculating when
+/// they are (re)sized (what [`AgreementArea::check`] leaves for this rank and the ranks it does
+/// not check). Their callers write every peer's entry and nothing writes the others, so vectors
+/// already of this size are left as they are: resetting them anyway cost two `memset` calls a
+/// launch (~30 instructions).
 #[inline]
-fn reset_per_peer(p: u32, entries: &mut Vec<PeerEntry>, speculated: &mut Vec<bool>) {
+fn size_per_peer(p: u32, entries: &mut Vec<PeerEntry>, speculated: &mut Vec<bool>) {
+    if entries.len() == p as usize && speculated.len() == p as usize {
+        return;
+    }
     entries.clear();
     entries.resize(p as usize, PeerEntry::Sent);
     speculated.clear();
