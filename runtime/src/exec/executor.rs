@@ -345,10 +345,11 @@ impl<F: Fabric> Executor<F> {
             let digests = regs.agreement.digests(&sig, &st.bound);
             // A launch that may speculate stages in before publishing too: its word then
             // tells whether it does ("Speculative scratch puts" in `super::loaded`).
-            // On the JIT only a rank whose prefix is its whole step list speculates (it then
-            // runs on the interpreter alone, and its data leaves before the peer's word
-            // arrives): a prefix followed by a kernel makes two backend calls, ~300-400
-            // instructions more per launch, and measured no faster (docs/llvm.md, stop 36).
+            // On the JIT only a rank whose prefix is its whole step list speculates (its
+            // kernel then runs the list with its waits skipped, and its data leaves before the
+            // peer's word arrives): a prefix followed by a kernel makes two backend calls,
+            // ~300-400 instructions more per launch, and measured no faster (docs/llvm.md,
+            // stop 36).
             let early = eligible
                 && (carry
                     || (lp.spec_prefix > 0

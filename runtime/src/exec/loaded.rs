@@ -53,9 +53,10 @@
 //! (`AgreementArea::repeats_agreed`), runs its *speculative prefix* before its check: its first
 //! steps when they are only exit-credit waits (skipped), puts into a peer's scratch and `add`
 //! signals on slots it alone updates there, waited for with `>=` or `>` ([`speculative_prefix`]), one
-//! channel, untraced. The interpreter runs the prefix for either backend; on the JIT only a
-//! rank whose prefix is its whole step list speculates (a kernel after a prefix would make two
-//! backend calls per launch: ~300–400 instructions more, and measured no faster). (A shared slot would let its signal of the next launch complete a count
+//! channel, untraced. On the JIT only a rank whose prefix is its whole step list speculates (a
+//! kernel after a prefix would make two backend calls per launch: ~300–400 instructions more,
+//! and measured no faster); its kernel runs the list with its waits skipped. A shorter prefix
+//! speculates on the interpreter only. (A shared slot would let its signal of the next launch complete a count
 //! that a peer still in this launch waits for, before a slower rank's data has landed.) The waits may
 //! be skipped because the put of launch `e` lands in the copy the peer last read in `e − 2`,
 //! and this rank's check of the peer's word of `e − 1` — published after the peer finished

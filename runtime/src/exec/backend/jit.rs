@@ -393,6 +393,8 @@ struct CallCtx<'c, 'a, F: Fabric> {
     /// The launch's cancel word and this kernel's channel, for a multi-channel rank (`None`:
     /// the only channel, nothing extra on the hot path).
     cancel: Option<(&'c LaunchCancel, u32)>,
+    /// Every wait is skipped: the call runs a speculative prefix ([`launch`]).
+    skip_waits: bool,
     /// The first error an intrinsic hit.
     error: Option<ExecError>,
     /// End of the last traced action (set when tracing: an untraced launch reads no clock).
@@ -546,6 +548,12 @@ unsafe extern "C" fn wait<F: Fabric>(
 ) -> i32 {
     // SAFETY: the kernel's context (see `call`).
     let c = unsafe { call::<F>(c) };
+    // The kernel looked at the counter inline and found it short: in a speculative prefix
+    // that is an exit credit the agreement already implied (as the interpreter's prefix,
+    // which skips its waits).
+    if c.skip_waits {
+        return 0;
+    }
     let plan = c.ctx.plan;
     let (Some(cmp), Some(sig), Some(who)) = (
         cmp_of(cmp),
@@ -760,22 +768,36 @@ impl super::Backend for Jit {
         if ctx.resolved.steps.is_empty() {
             return Ok(());
         }
-        if ctx.part != Steps::All {
-            // On the JIT a rank speculates only when its prefix (run by the interpreter, see
-            // `Chosen`) is its whole list, and the executor runs no empty rest.
-            return Err(ExecError::Runtime(
-                "jit: a kernel runs a launch's steps whole".into(),
-            ));
-        }
-        launch(ctx, state)
+        // On the JIT a rank speculates only when its prefix is its whole list (a shorter
+        // prefix runs on the interpreter, see `Chosen`), and the executor runs no empty rest:
+        // the kernel then runs every step with its waits skipped, as the interpreter's prefix.
+        let skip_waits = match ctx.part {
+            Steps::All => false,
+            Steps::Prefix(n) if n >= ctx.resolved.steps.len() && !ctx.resolved.multi_channel() => {
+                true
+            }
+            _ => {
+                return Err(ExecError::Runtime(
+                    "jit: a kernel runs a launch's steps whole".into(),
+                ))
+            }
+        };
+        launch(ctx, state, skip_waits)
     }
 }
 
 /// One launch's kernel calls (a rank with steps): the kernel on the calling thread for a
 /// one-channel rank; for a multi-channel rank each channel's kernel on the shared runner
 /// ([`channels::run`], as the interpreter), each with its own call context.
+/// `skip_waits`: the launch's speculative prefix, which is the rank's whole list: every wait
+/// is an exit credit that the check of the last agreed launch already implied ("Speculative
+/// scratch puts" in `crate::exec::loaded`), so the wait intrinsic returns at once.
 #[inline(never)]
-fn launch<F: Fabric>(ctx: &StepContext<'_, F>, state: &mut JitState) -> Result<(), ExecError> {
+fn launch<F: Fabric>(
+    ctx: &StepContext<'_, F>,
+    state: &mut JitState,
+    skip_waits: bool,
+) -> Result<(), ExecError> {
     let plan = ctx.plan;
     let sig = Signature {
         types: ctx.types,
@@ -816,6 +838,7 @@ fn launch<F: Fabric>(ctx: &StepContext<'_, F>, state: &mut JitState) -> Result<(
         step_at,
         sizes,
         counts,
+        skip_waits,
     };
     let entry = &kernels[at];
     if !ctx.resolved.multi_channel() {
@@ -845,6 +868,8 @@ struct KernelCall<'c, 'a, F: Fabric> {
     step_at: &'c HashMap<u32, usize>,
     sizes: *const u64,
     counts: *const u64,
+    /// The wait intrinsic returns at once (a speculative prefix: see [`launch`]).
+    skip_waits: bool,
 }
 
 // SAFETY: the channels of a launch read this concurrently and never write it: the step
@@ -871,6 +896,7 @@ impl<F: Fabric> KernelCall<'_, '_, F> {
             step_at: self.step_at,
             mm,
             cancel,
+            skip_waits: self.skip_waits,
             error: None,
             traced_until: None,
         };
@@ -926,3 +952,4 @@ fn failure(plan: &Plan, status: &abi::KernelStatus, error: Option<ExecError>) ->
         )),
     }
 }
+

@@ -146,8 +146,8 @@ pub struct StepContext<'a, F: Fabric> {
 
 /// Which part of a launch's resolved steps a backend call runs. A launch that speculates (see
 /// "Speculative scratch puts" in `super::super::loaded`) runs its prefix before its check of
-/// the peers' agreement words and the rest after it; only the interpreter does, and only on a
-/// rank with one channel.
+/// the peers' agreement words and the rest after it, only on a rank with one channel; on the
+/// JIT only when the prefix is the whole list (one kernel call, its waits skipped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Steps {
     All,
@@ -279,10 +279,12 @@ impl Backend for Chosen {
         state: &mut ChosenState,
     ) -> Result<(), ExecError> {
         let (kind, jit) = choose(ctx.plan, ctx.resolved, ctx.types, ctx.op, ctx.opts, state);
-        // A speculative prefix is a few puts and signals before the launch's check: the
-        // interpreter runs it for either backend (on the JIT only a prefix that is the rank's
-        // whole list is speculated, so no kernel follows it).
-        if !jit || matches!(ctx.part, Steps::Prefix(_)) {
+        // A speculative prefix is a few puts and signals before the launch's check. On the
+        // JIT only a prefix that is the rank's whole list is speculated (so no second backend
+        // call follows it), and the kernel runs it with its waits skipped; a shorter prefix
+        // (only ever speculated on the interpreter) runs there.
+        let partial = matches!(ctx.part, Steps::Prefix(n) if n < ctx.resolved.steps.len());
+        if !jit || partial {
             return interp::Interpreter.run(ctx, &mut state.interp);
         }
         match jit::Jit.run(ctx, &mut state.jit) {
