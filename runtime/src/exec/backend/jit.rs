@@ -102,6 +102,30 @@ struct Signature {
 }
 
 /// What the JIT keeps per loaded plan.
+/// Plan step id → position in one rank's step list, sorted by id: a binary search over a few
+/// entries where a `HashMap<u32, usize>` hashed the id with SipHash (~90 instructions per
+/// lookup: a host collective or matmul intrinsic looks its step up on every call).
+#[derive(Default)]
+struct StepIndex(Vec<(u32, usize)>);
+
+impl StepIndex {
+    fn of(steps: &[Step]) -> StepIndex {
+        let mut v: Vec<(u32, usize)> = steps.iter().enumerate().map(|(i, s)| (s.id, i)).collect();
+        v.sort_unstable();
+        StepIndex(v)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    #[inline]
+    fn get(&self, id: u32) -> Option<usize> {
+        let at = self.0.binary_search_by_key(&id, |&(i, _)| i).ok()?;
+        Some(self.0[at].1)
+    }
+}
+
 #[derive(Default)]
 pub struct JitState {
     kernels: Vec<Entry>,
@@ -110,7 +134,7 @@ pub struct JitState {
     last: usize,
     /// Plan step id → position in this rank's step list (for the matmul, host collective and
     /// trace intrinsics, which name steps by id).
-    step_at: HashMap<u32, usize>,
+    step_at: StepIndex,
     /// The kernel call's unchanging parts for the last launch's kernel and resolution.
     prepared: Option<Prepared>,
     sizes: Vec<u64>,
@@ -370,12 +394,7 @@ impl JitState {
         }
         if self.step_at.is_empty() {
             if let Some(prog) = plan.ranks.get(rank as usize) {
-                self.step_at = prog
-                    .steps
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| (s.id, i))
-                    .collect();
+                self.step_at = StepIndex::of(&prog.steps);
             }
         }
         self.kernels.push(Entry { sig, kernels });
@@ -388,7 +407,7 @@ struct CallCtx<'c, 'a, F: Fabric> {
     ctx: &'c StepContext<'a, F>,
     /// [`Prepared::heaps`], for [`region`].
     heaps: &'c [HeapView],
-    step_at: &'c HashMap<u32, usize>,
+    step_at: &'c StepIndex,
     mm: &'c mut Vec<f64>,
     /// The launch's cancel word and this kernel's channel, for a multi-channel rank (`None`:
     /// the only channel, nothing extra on the hot path).
@@ -420,8 +439,8 @@ impl<'c, F: Fabric> CallCtx<'c, '_, F> {
 
     fn step(&self, id: u32) -> Result<&Step, ExecError> {
         self.step_at
-            .get(&id)
-            .and_then(|&i| self.steps().get(i))
+            .get(id)
+            .and_then(|i| self.steps().get(i))
             .ok_or_else(|| ExecError::Runtime(format!("jit: the kernel named unknown step {id}")))
     }
 
@@ -687,7 +706,7 @@ unsafe extern "C" fn trace_step<F: Fabric>(c: *mut c_void, step: u32, flags: u32
     // SAFETY: the kernel's context (see `call`).
     let c = unsafe { call::<F>(c) };
     let Some(tr) = c.ctx.trace else { return };
-    let Some(&i) = c.step_at.get(&step) else {
+    let Some(i) = c.step_at.get(step) else {
         return;
     };
     let res = c.ctx.resolved;
@@ -865,7 +884,7 @@ fn launch<F: Fabric>(
 struct KernelCall<'c, 'a, F: Fabric> {
     ctx: &'c StepContext<'a, F>,
     prepared: &'c Prepared,
-    step_at: &'c HashMap<u32, usize>,
+    step_at: &'c StepIndex,
     sizes: *const u64,
     counts: *const u64,
     /// The wait intrinsic returns at once (a speculative prefix: see [`launch`]).
@@ -953,3 +972,36 @@ fn failure(plan: &Plan, status: &abi::KernelStatus, error: Option<ExecError>) ->
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::StepIndex;
+    use symsched_plan::{Op, SignalMode, SignalUpdate, Step};
+
+    #[test]
+    fn the_step_index_finds_each_position_by_id_and_nothing_else() {
+        let step = |id| Step {
+            id,
+            span: (0, 0),
+            op: Op::Signal {
+                update: SignalUpdate {
+                    peer: 0,
+                    slot: 0,
+                    mode: SignalMode::Add,
+                    value: 1,
+                    stride: 0,
+                },
+            },
+            channel: 0,
+        };
+        // Plan ids of one rank: sparse and not in list order.
+        let steps: Vec<Step> = [40, 7, 19, 3].into_iter().map(step).collect();
+        let index = StepIndex::of(&steps);
+        for (pos, s) in steps.iter().enumerate() {
+            assert_eq!(index.get(s.id), Some(pos), "id {}", s.id);
+        }
+        for absent in [0, 8, 41, u32::MAX] {
+            assert_eq!(index.get(absent), None, "id {absent}");
+        }
+        assert!(StepIndex::of(&[]).is_empty());
+    }
+}
