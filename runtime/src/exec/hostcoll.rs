@@ -91,7 +91,17 @@ const AREA_BYTES: u64 = 64 << 10;
 /// them again: the bytes an aborted exchange left behind are never read as a new one's.
 #[derive(Default)]
 pub struct Exchanges {
-    states: HashMap<String, ExState>,
+    states: Vec<ExState>,
+    /// Tag → index into `states`.
+    by_tag: HashMap<String, usize>,
+    /// Host collective (plan key, ordinal) → index into `states`: a repeated launch finds its
+    /// exchange by comparing a few strings, where formatting its tag and hashing it (SipHash
+    /// of ~60 bytes) cost ~1 500 instructions per host collective (callgrind of
+    /// `allreduce_hier` at 8 B).
+    host: Vec<(String, u32, usize)>,
+    /// The operands of a host collective's fold, kept between calls (one allocation less per
+    /// call).
+    operands: Vec<Operand>,
     /// The group's reset generation the states belong to.
     generation: u64,
 }
@@ -108,97 +118,60 @@ impl Exchanges {
         members: &[u32],
         bytes: &[u8],
     ) -> Result<&[u8], ExecError> {
-        let me = fabric.rank();
-        let idx = members
-            .iter()
-            .position(|m| *m == me)
-            .ok_or(ExecError::RankOutsideGroup {
-                peer: me,
-                size: fabric.size(),
-            })?;
-        for &m in members {
-            if m >= fabric.size() {
-                return Err(ExecError::RankOutsideGroup {
-                    peer: m,
-                    size: fabric.size(),
-                });
-            }
-        }
-        // The key names the exchange, not its members: the runtime checks that every rank of the
-        // group registers the same keys, and a host collective over node-strided sub-groups is
-        // one exchange with different members on different ranks.
+        self.follow_generation(fabric);
+        let at = self.state_for(fabric, tag)?;
+        exchange_at(&mut self.states[at], fabric, members, bytes)?;
+        Ok(&self.states[at].buf)
+    }
+
+    /// Drop every state of an older reset generation (see the type's docs).
+    #[inline]
+    fn follow_generation<F: Fabric>(&mut self, fabric: &F) {
         let generation = fabric.generation();
         if generation != self.generation {
             self.states.clear();
+            self.by_tag.clear();
+            self.host.clear();
             self.generation = generation;
         }
+    }
+
+    /// The index of exchange `tag`'s state, its slots and area taken at its first use.
+    fn state_for<F: Fabric>(&mut self, fabric: &F, tag: &str) -> Result<usize, ExecError> {
+        if let Some(&at) = self.by_tag.get(tag) {
+            return Ok(at);
+        }
+        // The registered names name the exchange, not its members: the runtime checks that
+        // every rank of the group registers the same names, and a host collective over
+        // node-strided sub-groups is one exchange with different members on different ranks.
         let key = format!("exchange/{tag}");
-        if !self.states.contains_key(&key) {
-            let slots = fabric.signal_slots(&key, 2)?;
-            let area = fabric.scratch(&format!("{key}/area"), AREA_BYTES)?;
-            self.states.insert(
-                key.clone(),
-                ExState {
-                    epoch: 0,
-                    slots,
-                    area,
-                    buf: Vec::new(),
-                },
-            );
+        let slots = fabric.signal_slots(&key, 2)?;
+        let area = fabric.scratch(&format!("{key}/area"), AREA_BYTES)?;
+        self.states.push(ExState {
+            epoch: 0,
+            slots,
+            area,
+            buf: Vec::new(),
+        });
+        let at = self.states.len() - 1;
+        self.by_tag.insert(tag.to_string(), at);
+        Ok(at)
+    }
+
+    /// The index of the state of host collective `ordinal` of the plan loaded under `key`.
+    #[inline]
+    fn host_state<F: Fabric>(
+        &mut self,
+        fabric: &F,
+        key: &str,
+        ordinal: u32,
+    ) -> Result<usize, ExecError> {
+        if let Some(&(_, _, at)) = self.host.iter().find(|(k, o, _)| *o == ordinal && k == key) {
+            return Ok(at);
         }
-        let st = self.states.get_mut(&key).expect("inserted above");
-        let m = members.len() as u64;
-        let len = bytes.len() as u64;
-        // Each round moves one piece of every member's bytes.
-        let piece = (AREA_BYTES / m.max(1)).max(1);
-        let rounds = len.div_ceil(piece).max(1);
-        let ctx = |name: &'static str| WaitContext {
-            schedule: "<executor exchange>",
-            step: u32::MAX,
-            slot_name: name,
-            signallers: members,
-        };
-        st.buf.clear();
-        st.buf.resize((m * len) as usize, 0);
-        for k in 0..rounds {
-            let off = k * piece;
-            let l = piece.min(len - off.min(len));
-            let e = st.epoch;
-            if e > 0 && m > 1 {
-                fabric.wait(st.slots + 1, Cmp::Ge, e * (m - 1), &ctx("done"))?;
-            }
-            for &q in members {
-                if l > 0 {
-                    let dst = fabric.heap_ptr(q, st.area + idx as u64 * piece, l)?;
-                    // SAFETY: checked heap range; nobody reads it until our arrive signal.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            bytes.as_ptr().add(off as usize),
-                            dst,
-                            l as usize,
-                        )
-                    };
-                }
-                fabric.signal(q, st.slots, SignalMode::Add, 1)?;
-            }
-            fabric.wait(st.slots, Cmp::Ge, (e + 1) * m, &ctx("arrive"))?;
-            if l > 0 {
-                for j in 0..m {
-                    let src = fabric.heap_ptr(me, st.area + j * piece, l)?;
-                    let at = (j * len + off) as usize;
-                    // SAFETY: checked local range, complete after the arrive wait.
-                    st.buf[at..at + l as usize]
-                        .copy_from_slice(unsafe { std::slice::from_raw_parts(src, l as usize) });
-                }
-            }
-            for &q in members {
-                if q != me {
-                    fabric.signal(q, st.slots + 1, SignalMode::Add, 1)?;
-                }
-            }
-            st.epoch += 1;
-        }
-        Ok(&st.buf)
+        let at = self.state_for(fabric, &format!("hostcoll/{key}/{ordinal}"))?;
+        self.host.push((key.to_string(), ordinal, at));
+        Ok(at)
     }
 
     /// A barrier over `members` (an exchange of nothing).
@@ -221,8 +194,10 @@ impl Exchanges {
         let es = req.dtype.size();
         let n = req.data.len() / es;
         let len = req.data.len();
-        let tag = format!("hostcoll/{}/{}", req.key, req.ordinal);
-        let all = self.exchange(fabric, &tag, req.members, req.data)?;
+        self.follow_generation(fabric);
+        let at = self.host_state(fabric, req.key, req.ordinal)?;
+        exchange_at(&mut self.states[at], fabric, req.members, req.data)?;
+        let (all, operands) = (&self.states[at].buf, &mut self.operands);
         let block = n.div_ceil(m.max(1));
         let span = |i: usize| {
             let s = (i * block).min(n);
@@ -233,25 +208,26 @@ impl Exchanges {
             ReduceOp::Avg => ReduceOp::Sum,
             o => o,
         };
-        let fold = |data: &mut [u8], start: usize, count: usize| -> Result<(), ExecError> {
-            let srcs: Vec<Operand> = (0..m)
-                .map(|j| Operand {
-                    // SAFETY: `all` holds m regions of `len` bytes each.
-                    ptr: unsafe { all.as_ptr().add(j * len + start * es) },
-                    dtype: req.dtype,
-                })
-                .collect();
+        let mut fold = |data: &mut [u8], start: usize, count: usize| -> Result<(), ExecError> {
+            operands.clear();
+            operands.extend((0..m).map(|j| Operand {
+                // SAFETY: `all` holds m regions of `len` bytes each.
+                ptr: unsafe { all.as_ptr().add(j * len + start * es) },
+                dtype: req.dtype,
+            }));
             // SAFETY: ranges within `all` and `data`, which are disjoint.
-            unsafe {
+            let r = unsafe {
                 reduce_raw(
                     req.acc,
                     op,
                     data.as_mut_ptr().add(start * es),
                     req.dtype,
-                    &srcs,
+                    operands,
                     count,
                 )
-            }
+            };
+            operands.clear();
+            r
         };
         match req.op {
             HostCollOp::Allreduce => fold(req.data, 0, n)?,
@@ -270,4 +246,78 @@ impl Exchanges {
         }
         Ok(())
     }
+}
+
+/// One exchange of `bytes` among `members` through `st`'s slots and area ([`Exchanges`]); the
+/// result is left in `st.buf`.
+fn exchange_at<F: Fabric>(
+    st: &mut ExState,
+    fabric: &F,
+    members: &[u32],
+    bytes: &[u8],
+) -> Result<(), ExecError> {
+    let me = fabric.rank();
+    let idx = members
+        .iter()
+        .position(|m| *m == me)
+        .ok_or(ExecError::RankOutsideGroup {
+            peer: me,
+            size: fabric.size(),
+        })?;
+    for &m in members {
+        if m >= fabric.size() {
+            return Err(ExecError::RankOutsideGroup {
+                peer: m,
+                size: fabric.size(),
+            });
+        }
+    }
+    let m = members.len() as u64;
+    let len = bytes.len() as u64;
+    // Each round moves one piece of every member's bytes.
+    let piece = (AREA_BYTES / m.max(1)).max(1);
+    let rounds = len.div_ceil(piece).max(1);
+    let ctx = |name: &'static str| WaitContext {
+        schedule: "<executor exchange>",
+        step: u32::MAX,
+        slot_name: name,
+        signallers: members,
+    };
+    st.buf.clear();
+    st.buf.resize((m * len) as usize, 0);
+    for k in 0..rounds {
+        let off = k * piece;
+        let l = piece.min(len - off.min(len));
+        let e = st.epoch;
+        if e > 0 && m > 1 {
+            fabric.wait(st.slots + 1, Cmp::Ge, e * (m - 1), &ctx("done"))?;
+        }
+        for &q in members {
+            if l > 0 {
+                let dst = fabric.heap_ptr(q, st.area + idx as u64 * piece, l)?;
+                // SAFETY: checked heap range; nobody reads it until our arrive signal.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr().add(off as usize), dst, l as usize)
+                };
+            }
+            fabric.signal(q, st.slots, SignalMode::Add, 1)?;
+        }
+        fabric.wait(st.slots, Cmp::Ge, (e + 1) * m, &ctx("arrive"))?;
+        if l > 0 {
+            for j in 0..m {
+                let src = fabric.heap_ptr(me, st.area + j * piece, l)?;
+                let at = (j * len + off) as usize;
+                // SAFETY: checked local range, complete after the arrive wait.
+                st.buf[at..at + l as usize]
+                    .copy_from_slice(unsafe { std::slice::from_raw_parts(src, l as usize) });
+            }
+        }
+        for &q in members {
+            if q != me {
+                fabric.signal(q, st.slots + 1, SignalMode::Add, 1)?;
+            }
+        }
+        st.epoch += 1;
+    }
+    Ok(())
 }
