@@ -32,9 +32,10 @@ trap 'rm -rf "$OUT"' EXIT
 
 # Instructions of one run of case $1 on backend $2 with $3 launches: the program's total minus
 # the blocking waits — the own instructions of `LocalFabric::wait_until` (in every source file
-# its inlined code comes from) and of what it calls while it polls (yield, clock reads): spinning
-# while the peer has not signalled, which depends on how the rank threads are scheduled. "-"
-# when the case does not run. Totals and own counts, not the inclusive count of the launch
+# its inlined code comes from) and of what it calls while it polls (yield, clock reads, which
+# the standard library's `Instant` leaves in `Timespec::now` and `Timespec::sub_timespec`):
+# spinning while the peer has not signalled, which depends on how the rank threads are
+# scheduled. "-" when the case does not run. Totals and own counts, not the inclusive count of the launch
 # function: the JIT's kernels are code without symbols, and inclusive counts through them and
 # through inlined code are not reliable.
 launch_count() {
@@ -49,7 +50,7 @@ launch_count() {
         /PROGRAM TOTALS/ && !t { t = count($1); next }
         /^Ir +file:function/ { on = 1; next }
         on && /^$/ { on = 0 }
-        on && /LocalFabric::wait_until|yield_now|sched_yield|Instant>::(elapsed|now)|clock_gettime|vdso/ {
+        on && /LocalFabric::wait_until|yield_now|sched_yield|Instant>::(elapsed|now)|Timespec>::(now|sub_timespec)|clock_gettime|vdso/ {
             w += count($1)
         }
         END { if (t) printf "%.0f\n", t - w; else print "-" }'
