@@ -183,14 +183,12 @@ impl Exchanges {
     pub fn run<F: Fabric>(&mut self, fabric: &F, req: HostCollRequest) -> Result<(), ExecError> {
         let me = fabric.rank();
         let m = req.members.len();
-        let idx = req
-            .members
-            .iter()
-            .position(|x| *x == me)
-            .ok_or(ExecError::RankOutsideGroup {
+        let idx = req.members.iter().position(|x| *x == me).ok_or_else(|| {
+            ExecError::RankOutsideGroup {
                 peer: me,
                 size: fabric.size(),
-            })?;
+            }
+        })?;
         let es = req.dtype.size();
         let n = req.data.len() / es;
         let len = req.data.len();
@@ -260,7 +258,7 @@ fn exchange_at<F: Fabric>(
     let idx = members
         .iter()
         .position(|m| *m == me)
-        .ok_or(ExecError::RankOutsideGroup {
+        .ok_or_else(|| ExecError::RankOutsideGroup {
             peer: me,
             size: fabric.size(),
         })?;
