@@ -118,9 +118,10 @@ impl Exchanges {
         members: &[u32],
         bytes: &[u8],
     ) -> Result<&[u8], ExecError> {
+        let idx = member_index(fabric, members)?;
         self.follow_generation(fabric);
         let at = self.state_for(fabric, tag)?;
-        exchange_at(&mut self.states[at], fabric, members, bytes)?;
+        exchange_at(&mut self.states[at], fabric, idx, members, bytes)?;
         Ok(&self.states[at].buf)
     }
 
@@ -181,20 +182,14 @@ impl Exchanges {
 
     /// Run a host collective through the heap (see the module docs for the semantics).
     pub fn run<F: Fabric>(&mut self, fabric: &F, req: HostCollRequest) -> Result<(), ExecError> {
-        let me = fabric.rank();
+        let idx = member_index(fabric, req.members)?;
         let m = req.members.len();
-        let idx = req.members.iter().position(|x| *x == me).ok_or_else(|| {
-            ExecError::RankOutsideGroup {
-                peer: me,
-                size: fabric.size(),
-            }
-        })?;
         let es = req.dtype.size();
         let n = req.data.len() / es;
         let len = req.data.len();
         self.follow_generation(fabric);
         let at = self.host_state(fabric, req.key, req.ordinal)?;
-        exchange_at(&mut self.states[at], fabric, req.members, req.data)?;
+        exchange_at(&mut self.states[at], fabric, idx, req.members, req.data)?;
         let (all, operands) = (&self.states[at].buf, &mut self.operands);
         let block = n.div_ceil(m.max(1));
         let span = |i: usize| {
@@ -214,7 +209,7 @@ impl Exchanges {
                 dtype: req.dtype,
             }));
             // SAFETY: ranges within `all` and `data`, which are disjoint.
-            let r = unsafe {
+            unsafe {
                 reduce_raw(
                     req.acc,
                     op,
@@ -223,9 +218,7 @@ impl Exchanges {
                     operands,
                     count,
                 )
-            };
-            operands.clear();
-            r
+            }
         };
         match req.op {
             HostCollOp::Allreduce => fold(req.data, 0, n)?,
@@ -246,30 +239,34 @@ impl Exchanges {
     }
 }
 
-/// One exchange of `bytes` among `members` through `st`'s slots and area ([`Exchanges`]); the
-/// result is left in `st.buf`.
+/// This rank's index in `members`, every member checked to be in the group: before an
+/// exchange takes its slots or sends anything.
+fn member_index<F: Fabric>(fabric: &F, members: &[u32]) -> Result<usize, ExecError> {
+    let me = fabric.rank();
+    let outside = |peer| ExecError::RankOutsideGroup {
+        peer,
+        size: fabric.size(),
+    };
+    let idx = members
+        .iter()
+        .position(|m| *m == me)
+        .ok_or_else(|| outside(me))?;
+    match members.iter().find(|&&m| m >= fabric.size()) {
+        Some(&m) => Err(outside(m)),
+        None => Ok(idx),
+    }
+}
+
+/// One exchange of `bytes` among `members` (this rank at `idx`, [`member_index`]) through
+/// `st`'s slots and area ([`Exchanges`]); the result is left in `st.buf`.
 fn exchange_at<F: Fabric>(
     st: &mut ExState,
     fabric: &F,
+    idx: usize,
     members: &[u32],
     bytes: &[u8],
 ) -> Result<(), ExecError> {
     let me = fabric.rank();
-    let idx = members
-        .iter()
-        .position(|m| *m == me)
-        .ok_or_else(|| ExecError::RankOutsideGroup {
-            peer: me,
-            size: fabric.size(),
-        })?;
-    for &m in members {
-        if m >= fabric.size() {
-            return Err(ExecError::RankOutsideGroup {
-                peer: m,
-                size: fabric.size(),
-            });
-        }
-    }
     let m = members.len() as u64;
     let len = bytes.len() as u64;
     // Each round moves one piece of every member's bytes.
