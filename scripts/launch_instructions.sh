@@ -35,9 +35,9 @@ trap 'rm -rf "$OUT"' EXIT
 # its inlined code comes from) and of what it calls while it polls (yield, clock reads, which
 # the standard library's `Instant` leaves in `Timespec::now` and `Timespec::sub_timespec`):
 # spinning while the peer has not signalled, which depends on how the rank threads are
-# scheduled. "-" when the case does not run. Totals and own counts, not the inclusive count of the launch
-# function: the JIT's kernels are code without symbols, and inclusive counts through them and
-# through inlined code are not reliable.
+# scheduled. "-" when the case does not run. Totals and own counts, not the inclusive count of
+# the launch function: the JIT's kernels are code without symbols, and inclusive counts through
+# them and through inlined code are not reliable.
 launch_count() {
     local file="$OUT/cg.$1.$2.$3"
     if ! SYMSCHED_BENCH_PROFILE="$1/$BYTES/$2/$3" valgrind --tool=callgrind \

@@ -101,7 +101,6 @@ struct Signature {
     fault: Option<Fault>,
 }
 
-/// What the JIT keeps per loaded plan.
 /// Plan step id → position in one rank's step list, sorted by id: a binary search over a few
 /// entries where a `HashMap<u32, usize>` hashed the id with SipHash (~90 instructions per
 /// lookup: a host collective or matmul intrinsic looks its step up on every call).
@@ -126,6 +125,7 @@ impl StepIndex {
     }
 }
 
+/// What the JIT keeps per loaded plan.
 #[derive(Default)]
 pub struct JitState {
     kernels: Vec<Entry>,
