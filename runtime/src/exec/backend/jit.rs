@@ -129,9 +129,6 @@ impl StepIndex {
 #[derive(Default)]
 pub struct JitState {
     kernels: Vec<Entry>,
-    /// Index into `kernels` of the last launch's kernel: a repeated launch compares one
-    /// signature and touches no reference count.
-    last: usize,
     /// Plan step id → position in this rank's step list (for the matmul, host collective and
     /// trace intrinsics, which name steps by id).
     step_at: StepIndex,
@@ -145,13 +142,18 @@ pub struct JitState {
     channels: channels::Workers<ChannelState>,
 }
 
-/// What a kernel call needs besides the launch's epoch, worked out once per kernel,
-/// resolution, signal block and reset generation: a repeated launch compares four words and
-/// copies these into its [`KernelArgs`], instead of re-deriving them from the plan and the
-/// fabric per launch.
+/// What a kernel call needs besides the launch's epoch, worked out once per kernel signature,
+/// resolution, signal block and reset generation: a repeated launch compares these and copies
+/// the rest into its [`KernelArgs`], instead of finding its kernel and re-deriving the rest
+/// from the plan and the fabric per launch.
 struct Prepared {
-    /// Index into [`JitState::kernels`] (the launch types, which fix the element sizes).
+    /// The kernel signature (the launch types, which fix the element sizes).
+    sig: Signature,
+    /// Index into [`JitState::kernels`] of the kernels for `sig`.
     at: usize,
+    /// The kernel, when the rank has one channel (a multi-channel rank finds each channel's
+    /// in `JitState::kernels[at]`).
+    only: Option<Arc<Kernel>>,
     /// Address and length of the resolution's key (sizes, then counts): the pointers below
     /// read it in place, so the same address and length mean the same arguments.
     key: (*const u64, usize),
@@ -192,8 +194,14 @@ unsafe impl Send for Prepared {}
 
 impl Prepared {
     #[inline]
-    fn fits(&self, at: usize, key: (*const u64, usize), slot_base: u32, generation: u64) -> bool {
-        self.at == at
+    fn fits(
+        &self,
+        sig: Signature,
+        key: (*const u64, usize),
+        slot_base: u32,
+        generation: u64,
+    ) -> bool {
+        self.sig == sig
             && self.key == key
             && self.slot_base == slot_base
             && self.generation == generation
@@ -201,7 +209,13 @@ impl Prepared {
 
     #[cold]
     #[inline(never)]
-    fn new<F: Fabric>(ctx: &StepContext<'_, F>, at: usize, generation: u64) -> Prepared {
+    fn new<F: Fabric>(
+        ctx: &StepContext<'_, F>,
+        sig: Signature,
+        at: usize,
+        only: Option<Arc<Kernel>>,
+        generation: u64,
+    ) -> Prepared {
         let plan = ctx.plan;
         let key = ctx.resolved.key.as_deref();
         // The size variables in plan order, then the counts matrix row by row: what the
@@ -226,7 +240,9 @@ impl Prepared {
             .signal_words(ctx.signals.base, plan.signals.len() as u32)
             .unwrap_or((std::ptr::null(), 0));
         Prepared {
+            sig,
             at,
+            only,
             key: key.map_or((std::ptr::null(), 0), |k| (k.as_ptr(), k.len())),
             slot_base: ctx.signals.base,
             generation,
@@ -315,28 +331,28 @@ fn cache(dir: &Option<PathBuf>, opts: CompileOptions) -> Result<Arc<KernelCache>
 }
 
 impl JitState {
-    /// The index in `kernels` of the kernel for `sig` on this plan: the last launch's,
-    /// another remembered one, else one from the process cache (memory, disk, or compiled now).
-    #[inline]
-    fn kernel(
-        &mut self,
-        plan: &Plan,
-        rank: u32,
-        sig: Signature,
-        dir: &Option<PathBuf>,
-    ) -> Result<usize, ExecError> {
-        if self.kernels.get(self.last).is_some_and(|e| e.sig == sig) {
-            return Ok(self.last);
-        }
-        self.last = self.add_kernel(plan, rank, sig, dir)?;
-        Ok(self.last)
-    }
-
-    /// [`JitState::kernel`] for a signature other than the last launch's. Out of line: a
-    /// repeated launch only compares.
+    /// Make [`JitState::prepared`] fit this launch: the kernel for `sig` and the call's
+    /// unchanging parts. Out of line: a repeated launch only compares ([`Prepared::fits`]).
     #[cold]
     #[inline(never)]
-    fn add_kernel(
+    fn prepare<F: Fabric>(
+        &mut self,
+        ctx: &StepContext<'_, F>,
+        sig: Signature,
+        generation: u64,
+    ) -> Result<(), ExecError> {
+        let at = self.kernel(ctx.plan, ctx.fabric.rank(), sig, &ctx.opts.jit_cache_dir)?;
+        let only = match self.kernels.get(at).map(|e| &e.kernels[..]) {
+            Some([one]) => Some(one.kernel.clone()),
+            _ => None,
+        };
+        self.prepared = Some(Prepared::new(ctx, sig, at, only, generation));
+        Ok(())
+    }
+
+    /// The index in `kernels` of the kernel for `sig` on this plan: a remembered one, else one
+    /// from the process cache (memory, disk, or compiled now).
+    fn kernel(
         &mut self,
         plan: &Plan,
         rank: u32,
@@ -817,7 +833,6 @@ fn launch<F: Fabric>(
     state: &mut JitState,
     skip_waits: bool,
 ) -> Result<(), ExecError> {
-    let plan = ctx.plan;
     let sig = Signature {
         types: ctx.types,
         op: ctx.op,
@@ -825,13 +840,19 @@ fn launch<F: Fabric>(
         trace: ctx.trace.is_some(),
         fault: current_fault(),
     };
-    let at = state.kernel(plan, ctx.fabric.rank(), sig, &ctx.opts.jit_cache_dir)?;
     let generation = ctx.fabric.generation();
     let key = ctx
         .resolved
         .key
         .as_deref()
         .map_or((std::ptr::null(), 0), |k| (k.as_ptr(), k.len()));
+    if !state
+        .prepared
+        .as_ref()
+        .is_some_and(|p| p.fits(sig, key, ctx.signals.base, generation))
+    {
+        state.prepare(ctx, sig, generation)?;
+    }
     let JitState {
         kernels,
         step_at,
@@ -842,9 +863,8 @@ fn launch<F: Fabric>(
         channels: channel_states,
         ..
     } = state;
-    let p = match prepared {
-        Some(p) if p.fits(at, key, ctx.signals.base, generation) => p,
-        slot => slot.insert(Prepared::new(ctx, at, generation)),
+    let Some(p) = prepared.as_ref() else {
+        return Err(ExecError::Runtime("jit: no kernel call prepared".into()));
     };
     let (sizes, counts) = if p.keyed {
         (p.sizes, p.counts)
@@ -859,10 +879,17 @@ fn launch<F: Fabric>(
         counts,
         skip_waits,
     };
-    let entry = &kernels[at];
     if !ctx.resolved.multi_channel() {
-        return call.run(&entry.kernels[0].kernel, mm, None);
+        let Some(kernel) = &p.only else {
+            return Err(ExecError::Runtime(
+                "jit: a one-channel rank without exactly one kernel".into(),
+            ));
+        };
+        return call.run(kernel, mm, None);
     }
+    let entry = kernels
+        .get(p.at)
+        .ok_or_else(|| ExecError::Runtime("jit: the prepared kernel is gone".into()))?;
     channels::run(
         ctx.fabric.rank(),
         &ctx.resolved.channels,
