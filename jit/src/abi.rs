@@ -154,6 +154,12 @@ pub type CopyNtFn = unsafe extern "C" fn(*mut c_void, *mut u8, *const u8, u64);
 /// went out. Only kernels lowered with [`crate::LowerOptions::trace`] call it.
 pub type TraceFn = unsafe extern "C" fn(*mut c_void, u32, u32);
 
+/// `agree(ctx)`: the launch's speculative prefix has run (a kernel lowered with
+/// [`crate::LowerOptions::check_after`]); the runtime checks the ranks' agreement on this
+/// launch now, and from here on waits for real. Returns 0, or non-zero when the launch is
+/// refused or the check failed (the kernel stops before any later step).
+pub type AgreeFn = unsafe extern "C" fn(*mut c_void) -> i32;
+
 /// [`TraceFn`] flag: the last step of an action.
 pub const TRACE_LAST: u32 = 1;
 /// [`TraceFn`] flag: the step is a put whose data ran in an earlier pass; now its signal went
@@ -172,6 +178,7 @@ pub struct Intrinsics {
     pub stage_out: StageOutFn,
     pub copy_nt: CopyNtFn,
     pub trace: TraceFn,
+    pub agree: AgreeFn,
 }
 
 /// Everything one launch passes to a kernel.
@@ -289,6 +296,7 @@ pub(crate) mod offsets {
     pub const STAGE_OUT: u64 = offset_of!(Intrinsics, stage_out) as u64;
     pub const COPY_NT: u64 = offset_of!(Intrinsics, copy_nt) as u64;
     pub const TRACE: u64 = offset_of!(Intrinsics, trace) as u64;
+    pub const AGREE: u64 = offset_of!(Intrinsics, agree) as u64;
 }
 
 #[cfg(test)]
@@ -339,6 +347,7 @@ mod tests {
         );
         assert_eq!(offsets::STAGE_OUT, 40);
         assert_eq!(offsets::TRACE, 56);
+        assert_eq!(offsets::AGREE, 64);
     }
 
     #[test]

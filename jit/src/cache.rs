@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Bumped whenever the generated code changes meaning for the same inputs.
-pub const CODEGEN_REVISION: u32 = 8;
+pub const CODEGEN_REVISION: u32 = 9;
 
 const MAGIC: &[u8; 16] = b"symsched-jit-obj";
 

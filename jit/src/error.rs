@@ -31,6 +31,18 @@ pub enum JitError {
         channel: u32,
         channels: u32,
     },
+    /// [`crate::LowerOptions::check_after`] where no check can go: past the rank's steps, in a
+    /// launch-scope kernel, or on a rank with several channels.
+    #[error(
+        "rank {rank}: an agreement check after step {at} of {steps} (on {channels} channel(s)) \
+         needs a steps-scope kernel of a one-channel rank and a point within its steps"
+    )]
+    CheckAfter {
+        rank: u32,
+        at: u32,
+        steps: usize,
+        channels: u32,
+    },
     #[error("i/o error on {path}: {source}")]
     Io {
         path: String,

@@ -343,3 +343,48 @@ fn a_multi_channel_rank_lowers_per_channel_in_the_steps_scope_only() {
     assert!(!spec.name().contains(".c0"));
     assert_eq!(symsched_jit::kernel_channels(&one, 0), vec![0]);
 }
+
+/// The agreement check goes between the steps of a steps-scope kernel of a one-channel rank:
+/// anywhere else it is refused with its own error, and where it goes the kernel calls `agree`
+/// once.
+#[test]
+fn an_agreement_check_only_fits_a_steps_kernel_of_one_channel() {
+    let p = one_rank(SizeExpr::var("n"), vec![copy(0, 1), copy(1, 2)], 0);
+    let spec = symsched_jit::KernelSpec {
+        plan: &p,
+        rank: 0,
+        channel: 0,
+        types: types(DType::F32, None),
+        op: ReduceOp::Sum,
+    };
+    let steps = |check_after| symsched_jit::LowerOptions {
+        scope: symsched_jit::KernelScope::Steps,
+        check_after,
+        ..symsched_jit::LowerOptions::default()
+    };
+    let refused = |opts: symsched_jit::LowerOptions, plan: &Plan| {
+        let spec = symsched_jit::KernelSpec { plan, ..spec };
+        match symsched_jit::emit_llvm(&spec, &opts) {
+            Err(symsched_jit::JitError::CheckAfter { rank: 0, .. }) => {}
+            other => panic!("{opts:?}: {other:?}"),
+        }
+    };
+    // Past the rank's two steps; in a launch-scope kernel; on a rank with two channels.
+    refused(steps(Some(3)), &p);
+    refused(
+        symsched_jit::LowerOptions {
+            check_after: Some(1),
+            ..symsched_jit::LowerOptions::default()
+        },
+        &p,
+    );
+    let mut two = p.clone();
+    two.ranks[0].steps[1].channel = 1;
+    refused(steps(Some(1)), &two);
+    for at in 0..=2 {
+        let ir = symsched_jit::emit_llvm(&spec, &steps(Some(at))).expect("lowers");
+        assert_eq!(ir.matches("%agreed = call").count(), 1, "after {at}: {ir}");
+    }
+    let ir = symsched_jit::emit_llvm(&spec, &steps(None)).expect("lowers");
+    assert!(!ir.contains("%agreed"), "{ir}");
+}

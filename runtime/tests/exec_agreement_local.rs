@@ -20,6 +20,7 @@ mod common;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 use symsched_plan::{LaunchSizes, Plan};
+use symsched_runtime::config::{BackendKind, ExecOptions};
 use symsched_runtime::exec::{
     Binding, DType, ElemTypes, ExecError, Executor, Fabric, LaunchArgs, LocalFabric, LocalGroup,
     LocalWorld, ReduceOp,
@@ -87,7 +88,7 @@ fn buffers(plan: &str, shape: &Shape, r: u32, t: u64) -> (Vec<Vec<f32>>, Vec<Vec
             (vec![input(r, *n)], vec![sum])
         }
         ("broadcast_push", Shape::N(n)) => (vec![input(r, *n)], vec![input(0, *n)]),
-        ("allgather_push", Shape::N(n)) => {
+        ("allgather_push" | "allgather_one_shot", Shape::N(n)) => {
             let out = (0..P).flat_map(|q| input(q, *n)).collect();
             (
                 vec![input(r, *n), vec![SENTINEL; (p * n) as usize]],
@@ -142,8 +143,14 @@ struct Rank {
 }
 
 impl Rank {
-    fn new(group: &Arc<LocalGroup>, r: u32) -> Rank {
-        let ex = Executor::new(group.fabric(r).expect("fabric"));
+    fn new(group: &Arc<LocalGroup>, r: u32, backend: BackendKind) -> Rank {
+        let ex = Executor::with_options(
+            group.fabric(r).expect("fabric"),
+            ExecOptions {
+                backend,
+                ..ExecOptions::default()
+            },
+        );
         let heap = (0..2)
             .map(|i| {
                 ex.fabric()
@@ -233,8 +240,13 @@ impl Rank {
     }
 }
 
-/// Run `body(rank)` on P threads of one in-process world.
+/// Run `body(rank)` on P threads of one in-process world, on the default backend.
 fn on_ranks(body: impl Fn(&Rank, &Barrier) + Sync) {
+    on_ranks_on(BackendKind::Auto, body)
+}
+
+/// Run `body(rank)` on P threads of one in-process world, every launch on `backend`.
+fn on_ranks_on(backend: BackendKind, body: impl Fn(&Rank, &Barrier) + Sync) {
     let world = LocalWorld::new(P, 1 << 20)
         .expect("world")
         .with_timeout(Duration::from_secs(20));
@@ -244,7 +256,7 @@ fn on_ranks(body: impl Fn(&Rank, &Barrier) + Sync) {
         let hs: Vec<_> = (0..P)
             .map(|r| {
                 let (group, barrier, body) = (&group, &barrier, &body);
-                s.spawn(move || body(&Rank::new(group, r), barrier))
+                s.spawn(move || body(&Rank::new(group, r, backend), barrier))
             })
             .collect();
         for h in hs {
@@ -269,18 +281,29 @@ fn expect_disagreement(r: Result<(), ExecError>, parts: &[String], what: &str) {
 /// How each plan's records name a rank's element counts for `n` (one role, or every role).
 fn counts_phrase(name: &str, r: u32, n: u64) -> String {
     match name {
-        "allgather_push" => format!("rank {r}: `in` {n}, `out` {} elements f32", 2 * n),
+        "allgather_push" | "allgather_one_shot" => {
+            format!("rank {r}: `in` {n}, `out` {} elements f32", 2 * n)
+        }
         "alltoall_push" => format!("rank {r}: `in` {}, `out` {} elements f32", 2 * n, 2 * n),
         _ => format!("rank {r}: {n} elements f32"),
     }
 }
 
+/// On both backends, and for `allgather_one_shot` too: its speculative prefix (the puts into the
+/// peers' landing scratch) is not its whole list, so its JIT kernel checks the agreement after
+/// the prefix and before the copies into `out`.
 #[test]
 fn speculative_stage_in_of_a_refused_launch_writes_nothing() {
-    for name in REFUSABLE {
+    let backends = [BackendKind::Interp, BackendKind::Jit];
+    for (backend, name) in backends.into_iter().flat_map(|b| {
+        REFUSABLE
+            .into_iter()
+            .chain(["allgather_one_shot"])
+            .map(move |n| (b, n))
+    }) {
         let plan = common::plan(name, P);
         for mem in [Mem::Heap, Mem::Host] {
-            on_ranks(|rk, barrier| {
+            on_ranks_on(backend, |rk, barrier| {
                 let me = rk.ex.fabric().rank();
                 // A larger launch first: the staging area then need not grow for the smaller
                 // ones below, so every rank stages in and sends its entry credits before it
@@ -308,7 +331,7 @@ fn speculative_stage_in_of_a_refused_launch_writes_nothing() {
                         std::thread::sleep(Duration::from_millis(30));
                     }
                     let r = rk.launch(&plan, &shape, mem, &mut data);
-                    let what = format!("{name} {mem:?} rank {late} late");
+                    let what = format!("{name} {mem:?} {backend:?} rank {late} late");
                     expect_disagreement(
                         r,
                         &[counts_phrase(name, 0, 16), counts_phrase(name, 1, 20)],

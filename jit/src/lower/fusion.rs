@@ -181,6 +181,8 @@ pub(crate) enum Action {
     Pass(Pass),
     /// The signals of these puts (fused into earlier passes), in program order.
     PutSignals(Vec<usize>),
+    /// The launch's agreement check ([`schedule_checked`]): the runtime's `agree` intrinsic.
+    Agree,
 }
 
 /// Element-wise steps run as one loop.
@@ -226,6 +228,7 @@ fn independent(a: &[(usize, Access)], b: &[(usize, Access)]) -> bool {
 /// The actions of `channel` of rank `me` (of the whole rank when it has one channel): only
 /// that channel's steps, in plan order. Nothing is fused or moved across channels: the other
 /// channels run concurrently, ordered against this one only by signals and waits.
+#[cfg(test)]
 pub(crate) fn schedule(
     plan: &Plan,
     me: Rank,
@@ -233,13 +236,59 @@ pub(crate) fn schedule(
     opts: FusionOptions,
     fault: Option<Fault>,
 ) -> Vec<Action> {
+    let len = plan.ranks[me as usize].steps.len();
+    schedule_range(plan, me, channel, opts, fault, 0..len)
+}
+
+/// [`schedule`] with the launch's agreement check ([`Action::Agree`]) after the first
+/// `check_after` steps of the list (`None`: no check, as [`schedule`]). The steps before and
+/// after it are scheduled apart: nothing is fused, hoisted or sunk across the check, so every
+/// step after it runs after it — the steps before it are a speculative prefix that may run
+/// before the ranks agree, and what follows writes the caller's buffers.
+pub(crate) fn schedule_checked(
+    plan: &Plan,
+    me: Rank,
+    channel: u32,
+    opts: FusionOptions,
+    fault: Option<Fault>,
+    check_after: Option<usize>,
+) -> Vec<Action> {
+    let len = plan.ranks[me as usize].steps.len();
+    let Some(at) = check_after else {
+        return schedule_range(plan, me, channel, opts, fault, 0..len);
+    };
+    let at = at.min(len);
+    let mut actions = schedule_range(plan, me, channel, opts, fault, 0..at);
+    let rest = schedule_range(plan, me, channel, opts, fault, at..len);
+    if fault == Some(Fault::CheckAtEnd) {
+        actions.extend(rest);
+        actions.push(Action::Agree);
+    } else {
+        actions.push(Action::Agree);
+        actions.extend(rest);
+    }
+    actions
+}
+
+/// The actions of the steps in `range` of the list (of `channel`), as if they were the whole
+/// list: waits satisfied at entry move to the start of the range, not before it.
+fn schedule_range(
+    plan: &Plan,
+    me: Rank,
+    channel: u32,
+    opts: FusionOptions,
+    fault: Option<Fault>,
+    range: std::ops::Range<usize>,
+) -> Vec<Action> {
     let steps = &plan.ranks[me as usize].steps;
     let mut actions = Vec::new();
+    let ours = |i: usize| range.contains(&i) && steps[i].channel == channel;
     // A hoisted wait moves to the start of its own channel only: the runtime sends the entry
     // signals before any channel starts, so it is satisfiable there as in a one-channel rank.
     let hoisted: Vec<bool> = steps
         .iter()
-        .map(|s| s.channel == channel && opts.hoist_waits && satisfied_at_entry(plan, me, s))
+        .enumerate()
+        .map(|(i, s)| ours(i) && opts.hoist_waits && satisfied_at_entry(plan, me, s))
         .collect();
     for (i, h) in hoisted.iter().enumerate() {
         if *h {
@@ -247,10 +296,12 @@ pub(crate) fn schedule(
         }
     }
     let privacy = Privacy::of(plan, me, channel);
-    let mut order: Vec<usize> = (0..steps.len()).collect();
+    let mut order: Vec<usize> = range.clone().collect();
     if opts.fuse && opts.sink_private {
         let shared_too = fault == Some(Fault::SinkShared);
         let at = sink_targets(plan, me, channel, &hoisted, &privacy, shared_too);
+        // A step whose reader lies past the range runs last in it: it moves past only steps
+        // `sink_targets` found it may cross.
         order.sort_by_key(|&i| (at[i], i));
     }
     let mut segment: Vec<usize> = Vec::new();
@@ -456,6 +507,63 @@ mod tests {
         )
         .unwrap_or_else(|d| panic!("{name}: {d:?}"))
         .plan
+    }
+
+    /// Step indices an action runs.
+    fn steps_of(a: &Action) -> Vec<usize> {
+        match a {
+            Action::Wait(i) | Action::Signal(i) | Action::Matmul(i) | Action::HostColl(i) => {
+                vec![*i]
+            }
+            Action::Pass(p) => p.steps.clone(),
+            Action::PutSignals(l) => l.clone(),
+            Action::Agree => Vec::new(),
+        }
+    }
+
+    /// `allgather_one_shot`'s put into the peer's landing scratch reads `in`, as does its copy
+    /// of `in` into its own block of `out`: one pass. With the check after the put (its
+    /// speculative prefix) they run apart, each step on its side of the check, every step
+    /// once; the waits after the check stay after it.
+    #[test]
+    fn nothing_is_fused_or_hoisted_across_the_agreement_check() {
+        let p = plan("allgather_one_shot", 2);
+        let steps = &p.ranks[0].steps;
+        let first_put = steps
+            .iter()
+            .position(|s| matches!(s.op, Op::Put { .. }))
+            .expect("a put");
+        let k = first_put + 1;
+        let plain = schedule(&p, 0, 0, FusionOptions::default(), None);
+        assert!(
+            passes(&plain)
+                .iter()
+                .any(|ps| ps.iter().any(|&i| i < k) && ps.iter().any(|&i| i >= k)),
+            "the put and the copy share a pass without the check: {plain:?}"
+        );
+        let checked = schedule_checked(&p, 0, 0, FusionOptions::default(), None, Some(k));
+        let at = checked
+            .iter()
+            .position(|a| *a == Action::Agree)
+            .expect("the check");
+        assert_eq!(checked.iter().filter(|a| **a == Action::Agree).count(), 1);
+        for (j, a) in checked.iter().enumerate() {
+            for i in steps_of(a) {
+                assert_eq!(i < k, j < at, "step {i} on the wrong side: {checked:?}");
+            }
+        }
+        let mut all: Vec<usize> = checked
+            .iter()
+            .filter(|a| !matches!(a, Action::PutSignals(_)))
+            .flat_map(steps_of)
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..steps.len()).collect::<Vec<_>>());
+        // Without a check point the schedule is the plain one.
+        assert_eq!(
+            schedule_checked(&p, 0, 0, FusionOptions::default(), None, None),
+            plain
+        );
     }
 
     fn passes(actions: &[Action]) -> Vec<Vec<usize>> {

@@ -105,6 +105,9 @@ pub enum Fault {
     /// Sink steps into their reader's pass even when a peer touches their places (`fusion.rs`
     /// without its privacy check).
     SinkShared,
+    /// Call `agree` after every step instead of after the speculative prefix
+    /// ([`LowerOptions::check_after`]): a refused launch then writes what it must not.
+    CheckAtEnd,
 }
 
 /// How much of a launch the kernel does.
@@ -133,6 +136,11 @@ pub struct LowerOptions {
     /// `region` intrinsic). The compiler turns it off for bodies it leaves unoptimised
     /// ([`crate::compile::SMALL_BODY`]).
     pub heap_addresses: bool,
+    /// Call the `agree` intrinsic after the first `n` steps of the rank's list (the launch's
+    /// speculative prefix, which may run before the ranks agree: the runtime checks the
+    /// agreement in that call); nothing is fused or moved across it. Steps scope and a rank
+    /// with one channel only. `None`: no such call (the runtime checks before the kernel).
+    pub check_after: Option<u32>,
     #[doc(hidden)]
     pub fault: Option<Fault>,
 }
@@ -145,6 +153,7 @@ impl Default for LowerOptions {
             scope: KernelScope::Launch,
             trace: false,
             heap_addresses: true,
+            check_after: None,
             fault: None,
         }
     }
@@ -230,6 +239,7 @@ pub(crate) struct Intrinsics<'ctx> {
     pub stage_out: Intrinsic<'ctx>,
     pub copy_nt: Intrinsic<'ctx>,
     pub trace: Intrinsic<'ctx>,
+    pub agree: Intrinsic<'ctx>,
 }
 
 /// Code generation state of one kernel.
@@ -513,6 +523,19 @@ pub fn lower<'ctx>(
             channels,
         });
     }
+    // The check splits one sequence of steps: only an executor that runs the steps (and sends
+    // the signals around them) can check between them.
+    if let Some(at) = opts.check_after {
+        let steps = plan.ranks[spec.rank as usize].steps.len();
+        if channels > 1 || opts.scope != KernelScope::Steps || at as usize > steps {
+            return Err(JitError::CheckAfter {
+                rank: spec.rank,
+                at,
+                steps,
+                channels,
+            });
+        }
+    }
     for b in &plan.buffers {
         if let symsched_plan::Extent::Split { total: e }
         | symsched_plan::Extent::Uniform { chunk: e }
@@ -688,6 +711,15 @@ pub fn lower<'ctx>(
         stage_out: loaded[5],
         copy_nt: loaded[6],
         trace: loaded[7],
+        // Loaded only by a kernel that calls it (every other kernel's IR stays as it was).
+        agree: Intrinsic {
+            ty: i32t.fn_type(&[p.into()], false),
+            ptr: match opts.check_after {
+                Some(_) => Cg::field(&b, table, t.ptr.into(), &t, offsets::AGREE, "agree")?
+                    .into_pointer_value(),
+                None => p.const_null(),
+            },
+        },
     };
     let mut cg = Cg {
         ctx,
@@ -726,7 +758,14 @@ pub fn lower<'ctx>(
     if launch {
         sync::enter(&cg)?;
     }
-    let actions = fusion::schedule(plan, spec.rank, spec.channel, opts.fusion, opts.fault);
+    let actions = fusion::schedule_checked(
+        plan,
+        spec.rank,
+        spec.channel,
+        opts.fusion,
+        opts.fault,
+        opts.check_after.map(|n| n as usize),
+    );
     let mut host_ordinal = 0u32;
     let steps = &plan.ranks[spec.rank as usize].steps;
     for action in &actions {
@@ -769,12 +808,13 @@ pub fn lower<'ctx>(
                 let ids: Vec<u32> = list.iter().map(|i| steps[*i].id).collect();
                 cg.trace(&ids, abi::TRACE_SIGNAL)?;
             }
+            Action::Agree => sync::agree(&cg)?,
         }
-        // A failed wait, matmul or host collective must stop the kernel before it tells a
-        // peer anything more.
+        // A failed wait, matmul, host collective or agreement must stop the kernel before it
+        // tells a peer anything more.
         if matches!(
             action,
-            Action::Wait(_) | Action::Matmul(_) | Action::HostColl(_)
+            Action::Wait(_) | Action::Matmul(_) | Action::HostColl(_) | Action::Agree
         ) {
             cg.flush()?;
         }

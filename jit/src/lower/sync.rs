@@ -339,6 +339,16 @@ pub(crate) fn enter(cg: &Cg<'_, '_>) -> R<()> {
     cg.flush()
 }
 
+/// The launch's agreement check, after its speculative prefix
+/// ([`crate::LowerOptions::check_after`]): every earlier step's failure is looked at first (a
+/// failed prefix must not be taken for an agreed one), and a refusal stops the kernel.
+pub(crate) fn agree(cg: &Cg<'_, '_>) -> R<()> {
+    cg.flush()?;
+    let st = cg.call(cg.intr.agree, &[], "agreed")?.into_int_value();
+    cg.check_status(st, abi::NO_STEP)?;
+    cg.flush()
+}
+
 /// Stage-out, then the exit signals (the launch credits), in that order.
 pub(crate) fn finish(cg: &Cg<'_, '_>) -> R<()> {
     cg.flush()?;

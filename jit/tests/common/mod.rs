@@ -295,6 +295,11 @@ unsafe extern "C" fn trace(c: *mut c_void, step: u32, flags: u32) {
     c.traced.push((step, flags));
 }
 
+/// These kernels are compiled without an agreement check; a call is a failure they report.
+unsafe extern "C" fn agree(_c: *mut c_void) -> i32 {
+    1
+}
+
 pub const INTRINSICS: Intrinsics = Intrinsics {
     region,
     signal,
@@ -304,6 +309,7 @@ pub const INTRINSICS: Intrinsics = Intrinsics {
     stage_out,
     copy_nt,
     trace,
+    agree,
 };
 
 /// What a rank's kernel did in one launch, beyond its data.

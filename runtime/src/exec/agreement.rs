@@ -491,11 +491,29 @@ impl AgreementArea {
         Ok(())
     }
 
+    /// The launch's agreement: [`Self::agreed_already`], else [`Self::check`] (which waits for
+    /// the words not there yet). `Err(ExecError::Disagreement)`: the ranks refuse the launch.
+    #[inline]
+    pub(crate) fn agree<F: Fabric>(
+        &mut self,
+        fabric: &F,
+        plan: &Plan,
+        mine: &Published,
+        bound: &mut Vec<u64>,
+        entries: &mut Vec<PeerEntry>,
+        speculated: &mut Vec<bool>,
+    ) -> Result<(), ExecError> {
+        if self.agreed_already(fabric.size(), mine, entries, speculated) {
+            return Ok(());
+        }
+        self.check(fabric, plan, mine, bound, entries, speculated)
+    }
+
     /// The common case of [`Self::check`], inline: every peer's word of this launch is already
     /// in its slot and equals this rank's. Then `entries` and `speculated` are set from the
     /// words, as `check` sets them, and the launch is agreed; `false` (and nothing decided)
     /// otherwise: then `check`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn agreed_already(
         &mut self,
         p: u32,

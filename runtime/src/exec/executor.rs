@@ -45,7 +45,7 @@
 //! resolved steps for a repeated matrix.
 
 use super::agreement::{own_pattern_into, PeerEntry, Signature};
-use super::backend::{self, Backend, Chosen, ChosenState, LaunchSignals, StepContext, Steps};
+use super::backend::{Backend, Chosen, ChosenState, LaunchSignals, StepContext, Steps};
 use super::binding::{self, Binding};
 use super::dtype::{DType, ElemTypes};
 use super::eager::{AlltoallvOutcome, EagerChannel};
@@ -344,25 +344,10 @@ impl<F: Fabric> Executor<F> {
             // only to write a record, off the common path).
             let digests = regs.agreement.digests(&sig, &st.bound);
             // A launch that may speculate stages in before publishing too: its word then
-            // tells whether it does ("Speculative scratch puts" in `super::loaded`).
-            // On the JIT only a rank whose prefix is its whole step list speculates (its
-            // kernel then runs the list with its waits skipped, and its data leaves before the
-            // peer's word arrives): a prefix followed by a kernel makes two backend calls,
-            // ~300-400 instructions more per launch, and measured no faster (docs/llvm.md,
-            // stop 36).
-            let early = eligible
-                && (carry
-                    || (lp.spec_prefix > 0
-                        && speculation_fits(lp, res)
-                        && (lp.spec_prefix >= res.steps.len()
-                            || backend::runs_on_interpreter(
-                                &lp.plan,
-                                res,
-                                types,
-                                op,
-                                &self.opts,
-                                &mut st.backend,
-                            ))));
+            // tells whether it does ("Speculative scratch puts" in `super::loaded`). Either
+            // backend runs the prefix, the check and the rest in one call (the JIT's kernel
+            // checks through an intrinsic).
+            let early = eligible && (carry || (lp.spec_prefix > 0 && speculation_fits(lp, res)));
             let staged = early
                 && st.staging.stage_in(
                     &self.fabric,
@@ -445,73 +430,85 @@ impl<F: Fabric> Executor<F> {
         } else {
             EntrySent::None
         };
-        let run_steps = |memory: &LaunchMemory<'_, F>, backend: &mut ChosenState, part| {
-            self.run_steps(lp, res, sizes, memory, signals, types, op, backend, part)
-        };
-        // 4b. the speculative prefix: puts into the peers' scratch copy of this launch's
-        // parity, and their signals, before the check
-        let first = if published.speculated() {
-            let memory = st.staging.memory(&self.fabric, &lp.plan, types);
-            run_steps(&memory, &mut st.backend, Steps::Prefix(lp.spec_prefix))?;
+        let run_steps =
+            |memory: &LaunchMemory<'_, F>, backend: &mut ChosenState, part: Steps<'_>| {
+                self.run_steps(lp, res, sizes, memory, signals, types, op, backend, part)
+            };
+        let memory = if published.speculated() {
+            // 4b. the speculative prefix (puts into the peers' scratch copy of this launch's
+            // parity, and their signals), 3d. the agreement, 5. the rest: one backend call,
+            // which calls `check` between the prefix and the rest
             st.speculations += 1;
-            lp.spec_prefix
+            let memory = st.staging.memory(&self.fabric, &lp.plan, types);
+            let mut refused = false;
+            let (bound, entries, speculated) = (&mut st.bound, &mut st.entries, &mut st.speculated);
+            let mut check = || {
+                let verdict = regs.agreement.agree(
+                    &self.fabric,
+                    &lp.plan,
+                    &published,
+                    bound,
+                    entries,
+                    speculated,
+                );
+                refused = verdict.is_err();
+                verdict?;
+                // The peers' exit credits of the previous launch and entry credits of this
+                // one, which their checked words imply.
+                self.apply_credits_by_word(lp, signals, entries)
+            };
+            let part = Steps::Speculating {
+                prefix: lp.spec_prefix,
+                check: &mut check,
+            };
+            if let Err(e) = run_steps(&memory, &mut st.backend, part) {
+                if refused && matches!(e, ExecError::Disagreement(_)) {
+                    self.finish_refused(lp, signals, sent, &st.entries, &st.speculated)?;
+                    st.epoch += 1;
+                }
+                return Err(e);
+            }
+            memory
         } else {
-            0
-        };
-        // 3d. the agreement: every peer's word before this rank's first step (after its
-        // speculative prefix)
-        let verdict = if regs.agreement.agreed_already(
-            self.fabric.size(),
-            &published,
-            &mut st.entries,
-            &mut st.speculated,
-        ) {
-            Ok(())
-        } else {
-            regs.agreement.check(
+            // 3d. the agreement: every peer's word before this rank's first step
+            let verdict = regs.agreement.agree(
                 &self.fabric,
                 &lp.plan,
                 &published,
                 &mut st.bound,
                 &mut st.entries,
                 &mut st.speculated,
-            )
-        };
-        if let Err(e) = verdict {
-            if matches!(e, ExecError::Disagreement(_)) {
-                self.finish_refused(lp, signals, sent, &st.entries, &st.speculated)?;
-                st.epoch += 1;
+            );
+            if let Err(e) = verdict {
+                if matches!(e, ExecError::Disagreement(_)) {
+                    self.finish_refused(lp, signals, sent, &st.entries, &st.speculated)?;
+                    st.epoch += 1;
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
-        // The peers' exit credits of the previous launch and entry credits of this one, which
-        // their checked words imply.
-        self.apply_credits_by_word(lp, signals, &st.entries)?;
-        if sent == EntrySent::None {
-            // Under the group's binding, now agreed.
-            st.staging.stage_in(
-                &self.fabric,
-                &lp.plan,
-                &lp.access,
-                res,
-                types,
-                &st.bound,
-                buffers,
-                true,
-                st.epoch,
-            )?;
-            self.send_entry_signals(lp, signals, true)?;
-        }
-        let memory = st.staging.memory(&self.fabric, &lp.plan, types);
-        // 5. run the steps (those after the speculative prefix, if it left any); 6. finish
-        let rest = match first {
-            0 => Some(Steps::All),
-            f if f < res.steps.len() => Some(Steps::From(f)),
-            _ => None,
+            // The peers' exit credits of the previous launch and entry credits of this one,
+            // which their checked words imply.
+            self.apply_credits_by_word(lp, signals, &st.entries)?;
+            if sent == EntrySent::None {
+                // Under the group's binding, now agreed.
+                st.staging.stage_in(
+                    &self.fabric,
+                    &lp.plan,
+                    &lp.access,
+                    res,
+                    types,
+                    &st.bound,
+                    buffers,
+                    true,
+                    st.epoch,
+                )?;
+                self.send_entry_signals(lp, signals, true)?;
+            }
+            let memory = st.staging.memory(&self.fabric, &lp.plan, types);
+            // 5. run the steps
+            run_steps(&memory, &mut st.backend, Steps::All)?;
+            memory
         };
-        if let Some(part) = rest {
-            run_steps(&memory, &mut st.backend, part)?;
-        }
         // The test inline, the work out of line: a call that returns at once was ~20
         // instructions a launch.
         if op == ReduceOp::Avg && lp.plan.collective.reduces() {
@@ -657,7 +654,7 @@ impl<F: Fabric> Executor<F> {
         types: ElemTypes,
         op: ReduceOp,
         state: &mut ChosenState,
-        part: Steps,
+        part: Steps<'_>,
     ) -> Result<(), ExecError> {
         let tr = trace::Launch::begin(
             &lp.plan,
@@ -679,9 +676,8 @@ impl<F: Fabric> Executor<F> {
             trace: tr.as_ref(),
             host: self.host.as_ref(),
             exchanges: &self.internal,
-            part,
         };
-        Chosen.run(&ctx, state)?;
+        Chosen.run(&ctx, state, part)?;
         if let Some(tr) = tr {
             tr.end();
         }
@@ -708,7 +704,7 @@ impl<F: Fabric> Executor<F> {
     /// this rank's own slots, once per launch, after the check (or in a refusal) — the exit
     /// credits of the previous launch (none in a plan's first epoch, as no launch came before
     /// it), and the entry credits of this launch from every peer whose word was flagged.
-    #[inline]
+    #[inline(always)]
     fn apply_credits_by_word(
         &self,
         lp: &LoadedPlan,

@@ -53,10 +53,11 @@
 //! (`AgreementArea::repeats_agreed`), runs its *speculative prefix* before its check: its first
 //! steps when they are only exit-credit waits (skipped), puts into a peer's scratch and `add`
 //! signals on slots it alone updates there, waited for with `>=` or `>` ([`speculative_prefix`]), one
-//! channel, untraced. On the JIT only a rank whose prefix is its whole step list speculates (a
-//! kernel after a prefix would make two backend calls per launch: ~300–400 instructions more,
-//! and measured no faster); its kernel runs the list with its waits skipped. A shorter prefix
-//! speculates on the interpreter only. (A shared slot would let its signal of the next launch complete a count
+//! channel, untraced. Both backends run the prefix, the check and the rest in one call: the
+//! interpreter calls the check between the two ranges; the JIT's kernel for a speculating
+//! launch is compiled with the check after the prefix (its `agree` intrinsic; nothing fused or
+//! moved across it), and skips its waits until then — a prefix that is the whole list runs in
+//! the launch's ordinary kernel, waits skipped, with the check after the call. (A shared slot would let its signal of the next launch complete a count
 //! that a peer still in this launch waits for, before a slower rank's data has landed.) The waits may
 //! be skipped because the put of launch `e` lands in the copy the peer last read in `e − 2`,
 //! and this rank's check of the peer's word of `e − 1` — published after the peer finished
@@ -506,8 +507,7 @@ mod tests {
     use std::time::Duration;
     use symsched_plan::{Cmp, LaunchSizes};
 
-    /// Both backends: the interpreter runs a speculative prefix for either; on the JIT only a
-    /// rank whose prefix is its whole list speculates.
+    /// Both backends: each runs a speculative prefix, the check and the rest in one call.
     const BACKENDS: [BackendKind; 2] = [BackendKind::Interp, BackendKind::Jit];
 
     fn executor<F: Fabric>(fabric: F, backend: BackendKind) -> Executor<F> {
@@ -678,15 +678,12 @@ mod tests {
                     );
                 }
             }
-            // At 2 ranks `allreduce_one_shot`'s scratch puts run ahead of the check in
-            // repeated launches on the interpreter, and `reduce_push`'s sender (its put and
-            // signal are its whole list) on either backend, the refused launches included: the
-            // accounting covers them.
+            // At 2 ranks the scratch puts of `allreduce_one_shot` and `allgather_one_shot` run
+            // ahead of the check in repeated launches (the JIT's kernel checks after them), and
+            // `reduce_push`'s sender (its put and signal are its whole list), the refused
+            // launches included: the accounting covers them.
             let script2 = script.map(|l| if l == RefusedBy(2) { RefusedBy(1) } else { l });
-            let names: &[&str] = match backend {
-                BackendKind::Jit => &["reduce_push"],
-                _ => &["allreduce_one_shot", "reduce_push"],
-            };
+            let names: &[&str] = &["allreduce_one_shot", "allgather_one_shot", "reduce_push"];
             for (staged, &name) in [false, true]
                 .into_iter()
                 .flat_map(|s| names.iter().map(move |n| (s, n)))
@@ -716,11 +713,8 @@ mod tests {
         for backend in BACKENDS {
             for ranks in [2, 3, 4] {
                 let spec = keep_every_result(ranks, 3000, backend);
-                if backend == BackendKind::Jit {
-                    // Its prefix is not the whole list: on the JIT the ranks wait for the
-                    // words, and the results are kept all the same.
-                    assert_eq!(spec, 0, "{ranks} ranks on the JIT: speculated");
-                } else if ranks == 2 {
+                // Its prefix is not the whole list: the JIT's kernel checks after it.
+                if ranks == 2 {
                     assert!(spec > 3000, "{backend:?}: few launches speculated: {spec}");
                 } else {
                     assert_eq!(

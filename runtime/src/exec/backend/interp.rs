@@ -81,20 +81,24 @@ impl Backend for Interpreter {
         &self,
         ctx: &StepContext<'_, F>,
         state: &mut InterpState,
+        part: Steps<'_>,
     ) -> Result<(), ExecError> {
         let len = ctx.resolved.steps.len();
-        match ctx.part {
+        match part {
             Steps::All if !ctx.resolved.multi_channel() => {
                 run_channel(ctx, &mut state.main, 0..len, None, false)
             }
             Steps::All => run_channels(ctx, state),
-            Steps::Prefix(n) if !ctx.resolved.multi_channel() => {
-                run_channel(ctx, &mut state.main, 0..n.min(len), None, true)
+            Steps::Speculating { prefix, check } if !ctx.resolved.multi_channel() => {
+                let n = prefix.min(len);
+                run_channel(ctx, &mut state.main, 0..n, None, true)?;
+                check()?;
+                if n < len {
+                    run_channel(ctx, &mut state.main, n..len, None, false)?;
+                }
+                Ok(())
             }
-            Steps::From(n) if !ctx.resolved.multi_channel() => {
-                run_channel(ctx, &mut state.main, n.min(len)..len, None, false)
-            }
-            _ => Err(ExecError::Runtime(
+            Steps::Speculating { .. } => Err(ExecError::Runtime(
                 "a speculative launch on a rank with several channels".into(),
             )),
         }

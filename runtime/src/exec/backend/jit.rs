@@ -14,8 +14,9 @@
 //! anything else asks `LaunchMemory::ptr`, for the address or the interpreter's error),
 //! signals and bounded waits ([`LaunchSignals`], so the deadline, dead-peer detection, abort
 //! check and the timeout message naming step, slot and signallers are the fabric's, as for the
-//! interpreter), the matmul engine, the host collective library, non-temporal copies and the
-//! step trace.
+//! interpreter), the matmul engine, the host collective library, non-temporal copies, the
+//! step trace, and for a speculating launch the executor's agreement check (`agree`, called by
+//! a kernel lowered with [`LowerOptions::check_after`] right after the speculative prefix).
 //!
 //! **Channels.** A rank whose steps run on several channels has one kernel per channel (each
 //! with only its channel's steps; `symsched_jit::kernel_channels`), run concurrently on the
@@ -35,7 +36,7 @@
 //! configuration, which keys kernels by the SHA-256 of everything their code depends on and
 //! keeps the objects under [`ExecOptions::jit_cache_dir`](crate::config::ExecOptions) when set.
 
-use super::{channels, LaunchSignals, StepContext, Steps};
+use super::{channels, Check, LaunchSignals, StepContext, Steps};
 use crate::exec::cancel::LaunchCancel;
 use crate::exec::dtype::{DType, ElemTypes};
 use crate::exec::error::ExecError;
@@ -99,6 +100,9 @@ struct Signature {
     fuse: bool,
     trace: bool,
     fault: Option<Fault>,
+    /// The kernel checks the launch's agreement after this many steps (a speculating launch
+    /// whose prefix is not its whole list; [`LowerOptions::check_after`]).
+    check_after: Option<u32>,
 }
 
 /// Plan step id → position in one rank's step list, sorted by id: a binary search over a few
@@ -389,6 +393,7 @@ fn compile(
             },
             scope: KernelScope::Steps,
             trace: sig.trace,
+            check_after: sig.check_after,
             fault: sig.fault,
             ..LowerOptions::default()
         },
@@ -434,8 +439,11 @@ struct CallCtx<'c, 'a, F: Fabric> {
     /// The launch's cancel word and this kernel's channel, for a multi-channel rank (`None`:
     /// the only channel, nothing extra on the hot path).
     cancel: Option<(&'c LaunchCancel, u32)>,
-    /// Every wait is skipped: the call runs a speculative prefix ([`launch`]).
+    /// Every wait is skipped: the call runs a speculative prefix ([`launch`]), until the
+    /// `agree` intrinsic.
     skip_waits: bool,
+    /// The launch's agreement check, for the `agree` intrinsic (a speculating launch).
+    check: Option<Check<'c>>,
     /// The first error an intrinsic hit.
     error: Option<ExecError>,
     /// End of the last traced action (set when tracing: an untraced launch reads no clock).
@@ -710,6 +718,22 @@ unsafe extern "C" fn host_coll<F: Fabric>(
     }
 }
 
+/// The speculative prefix ran: check the launch's agreement, then wait for real.
+unsafe extern "C" fn agree<F: Fabric>(c: *mut c_void) -> i32 {
+    // SAFETY: the kernel's context (see `call`).
+    let c = unsafe { call::<F>(c) };
+    c.skip_waits = false;
+    let Some(check) = c.check.take() else {
+        return c.fail(ExecError::Runtime(
+            "jit: a kernel checked an agreement that its launch did not ask for".into(),
+        ));
+    };
+    match check() {
+        Ok(()) => 0,
+        Err(e) => c.fail(e),
+    }
+}
+
 /// Never called: a steps-scope kernel leaves stage-out to the executor.
 unsafe extern "C" fn stage_out<F: Fabric>(c: *mut c_void) -> i32 {
     // SAFETY: the kernel's context (see `call`).
@@ -766,6 +790,7 @@ impl<F: Fabric> Table<F> {
         stage_out: stage_out::<F>,
         copy_nt,
         trace: trace_step::<F>,
+        agree: agree::<F>,
     };
 }
 
@@ -802,42 +827,49 @@ impl super::Backend for Jit {
         &self,
         ctx: &StepContext<'_, F>,
         state: &mut JitState,
+        part: Steps<'_>,
     ) -> Result<(), ExecError> {
-        // A rank without steps has nothing for a kernel to do: no regions to check, no waits,
-        // no data (the phases around the steps are the executor's). It neither compiles nor
-        // calls one, and pays no call into the kernel path.
-        if ctx.resolved.steps.is_empty() {
-            return Ok(());
+        let len = ctx.resolved.steps.len();
+        match part {
+            // A rank without steps has nothing for a kernel to do: no regions to check, no
+            // waits, no data (the phases around the steps are the executor's). It neither
+            // compiles nor calls one, and pays no call into the kernel path.
+            Steps::All if len == 0 => Ok(()),
+            Steps::All => launch(ctx, state, None, None),
+            Steps::Speculating { .. } if ctx.resolved.multi_channel() => Err(ExecError::Runtime(
+                "jit: a speculative launch on a rank with several channels".into(),
+            )),
+            // The prefix is the whole list: the kernel of every launch runs it with its waits
+            // skipped, and the check follows the call.
+            Steps::Speculating { prefix, check } if prefix >= len => {
+                if len > 0 {
+                    launch(ctx, state, None, Some(&mut *check))?;
+                }
+                check()
+            }
+            // A kernel that checks after its prefix (compiled for that), in the same call.
+            Steps::Speculating { prefix, check } => {
+                launch(ctx, state, Some(prefix as u32), Some(check))
+            }
         }
-        // On the JIT a rank speculates only when its prefix is its whole list (a shorter
-        // prefix runs on the interpreter, see `Chosen`), and the executor runs no empty rest:
-        // the kernel then runs every step with its waits skipped, as the interpreter's prefix.
-        let skip_waits = match ctx.part {
-            Steps::All => false,
-            Steps::Prefix(n) if n >= ctx.resolved.steps.len() && !ctx.resolved.multi_channel() => {
-                true
-            }
-            _ => {
-                return Err(ExecError::Runtime(
-                    "jit: a kernel runs a launch's steps whole".into(),
-                ))
-            }
-        };
-        launch(ctx, state, skip_waits)
     }
 }
 
 /// One launch's kernel calls (a rank with steps): the kernel on the calling thread for a
 /// one-channel rank; for a multi-channel rank each channel's kernel on the shared runner
 /// ([`channels::run`], as the interpreter), each with its own call context.
-/// `skip_waits`: the launch's speculative prefix, which is the rank's whole list: every wait
-/// is an exit credit that the check of the last agreed launch already implied ("Speculative
-/// scratch puts" in `crate::exec::loaded`), so the wait intrinsic returns at once.
+///
+/// `speculating`: the launch's speculative prefix runs first ("Speculative scratch puts" in
+/// `crate::exec::loaded`): every wait in it is an exit credit that the check of the last agreed
+/// launch already implied, so the wait intrinsic returns at once until the kernel calls
+/// `agree` after `check_after` steps (`None`: the prefix is the whole list, and the caller
+/// checks after the call). The check itself is only ever called through `agree`.
 #[inline(never)]
 fn launch<F: Fabric>(
     ctx: &StepContext<'_, F>,
     state: &mut JitState,
-    skip_waits: bool,
+    check_after: Option<u32>,
+    speculating: Option<Check<'_>>,
 ) -> Result<(), ExecError> {
     let sig = Signature {
         types: ctx.types,
@@ -845,6 +877,7 @@ fn launch<F: Fabric>(
         fuse: ctx.opts.fuse,
         trace: ctx.trace.is_some(),
         fault: current_fault(),
+        check_after,
     };
     let generation = ctx.fabric.generation();
     let key = ctx
@@ -879,6 +912,7 @@ fn launch<F: Fabric>(
     } else {
         marshal(ctx, sizes, counts)?
     };
+    let skip_waits = speculating.is_some();
     let call = KernelCall {
         ctx,
         prepared: p,
@@ -888,7 +922,13 @@ fn launch<F: Fabric>(
         skip_waits,
     };
     if let Some(kernel) = &p.only {
-        return call.run(kernel, mm, None);
+        // Only a kernel compiled to check calls the check.
+        let check = if check_after.is_some() {
+            speculating
+        } else {
+            None
+        };
+        return call.run(kernel, mm, None, check);
     }
     let entry = kernels
         .get(p.at)
@@ -905,7 +945,7 @@ fn launch<F: Fabric>(
                 .ok_or_else(|| {
                     ExecError::Runtime(format!("jit: no kernel for channel {}", c.channel))
                 })?;
-            call.run(&k.kernel, &mut st.mm, Some((cancel, c.channel)))
+            call.run(&k.kernel, &mut st.mm, Some((cancel, c.channel)), None)
         },
     )
 }
@@ -917,7 +957,8 @@ struct KernelCall<'c, 'a, F: Fabric> {
     step_at: &'c StepIndex,
     sizes: *const u64,
     counts: *const u64,
-    /// The wait intrinsic returns at once (a speculative prefix: see [`launch`]).
+    /// The wait intrinsic returns at once (a speculative prefix: see [`launch`]), until the
+    /// `agree` intrinsic.
     skip_waits: bool,
 }
 
@@ -929,14 +970,15 @@ struct KernelCall<'c, 'a, F: Fabric> {
 unsafe impl<F: Fabric> Sync for KernelCall<'_, '_, F> {}
 
 impl<F: Fabric> KernelCall<'_, '_, F> {
-    /// Call `kernel` once, with `mm` as its matmul scratch and `cancel` for a channel of a
-    /// multi-channel rank.
+    /// Call `kernel` once, with `mm` as its matmul scratch, `cancel` for a channel of a
+    /// multi-channel rank and `check` for a kernel that checks the agreement itself.
     #[inline]
     fn run(
         &self,
         kernel: &Kernel,
         mm: &mut Vec<f64>,
         cancel: Option<(&LaunchCancel, u32)>,
+        check: Option<Check<'_>>,
     ) -> Result<(), ExecError> {
         let (ctx, p) = (self.ctx, self.prepared);
         let mut call = CallCtx {
@@ -946,6 +988,12 @@ impl<F: Fabric> KernelCall<'_, '_, F> {
             mm,
             cancel,
             skip_waits: self.skip_waits,
+            // Shortened to the call's lifetime (an unsizing coercion, which `Option` does not
+            // pass through by itself).
+            check: match check {
+                Some(f) => Some(f),
+                None => None,
+            },
             error: None,
             traced_until: None,
         };
@@ -970,6 +1018,12 @@ impl<F: Fabric> KernelCall<'_, '_, F> {
         // fabric's for this generation and slot block (`Prepared::fits`).
         let status = unsafe { kernel.launch(&mut args) };
         if status.code == abi::STATUS_OK {
+            // A kernel given the check must have called it: its launch is agreed only then.
+            if call.check.is_some() {
+                return Err(ExecError::Runtime(
+                    "jit: the kernel ended without checking its launch's agreement".into(),
+                ));
+            }
             return Ok(());
         }
         Err(failure(ctx.plan, &status, call.error.take()))

@@ -39,11 +39,14 @@ pub trait Backend {
     /// code); created empty at load.
     type PlanState: Default + Send;
 
-    /// Run every step of `ctx.resolved`, in order, as the plan prescribes.
+    /// Run every step of `ctx.resolved`, in order, as the plan prescribes; for a speculating
+    /// launch ([`Steps::Speculating`]) with the launch's agreement check between its prefix
+    /// and the rest.
     fn run<F: Fabric>(
         &self,
         ctx: &StepContext<'_, F>,
         state: &mut Self::PlanState,
+        part: Steps<'_>,
     ) -> Result<(), ExecError>;
 }
 
@@ -139,23 +142,37 @@ pub struct StepContext<'a, F: Fabric> {
     pub trace: Option<&'a trace::Launch<'a>>,
     pub(crate) host: &'a dyn HostCollectives,
     pub(crate) exchanges: &'a Mutex<Exchanges>,
-    /// Which of the resolved steps this call runs ([`Steps::All`] but for a speculative
-    /// launch on the interpreter).
-    pub(crate) part: Steps,
 }
 
-/// Which part of a launch's resolved steps a backend call runs. A launch that speculates (see
-/// "Speculative scratch puts" in `super::super::loaded`) runs its prefix before its check of
-/// the peers' agreement words and the rest after it, only on a rank with one channel; on the
-/// JIT only when the prefix is the whole list (one kernel call, its waits skipped).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Steps {
+/// The launch's check of the peers' agreement words (and the credits they imply), which a
+/// speculating launch runs between its prefix and the rest of its steps; its error ends the
+/// launch.
+pub type Check<'c> = &'c mut dyn FnMut() -> Result<(), ExecError>;
+
+/// How a backend call runs a launch's resolved steps. A launch that speculates (see
+/// "Speculative scratch puts" in `super::super::loaded`, only on a rank with one channel) runs
+/// its prefix before its check of the peers' agreement words and the rest after it, in one
+/// backend call: the interpreter calls the check between the two ranges, the JIT's kernel
+/// through its `agree` intrinsic.
+pub enum Steps<'c> {
+    /// Every step; the launch was agreed before.
     All,
-    /// The first n steps, their waits skipped (exit-credit waits the check of the last
-    /// agreed launch made unnecessary).
-    Prefix(usize),
-    /// The steps from n on.
-    From(usize),
+    /// The first `prefix` steps with their waits skipped (exit-credit waits the check of the
+    /// last agreed launch made unnecessary), then `check`, then the rest.
+    Speculating { prefix: usize, check: Check<'c> },
+}
+
+impl Steps<'_> {
+    /// The same part for a second call (after the first made no kernel and ran nothing).
+    pub fn reborrow(&mut self) -> Steps<'_> {
+        match self {
+            Steps::All => Steps::All,
+            Steps::Speculating { prefix, check } => Steps::Speculating {
+                prefix: *prefix,
+                check: &mut **check,
+            },
+        }
+    }
 }
 
 impl<F: Fabric> StepContext<'_, F> {
@@ -256,19 +273,6 @@ fn choose(
     (kind, jit)
 }
 
-/// Whether [`Chosen`] runs a launch of `plan`, resolved as `res`, on the interpreter (as its
-/// `run` decides, so a launch may ask before it runs anything).
-pub(crate) fn runs_on_interpreter(
-    plan: &Plan,
-    res: &Resolved,
-    types: ElemTypes,
-    op: ReduceOp,
-    opts: &ExecOptions,
-    state: &mut ChosenState,
-) -> bool {
-    !choose(plan, res, types, op, opts, state).1
-}
-
 impl Backend for Chosen {
     type PlanState = ChosenState;
 
@@ -277,17 +281,13 @@ impl Backend for Chosen {
         &self,
         ctx: &StepContext<'_, F>,
         state: &mut ChosenState,
+        mut part: Steps<'_>,
     ) -> Result<(), ExecError> {
         let (kind, jit) = choose(ctx.plan, ctx.resolved, ctx.types, ctx.op, ctx.opts, state);
-        // A speculative prefix is a few puts and signals before the launch's check. On the
-        // JIT only a prefix that is the rank's whole list is speculated (so no second backend
-        // call follows it), and the kernel runs it with its waits skipped; a shorter prefix
-        // (only ever speculated on the interpreter) runs there.
-        let partial = matches!(ctx.part, Steps::Prefix(n) if n < ctx.resolved.steps.len());
-        if !jit || partial {
-            return interp::Interpreter.run(ctx, &mut state.interp);
+        if !jit {
+            return interp::Interpreter.run(ctx, &mut state.interp, part);
         }
-        match jit::Jit.run(ctx, &mut state.jit) {
+        match jit::Jit.run(ctx, &mut state.jit, part.reborrow()) {
             // No kernel could be made (no step has run: the kernel is made before it is
             // called), so `auto` falls back to the reference for this plan. Every rank
             // compiles the same kernel, so a failure is normally the same on every rank; a
@@ -299,7 +299,7 @@ impl Backend for Chosen {
                      interpreter from now on"
                 );
                 state.jit_unavailable = Some(e.to_string());
-                interp::Interpreter.run(ctx, &mut state.interp)
+                interp::Interpreter.run(ctx, &mut state.interp, part)
             }
             r => r,
         }
