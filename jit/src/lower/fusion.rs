@@ -259,14 +259,8 @@ pub(crate) fn schedule_checked(
     };
     let at = at.min(len);
     let mut actions = schedule_range(plan, me, channel, opts, fault, 0..at);
-    let rest = schedule_range(plan, me, channel, opts, fault, at..len);
-    if fault == Some(Fault::CheckAtEnd) {
-        actions.extend(rest);
-        actions.push(Action::Agree);
-    } else {
-        actions.push(Action::Agree);
-        actions.extend(rest);
-    }
+    actions.push(Action::Agree);
+    actions.extend(schedule_range(plan, me, channel, opts, fault, at..len));
     actions
 }
 

@@ -105,9 +105,6 @@ pub enum Fault {
     /// Sink steps into their reader's pass even when a peer touches their places (`fusion.rs`
     /// without its privacy check).
     SinkShared,
-    /// Call `agree` after every step instead of after the speculative prefix
-    /// ([`LowerOptions::check_after`]): a refused launch then writes what it must not.
-    CheckAtEnd,
 }
 
 /// How much of a launch the kernel does.
