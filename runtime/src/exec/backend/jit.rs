@@ -835,7 +835,7 @@ impl super::Backend for Jit {
             // waits, no data (the phases around the steps are the executor's). It neither
             // compiles nor calls one, and pays no call into the kernel path.
             Steps::All if len == 0 => Ok(()),
-            Steps::All => launch(ctx, state, None, None),
+            Steps::All => launch(ctx, state, false, None),
             Steps::Speculating { .. } if ctx.resolved.multi_channel() => Err(ExecError::Runtime(
                 "jit: a speculative launch on a rank with several channels".into(),
             )),
@@ -843,13 +843,13 @@ impl super::Backend for Jit {
             // skipped, and the check follows the call.
             Steps::Speculating { prefix, check } if prefix >= len => {
                 if len > 0 {
-                    launch(ctx, state, None, Some(&mut *check))?;
+                    launch(ctx, state, true, None)?;
                 }
                 check()
             }
             // A kernel that checks after its prefix (compiled for that), in the same call.
             Steps::Speculating { prefix, check } => {
-                launch(ctx, state, Some(prefix as u32), Some(check))
+                launch(ctx, state, true, Some((prefix as u32, check)))
             }
         }
     }
@@ -859,18 +859,23 @@ impl super::Backend for Jit {
 /// one-channel rank; for a multi-channel rank each channel's kernel on the shared runner
 /// ([`channels::run`], as the interpreter), each with its own call context.
 ///
-/// `speculating`: the launch's speculative prefix runs first ("Speculative scratch puts" in
+/// `skip_waits`: the launch's speculative prefix runs first ("Speculative scratch puts" in
 /// `crate::exec::loaded`): every wait in it is an exit credit that the check of the last agreed
-/// launch already implied, so the wait intrinsic returns at once until the kernel calls
-/// `agree` after `check_after` steps (`None`: the prefix is the whole list, and the caller
-/// checks after the call). The check itself is only ever called through `agree`.
+/// launch already implied, so the wait intrinsic returns at once — until the kernel calls
+/// `agree`, when `checked` gives the number of prefix steps (the kernel compiled for it) and the
+/// check that `agree` calls (`None`: the prefix, if any, is the whole list, and the caller
+/// checks after the call).
 #[inline(never)]
 fn launch<F: Fabric>(
     ctx: &StepContext<'_, F>,
     state: &mut JitState,
-    check_after: Option<u32>,
-    speculating: Option<Check<'_>>,
+    skip_waits: bool,
+    checked: Option<(u32, Check<'_>)>,
 ) -> Result<(), ExecError> {
+    let (check_after, check) = match checked {
+        Some((n, check)) => (Some(n), Some(check)),
+        None => (None, None),
+    };
     let sig = Signature {
         types: ctx.types,
         op: ctx.op,
@@ -912,7 +917,6 @@ fn launch<F: Fabric>(
     } else {
         marshal(ctx, sizes, counts)?
     };
-    let skip_waits = speculating.is_some();
     let call = KernelCall {
         ctx,
         prepared: p,
@@ -922,12 +926,6 @@ fn launch<F: Fabric>(
         skip_waits,
     };
     if let Some(kernel) = &p.only {
-        // Only a kernel compiled to check calls the check.
-        let check = if check_after.is_some() {
-            speculating
-        } else {
-            None
-        };
         return call.run(kernel, mm, None, check);
     }
     let entry = kernels
