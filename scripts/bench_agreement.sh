@@ -3,7 +3,7 @@
 # the agreement (`--cfg symsched_bench_no_agreement`: no word, no check, every exit credit sent),
 # measured in one run, the two builds in turns, at three levels:
 #   1. the executor's launch (`launch_overhead` bench: allreduce_one_shot, ranks as threads);
-#   2. the launch across processes without Python (`symsched run --backend interp`, 2 rank
+#   2. the launch across processes without Python (`symsched run --backend RUN_BACKEND`, 2 rank
 #      processes on the heap, 8 B; each row's median and min µs per launch);
 #   3. one Python call (`python/tests/bench_call_overhead.py`: 2 rank processes, torch + gloo),
 #      the cost a user sees.
@@ -29,6 +29,7 @@ ITERS="${ITERS:-20000}"
 TURNS="${TURNS:-3}"
 RUN_TURNS="${RUN_TURNS:-8}"
 RUN_ITERS="${RUN_ITERS:-100000}"
+RUN_BACKEND="${RUN_BACKEND:-interp}"
 SCHEDULES="${SCHEDULES:-allreduce_one_shot allgather_push}"
 cd "$ROOT"
 [[ -x "$VENV/bin/maturin" ]] || bash scripts/python_env.sh
@@ -71,14 +72,14 @@ for s in $SCHEDULES; do
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 for s in $SCHEDULES; do
-    echo "== processes, symsched run --backend interp, P = 2, n = 2 f32 $s: median and min µs per launch"
+    echo "== processes, symsched run --backend $RUN_BACKEND, P = 2, n = 2 f32 $s: median and min µs per launch"
     echo "   (agreement | baseline), and the per-turn ratio of the medians"
     echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
     for ((t = 1; t <= RUN_TURNS; t++)); do
         for v in agreement baseline; do
             "$OUT/$v/release/symsched" run --ranks 2 --count 2 --iters "$RUN_ITERS" \
-                --warmup 1000 --backend interp "examples/$s.sched" 2>&1 | tail -n 1 |
-                awk '{ printf "%s %s ", $5, $6 }'
+                --warmup 1000 --backend "$RUN_BACKEND" "examples/$s.sched" 2>&1 |
+                grep -v '^#' | tail -n 1 | awk '{ printf "%s %s ", $5, $6 }'
         done
         echo
     done | awk '{ printf "%s %s | %s %s  %.3f\n", $1, $2, $3, $4, $1 / $3 }' | tee "$TMP"
