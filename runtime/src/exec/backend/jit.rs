@@ -872,10 +872,7 @@ fn launch<F: Fabric>(
     skip_waits: bool,
     checked: Option<(u32, Check<'_>)>,
 ) -> Result<(), ExecError> {
-    let (check_after, check) = match checked {
-        Some((n, check)) => (Some(n), Some(check)),
-        None => (None, None),
-    };
+    let (check_after, check) = checked.unzip();
     let sig = Signature {
         types: ctx.types,
         op: ctx.op,
